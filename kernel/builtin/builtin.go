@@ -1,0 +1,28 @@
+// Package builtin assembles every operator family into the registry that
+// vouch uses by default.
+package builtin
+
+import (
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/control"
+	"github.com/vouchml/vouch/kernel/elementwise"
+	"github.com/vouchml/vouch/kernel/image"
+	"github.com/vouchml/vouch/kernel/nn"
+	"github.com/vouchml/vouch/kernel/reduce"
+	"github.com/vouchml/vouch/kernel/rnn"
+	"github.com/vouchml/vouch/kernel/shape"
+)
+
+// Registry returns a new registry with all of vouch's operators in the
+// default ONNX domain.
+func Registry() *kernel.Registry {
+	return kernel.NewRegistry("",
+		elementwise.Ops(),
+		shape.Ops(),
+		nn.Ops(),
+		reduce.Ops(),
+		rnn.Ops(),
+		control.Ops(),
+		image.Ops(),
+	)
+}

@@ -1,0 +1,131 @@
+// Package kernel defines how vouch implements operators: an Op pairs a shape
+// function with a portable Go kernel, and a Registry maps (domain, op type)
+// to Ops. The operator families live in subpackages (elementwise, shape, nn,
+// reduce, control, ...), each exporting its table; package kernel/builtin
+// assembles them.
+//
+// Kernels follow DESIGN.md's determinism rules: every dot-product output is
+// one fused multiply-add chain over k in a fixed order (see vmath.FMA32),
+// threads split outputs and never reductions, and transcendental functions
+// use vmath's own polynomials, never the platform's. A kernel's output is
+// therefore a pure function of its inputs and attributes.
+package kernel
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// RunFunc computes a node's outputs. in[i] is nil for an omitted optional
+// input. It must not modify its inputs. Errors describe what is wrong with
+// the inputs or attributes; the executor adds the node's name.
+type RunFunc func(c *Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error)
+
+// InferFunc computes a node's output types from its inputs' types (and
+// constant values, when known). An output whose shape depends on input
+// values that are not known returns a Type with RankKnown false or unknown
+// dimensions.
+type InferFunc func(n *ir.Node, in []ir.InferInput) ([]ir.Type, error)
+
+// Op is one operator: its kernel and its shape function.
+type Op struct {
+	Run   RunFunc
+	Infer InferFunc
+	// MinVersion and MaxVersion bound the opset versions this Op
+	// implements (0 means no bound).
+	MinVersion, MaxVersion int64
+}
+
+// SubgraphRunner runs a subgraph (If branches, Loop and Scan bodies) with
+// the given inputs bound to its declared inputs, in the scope of the node
+// being run. The executor provides it.
+type SubgraphRunner interface {
+	RunSubgraph(g *ir.Graph, inputs []*tensor.Tensor) ([]*tensor.Tensor, error)
+}
+
+// Ctx carries what a kernel may use besides its inputs.
+type Ctx struct {
+	// Sub runs subgraphs; nil where the caller provides none.
+	Sub SubgraphRunner
+}
+
+// Table maps op types to Ops, for one family of operators.
+type Table map[string]*Op
+
+// Registry maps a domain and op type to its Op.
+type Registry struct {
+	ops map[string]*Op // key: domain + "::" + op type
+}
+
+// NewRegistry returns a registry holding the given tables. A name defined
+// in two tables is a programmer error and panics.
+func NewRegistry(domain string, tables ...Table) *Registry {
+	r := &Registry{ops: map[string]*Op{}}
+	for _, t := range tables {
+		r.Add(domain, t)
+	}
+	return r
+}
+
+// Add registers every op of t under domain.
+func (r *Registry) Add(domain string, t Table) {
+	for name, op := range t {
+		k := key(domain, name)
+		if _, dup := r.ops[k]; dup {
+			panic(fmt.Sprintf("kernel: op %s registered twice", k))
+		}
+		r.ops[k] = op
+	}
+}
+
+func key(domain, op string) string {
+	if domain == "ai.onnx" {
+		domain = ""
+	}
+	return domain + "::" + op
+}
+
+// Lookup returns the Op for a node, or an error naming what is missing.
+func (r *Registry) Lookup(n *ir.Node) (*Op, error) {
+	op, ok := r.ops[key(n.Domain, n.OpType)]
+	if !ok {
+		if n.Domain != "" {
+			return nil, fmt.Errorf("kernel: unsupported operator %s in domain %q", n.OpType, n.Domain)
+		}
+		return nil, fmt.Errorf("kernel: unsupported operator %s", n.OpType)
+	}
+	if op.MinVersion > 0 && n.Version > 0 && n.Version < op.MinVersion {
+		return nil, fmt.Errorf("kernel: %s is implemented from opset %d, model uses opset %d", n.OpType, op.MinVersion, n.Version)
+	}
+	if op.MaxVersion > 0 && n.Version > op.MaxVersion {
+		return nil, fmt.Errorf("kernel: %s is implemented up to opset %d, model uses opset %d", n.OpType, op.MaxVersion, n.Version)
+	}
+	return op, nil
+}
+
+// Names lists the registered op types of the default domain, sorted.
+func (r *Registry) Names() []string {
+	var out []string
+	for k := range r.ops {
+		if len(k) > 2 && k[:2] == "::" {
+			out = append(out, k[2:])
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// InferNode implements ir.Inferrer.
+func (r *Registry) InferNode(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
+	op, err := r.Lookup(n)
+	if err != nil {
+		return nil, err
+	}
+	if op.Infer == nil {
+		return nil, fmt.Errorf("kernel: %s has no shape function", n.OpType)
+	}
+	return op.Infer(n, in)
+}
