@@ -3,6 +3,8 @@ package conformance
 import (
 	"flag"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -87,3 +89,37 @@ func TestOne(t *testing.T) {
 }
 
 var one = flag.String("test", "", "suite/name of one backend test for TestOne")
+
+var match = flag.String("match", "", "regexp of suite/name: TestSubset runs the matching backend tests")
+
+// TestSubset runs the backend tests whose suite/name matches -match and
+// logs each result, for development:
+//
+//	go test ./conformance -run TestSubset -match 'node/test_(add|sub)' -v
+func TestSubset(t *testing.T) {
+	if *match == "" {
+		t.Skip("set -match=regexp")
+	}
+	re := regexp.MustCompile(*match)
+	reg := builtin.Registry()
+	var c Counts
+	for _, s := range Suites {
+		entries, err := os.ReadDir(filepath.Join(DefaultRoot, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if !re.MatchString(s + "/" + e.Name()) {
+				continue
+			}
+			r := RunTest(DefaultRoot, s, e.Name(), reg, time.Minute)
+			add(&c, r.Status)
+			if r.Status == Pass {
+				t.Logf("pass %s", r.ID())
+			} else {
+				t.Errorf("%s %s: %s", r.Status, r.ID(), r.Reason)
+			}
+		}
+	}
+	t.Logf("%d pass, %d fail, %d skip", c.Pass, c.Fail, c.Skip)
+}

@@ -27,6 +27,12 @@ func FMA32(a, b, c float32) float32 {
 	if math.IsInf(s, 0) || s != s {
 		return float32(s)
 	}
+	// Fast path: s is a normal float32-range value whose bits below
+	// float32 precision are not exactly a half: one rounding suffices.
+	bits := math.Float64bits(s)
+	if exp := (bits >> 52) & 0x7ff; exp > 1023-126 && exp < 1023+127 && bits&(1<<29-1) != 1<<28 {
+		return float32(s)
+	}
 	r := float32(s)
 	if float64(r) == s {
 		return r
