@@ -83,7 +83,7 @@ func TensorFromProto(tp *onnxpb.TensorProto, dir string) (*tensor.Tensor, error)
 		if int64(len(raw)) != want {
 			return nil, fmt.Errorf("onnx: tensor %q: %v%v needs %d bytes of raw data, has %d", name, dt, shape, want, len(raw))
 		}
-		return fromRaw(dt, shape, raw), nil
+		return FromRaw(dt, shape, raw)
 	}
 	return fromTyped(tp, dt, shape, int(n))
 }
@@ -137,7 +137,15 @@ func readExternal(tp *onnxpb.TensorProto, dir string, want int64) ([]byte, error
 	return buf, nil
 }
 
-func fromRaw(dt tensor.DType, shape []int, raw []byte) *tensor.Tensor {
+// FromRaw decodes little-endian element bytes (the layout of raw_data and
+// of .npy files) into a tensor of the given type and shape.
+func FromRaw(dt tensor.DType, shape []int, raw []byte) (*tensor.Tensor, error) {
+	if dt == tensor.String || !dt.Supported() {
+		return nil, fmt.Errorf("onnx: no raw encoding for %v", dt)
+	}
+	if want := tensor.NumElems(shape) * dt.Size(); len(raw) != want {
+		return nil, fmt.Errorf("onnx: %v%v needs %d bytes, got %d", dt, shape, want, len(raw))
+	}
 	t := tensor.New(dt, shape...)
 	le := binary.LittleEndian
 	switch d := t.Data.(type) {
@@ -192,7 +200,7 @@ func fromRaw(dt tensor.DType, shape []int, raw []byte) *tensor.Tensor {
 			d[i] = le.Uint64(raw[8*i:])
 		}
 	}
-	return t
+	return t, nil
 }
 
 func fromTyped(tp *onnxpb.TensorProto, dt tensor.DType, shape []int, n int) (*tensor.Tensor, error) {

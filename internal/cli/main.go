@@ -1,0 +1,138 @@
+// Package cli implements vouch's command line: one file per subcommand,
+// each parsing its own flags into an options struct. Nothing else in vouch
+// reads flags or the environment.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// ErrUsage marks an error in how a command was invoked; it exits with 2.
+var ErrUsage = errors.New("usage error")
+
+// Main is the vouch program.
+type Main struct {
+	Stdout, Stderr io.Writer
+}
+
+// NewMain returns a Main writing to the given streams.
+func NewMain(stdout, stderr io.Writer) *Main { return &Main{Stdout: stdout, Stderr: stderr} }
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, m *Main, args []string) error
+}
+
+func (m *Main) commands() map[string]command {
+	return map[string]command{
+		"run":         {"run a model (ONNX file) on input tensors and print the outputs", runRun},
+		"conformance": {"run the ONNX backend test suite and write conformance.md", runConformance},
+		"version":     {"print vouch's version and build information", runVersion},
+	}
+}
+
+// Run executes the command named by args[0].
+func (m *Main) Run(ctx context.Context, args []string) int {
+	cmds := m.commands()
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			if c, ok := cmds[args[1]]; ok {
+				_ = c.run(ctx, m, []string{"-h"})
+				return ExitOK
+			}
+		}
+		m.usage(cmds)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(m.Stderr, "vouch: unknown command %q\n\n", args[0])
+		m.usage(cmds)
+		return ExitUsage
+	}
+	err := c.run(ctx, m, args[1:])
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.Is(err, ErrUsage):
+		fmt.Fprintf(m.Stderr, "vouch %s: %v\nRun 'vouch %s -h' for help.\n", args[0], err, args[0])
+		return ExitUsage
+	default:
+		fmt.Fprintf(m.Stderr, "vouch %s: %v\n", args[0], err)
+		return ExitError
+	}
+}
+
+func (m *Main) usage(cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("vouch: an auditable inference engine.\n\nUsage:\n\n\tvouch <command> [arguments]\n\nCommands:\n\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "\t%-12s %s\n", n, cmds[n].summary)
+	}
+	b.WriteString("\nRun 'vouch <command> -h' for a command's flags.\n")
+	fmt.Fprint(m.Stderr, b.String())
+}
+
+// newFlagSet returns a FlagSet whose usage prints the synopsis and a
+// description before the flags.
+func (m *Main) newFlagSet(name, synopsis, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(m.Stderr, "Usage: vouch %s\n\n%s\n\nFlags:\n", synopsis, strings.TrimSpace(about))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseInterleaved parses flags that may appear before or after positional
+// arguments (vouch run model.onnx --input x=a.pb) and returns the positionals.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// multiFlag collects a repeated string flag.
+type multiFlag []string
+
+func (f *multiFlag) String() string     { return strings.Join(*f, ",") }
+func (f *multiFlag) Set(v string) error { *f = append(*f, v); return nil }

@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/npy"
+	"github.com/vouchml/vouch/onnx"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// RunOptions are the settings of `vouch run`.
+type RunOptions struct {
+	Model  string
+	Inputs []string // NAME=FILE, or FILE for a single-input model
+	OutDir string
+	JSON   bool
+}
+
+func runRun(ctx context.Context, m *Main, args []string) error {
+	var o RunOptions
+	fs := m.newFlagSet("run", "run MODEL.onnx --input NAME=FILE ... [--out DIR] [--json]", `
+Runs a model once on the given inputs and prints each output's name, dtype,
+shape, first values and argmax.
+
+Inputs are serialized ONNX TensorProto files (.pb, as in the ONNX test-data
+layout) or NumPy .npy files. NAME is the model's input name; for a model with
+one input, NAME= may be left out. Running with no --input lists the inputs the
+model expects.
+
+Example:
+  vouch run ../shared/models/digits_cnn/model.onnx \
+      --input image=../shared/models/digits_cnn/test_data_set_0/input_0.pb --out /tmp/out`)
+	var inputs multiFlag
+	fs.Var(&inputs, "input", "an input as NAME=FILE (.pb or .npy); repeat for each input")
+	fs.StringVar(&o.OutDir, "out", "", "write each output as DIR/<output name>.pb (TensorProto)")
+	fs.BoolVar(&o.JSON, "json", false, "print the outputs as JSON (all values)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: want exactly one MODEL argument, got %d", ErrUsage, len(pos))
+	}
+	o.Model, o.Inputs = pos[0], inputs
+	return m.run(o)
+}
+
+func (m *Main) run(o RunOptions) error {
+	model, err := onnx.DecodeFile(o.Model)
+	if err != nil {
+		return err
+	}
+	reg := builtin.Registry()
+	ex, err := exec.New(model.Graph, reg)
+	if err != nil {
+		return err
+	}
+	if len(o.Inputs) == 0 {
+		var b strings.Builder
+		for _, v := range model.Graph.Inputs {
+			fmt.Fprintf(&b, "\n  --input %s=FILE   (%v)", v.Name, v.Type)
+		}
+		return fmt.Errorf("%w: no inputs given; the model expects:%s", ErrUsage, b.String())
+	}
+	feeds, err := readInputs(model.Graph, o.Inputs)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	outs, err := ex.Run(feeds)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	if o.OutDir != "" {
+		if err := writeOutputs(o.OutDir, model.Graph, outs); err != nil {
+			return err
+		}
+	}
+	if o.JSON {
+		return printJSON(m, model.Graph, outs, elapsed)
+	}
+	for _, v := range model.Graph.Outputs {
+		fmt.Fprintln(m.Stdout, describe(v.Name, outs[v.Name]))
+	}
+	fmt.Fprintf(m.Stdout, "ran in %v\n", elapsed.Round(time.Microsecond))
+	if o.OutDir != "" {
+		fmt.Fprintf(m.Stdout, "outputs written to %s\n", o.OutDir)
+	}
+	return nil
+}
+
+// readInputs loads NAME=FILE pairs (or a bare FILE for single-input graphs).
+func readInputs(g *ir.Graph, specs []string) (map[string]*tensor.Tensor, error) {
+	feeds := map[string]*tensor.Tensor{}
+	for _, s := range specs {
+		name, file, ok := strings.Cut(s, "=")
+		if !ok {
+			if len(g.Inputs) != 1 {
+				return nil, fmt.Errorf("%w: --input %q: name the input (NAME=FILE); the model has %d inputs", ErrUsage, s, len(g.Inputs))
+			}
+			name, file = g.Inputs[0].Name, s
+		}
+		t, err := ReadTensorFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", name, err)
+		}
+		if _, dup := feeds[name]; dup {
+			return nil, fmt.Errorf("%w: input %q given twice", ErrUsage, name)
+		}
+		feeds[name] = t
+	}
+	return feeds, nil
+}
+
+// ReadTensorFile reads a .npy file or a serialized TensorProto.
+func ReadTensorFile(path string) (*tensor.Tensor, error) {
+	if strings.EqualFold(filepath.Ext(path), ".npy") {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return npy.Decode(b)
+	}
+	t, _, err := onnx.DecodeTensorFile(path)
+	return t, err
+}
+
+func writeOutputs(dir string, g *ir.Graph, outs map[string]*tensor.Tensor) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, v := range g.Outputs {
+		b, err := onnx.EncodeTensor(outs[v.Name], v.Name)
+		if err != nil {
+			return err
+		}
+		name := strings.Map(func(r rune) rune {
+			if r == '/' || r == '\\' || r == 0 {
+				return '_'
+			}
+			return r
+		}, v.Name)
+		if err := writeFileAtomic(filepath.Join(dir, name+".pb"), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic writes via a temporary file and rename, so a crash never
+// leaves a half-written file under the final name.
+func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// describe formats one output: name, type, first values and argmax.
+func describe(name string, t *tensor.Tensor) string {
+	const show = 8
+	var vals []string
+	if s, ok := t.Data.([]string); ok {
+		for i := 0; i < len(s) && i < show; i++ {
+			vals = append(vals, fmt.Sprintf("%q", s[i]))
+		}
+		return fmt.Sprintf("%s  %v  [%s]", name, t, strings.Join(vals, " "))
+	}
+	f, _ := t.Float64s()
+	for i := 0; i < len(f) && i < show; i++ {
+		vals = append(vals, formatValue(t.DType, f[i]))
+	}
+	more := ""
+	if len(f) > show {
+		more = " …"
+	}
+	line := fmt.Sprintf("%s  %v  [%s%s]", name, t, strings.Join(vals, " "), more)
+	if am, ok := argmax(f); ok {
+		line += fmt.Sprintf("  argmax=%d", am)
+	}
+	return line
+}
+
+func formatValue(dt tensor.DType, v float64) string {
+	if dt.IsFloat() {
+		return fmt.Sprintf("%.6g", v)
+	}
+	return fmt.Sprint(v)
+}
+
+func argmax(f []float64) (int, bool) {
+	if len(f) == 0 {
+		return 0, false
+	}
+	best := 0
+	for i, v := range f {
+		if v > f[best] || (math.IsNaN(f[best]) && !math.IsNaN(v)) {
+			best = i
+		}
+	}
+	return best, true
+}
+
+type jsonOutput struct {
+	Name   string `json:"name"`
+	DType  string `json:"dtype"`
+	Shape  []int  `json:"shape"`
+	Values any    `json:"values"`
+	Argmax *int   `json:"argmax,omitempty"`
+}
+
+func printJSON(m *Main, g *ir.Graph, outs map[string]*tensor.Tensor, elapsed time.Duration) error {
+	var res struct {
+		Outputs   []jsonOutput `json:"outputs"`
+		LatencyMS float64      `json:"latency_ms"`
+	}
+	for _, v := range g.Outputs {
+		t := outs[v.Name]
+		o := jsonOutput{Name: v.Name, DType: t.DType.String(), Shape: append([]int{}, t.Shape...)}
+		if o.Shape == nil {
+			o.Shape = []int{}
+		}
+		if s, ok := t.Data.([]string); ok {
+			o.Values = s
+		} else {
+			f, _ := t.Float64s()
+			vals := make([]any, len(f))
+			for i, x := range f {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					vals[i] = fmt.Sprint(x) // JSON has no NaN/Inf
+				} else {
+					vals[i] = x
+				}
+			}
+			o.Values = vals
+			if am, ok := argmax(f); ok {
+				o.Argmax = &am
+			}
+		}
+		res.Outputs = append(res.Outputs, o)
+	}
+	res.LatencyMS = float64(elapsed.Microseconds()) / 1000
+	enc := json.NewEncoder(m.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
