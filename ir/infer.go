@@ -69,9 +69,9 @@ func Infer(g *Graph, inf Inferrer, outer map[string]Type) error {
 			scope[o] = outs[i]
 			g.Types[o] = outs[i]
 		}
-		if n.OpType == "Constant" && n.Domain == "" {
-			if a, ok := n.Attrs["value"]; ok && a.T != nil && len(n.Outputs) == 1 {
-				consts[n.Outputs[0]] = a.T
+		if n.OpType == "Constant" && n.Domain == "" && len(n.Outputs) == 1 {
+			if t := constantValue(n); t != nil {
+				consts[n.Outputs[0]] = t
 			}
 		}
 	}
@@ -128,6 +128,26 @@ func compatible(declared, got Type) error {
 			if declared.Shape[i].Known() && got.Shape[i].Known() && declared.Shape[i].Value != got.Shape[i].Value {
 				return fmt.Errorf("dimension %d differs", i)
 			}
+		}
+	}
+	return nil
+}
+
+// constantValue returns the value of a Constant node given as a tensor or
+// as one of the numeric value_* attributes.
+func constantValue(n *Node) *tensor.Tensor {
+	for name, a := range n.Attrs {
+		switch name {
+		case "value":
+			return a.T
+		case "value_int":
+			return tensor.Scalar(a.I)
+		case "value_ints":
+			return tensor.From(append([]int64{}, a.Ints...), len(a.Ints))
+		case "value_float":
+			return tensor.Scalar(a.F)
+		case "value_floats":
+			return tensor.From(append([]float32{}, a.Floats...), len(a.Floats))
 		}
 	}
 	return nil

@@ -38,7 +38,9 @@ type command struct {
 
 func (m *Main) commands() map[string]command {
 	return map[string]command{
-		"run":         {"run a model (ONNX file) on input tensors and print the outputs", runRun},
+		"run":         {"run a model (ONNX file or plan) on input tensors and print the outputs", runRun},
+		"build":       {"compile an ONNX model into a deterministic engine plan", runBuild},
+		"inspect":     {"print a plan's layers (kind, fused from, tactic, precision, shape, FLOPs)", runInspect},
 		"conformance": {"run the ONNX backend test suite and write conformance.md", runConformance},
 		"version":     {"print vouch's version and build information", runVersion},
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/npy"
 	"github.com/vouchml/vouch/onnx"
+	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -28,7 +29,7 @@ type RunOptions struct {
 
 func runRun(ctx context.Context, m *Main, args []string) error {
 	var o RunOptions
-	fs := m.newFlagSet("run", "run MODEL.onnx --input NAME=FILE ... [--out DIR] [--json]", `
+	fs := m.newFlagSet("run", "run MODEL.onnx|NAME.plan --input NAME=FILE ... [--out DIR] [--json]", `
 Runs a model once on the given inputs and prints each output's name, dtype,
 shape, first values and argmax.
 
@@ -56,23 +57,23 @@ Example:
 }
 
 func (m *Main) run(o RunOptions) error {
-	model, err := onnx.DecodeFile(o.Model)
+	g, err := loadGraph(o.Model)
 	if err != nil {
 		return err
 	}
 	reg := builtin.Registry()
-	ex, err := exec.New(model.Graph, reg)
+	ex, err := exec.New(g, reg)
 	if err != nil {
 		return err
 	}
 	if len(o.Inputs) == 0 {
 		var b strings.Builder
-		for _, v := range model.Graph.Inputs {
+		for _, v := range g.Inputs {
 			fmt.Fprintf(&b, "\n  --input %s=FILE   (%v)", v.Name, v.Type)
 		}
 		return fmt.Errorf("%w: no inputs given; the model expects:%s", ErrUsage, b.String())
 	}
-	feeds, err := readInputs(model.Graph, o.Inputs)
+	feeds, err := readInputs(g, o.Inputs)
 	if err != nil {
 		return err
 	}
@@ -83,14 +84,14 @@ func (m *Main) run(o RunOptions) error {
 	}
 	elapsed := time.Since(start)
 	if o.OutDir != "" {
-		if err := writeOutputs(o.OutDir, model.Graph, outs); err != nil {
+		if err := writeOutputs(o.OutDir, g, outs); err != nil {
 			return err
 		}
 	}
 	if o.JSON {
-		return printJSON(m, model.Graph, outs, elapsed)
+		return printJSON(m, g, outs, elapsed)
 	}
-	for _, v := range model.Graph.Outputs {
+	for _, v := range g.Outputs {
 		fmt.Fprintln(m.Stdout, describe(v.Name, outs[v.Name]))
 	}
 	fmt.Fprintf(m.Stdout, "ran in %v\n", elapsed.Round(time.Microsecond))
@@ -98,6 +99,27 @@ func (m *Main) run(o RunOptions) error {
 		fmt.Fprintf(m.Stdout, "outputs written to %s\n", o.OutDir)
 	}
 	return nil
+}
+
+// loadGraph reads an ONNX model or an engine plan (told apart by the plan's
+// version line).
+func loadGraph(path string) (*ir.Graph, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if isPlan(b) {
+		p, err := plan.Decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return p.Graph, nil
+	}
+	m, err := onnx.Decode(b, filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m.Graph, nil
 }
 
 // readInputs loads NAME=FILE pairs (or a bare FILE for single-input graphs).

@@ -6,6 +6,7 @@ import (
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/control"
 	"github.com/vouchml/vouch/kernel/elementwise"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/kernel/image"
 	"github.com/vouchml/vouch/kernel/nn"
 	"github.com/vouchml/vouch/kernel/reduce"
@@ -13,10 +14,10 @@ import (
 	"github.com/vouchml/vouch/kernel/shape"
 )
 
-// Registry returns a new registry with all of vouch's operators in the
-// default ONNX domain.
+// Registry returns a new registry with all of vouch's operators: ONNX's in
+// the default domain, the compiler's fused layers in domain "vouch".
 func Registry() *kernel.Registry {
-	return kernel.NewRegistry("",
+	r := kernel.NewRegistry("",
 		elementwise.Ops(),
 		shape.Ops(),
 		nn.Ops(),
@@ -25,4 +26,6 @@ func Registry() *kernel.Registry {
 		control.Ops(),
 		image.Ops(),
 	)
+	r.Add(fused.Domain, fused.Ops(r))
+	return r
 }

@@ -1,0 +1,340 @@
+package compile
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// Default profile ranges for dynamic dimensions, used when no --profile is
+// given: a leading (batch) dimension spans 1..DefaultMaxBatch, any other
+// dynamic dimension 1..DefaultMaxDim, both optimized for OptDim.
+const (
+	DefaultMaxBatch = 512
+	DefaultMaxDim   = 512
+	DefaultOptBatch = 1
+	DefaultOptDim   = 128
+)
+
+// Result is a finished build.
+type Result struct {
+	Plan   []byte
+	Digest string
+	Report buildlog.Report
+	Graph  *ir.Graph // the layer graph, as encoded
+}
+
+// Build compiles m into a plan. source is the model file's bytes (for its
+// digest); producer names the vouch version. m.Graph is rewritten in place.
+// Every decision is recorded in log; clock timestamps the build (the plan
+// bytes never contain it, so rebuilds are identical).
+func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg *kernel.Registry, log *buildlog.Log) (*Result, error) {
+	start := time.Now()
+	if err := opts.valid(); err != nil {
+		return nil, err
+	}
+	g := m.Graph
+	sum := sha256.Sum256(source)
+	optJSON, err := json.Marshal(opts)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("build", "start", map[string]any{"model": name, "source_sha256": hex.EncodeToString(sum[:]), "options": json.RawMessage(optJSON), "nodes": len(g.Nodes)})
+	profiles := opts.Profiles
+	if len(profiles) == 0 {
+		profiles = []plan.Profile{defaultProfile(g)}
+		log.Info("profiles", "default", map[string]any{"profile": profiles[0], "rule": fmt.Sprintf("leading dynamic dim 1..%d (opt %d), other dynamic dims 1..%d (opt %d)", DefaultMaxBatch, DefaultOptBatch, DefaultMaxDim, DefaultOptDim)})
+	}
+	if err := checkProfiles(g, profiles); err != nil {
+		return nil, err
+	}
+	nodesIn := len(g.Nodes)
+	st := &state{g: g, reg: reg, log: log, origin: map[string][]string{}}
+	for _, p := range pipeline() {
+		if slices.Contains(opts.DisabledPasses, p.name) {
+			log.Info(p.name, "skipped", nil)
+			continue
+		}
+		before := len(g.Nodes)
+		if err := p.run(st); err != nil {
+			return nil, fmt.Errorf("compile: pass %s: %w", p.name, err)
+		}
+		if err := ir.Verify(g, nil); err != nil {
+			return nil, fmt.Errorf("compile: pass %s left an invalid graph: %w", p.name, err)
+		}
+		log.Info(p.name, "done", map[string]any{"nodes_before": before, "nodes_after": len(g.Nodes)})
+	}
+	if err := ir.Infer(g, reg, nil); err != nil {
+		return nil, fmt.Errorf("compile: shape inference: %w", err)
+	}
+	optTypes, err := typesAt(g, reg, profiles[0], func(r plan.ShapeRange) []int { return r.Opt })
+	if err != nil {
+		return nil, err
+	}
+	maxTypes, err := typesAt(g, reg, profiles[0], func(r plan.ShapeRange) []int { return r.Max })
+	if err != nil {
+		return nil, err
+	}
+	info := map[string]plan.LayerInfo{}
+	rep := buildlog.Report{Model: name, SourceSHA256: hex.EncodeToString(sum[:]), NodesIn: nodesIn, LayersOut: len(g.Nodes), Fusions: map[string]int{}}
+	for _, n := range g.Nodes {
+		li := plan.LayerInfo{Origin: st.origin[n.Name], Tactic: tactic(n), Precision: opts.Precision, FLOPs: flops(n, optTypes)}
+		info[n.Name] = li
+		out := ""
+		if t, ok := g.Types[n.Outputs[0]]; ok {
+			out = t.String()
+		}
+		kind := n.OpType
+		if n.OpType == "Fused" {
+			kind = "Fused(" + n.String("base", "") + fusedSuffix(n) + ")"
+		}
+		rep.Layers = append(rep.Layers, buildlog.LayerReport{Name: n.Name, Kind: kind, FusedFrom: li.Origin, Tactic: li.Tactic, Precision: li.Precision, Output: out, FLOPs: li.FLOPs})
+		rep.TotalFLOPs += li.FLOPs
+		log.Info("tactics", "chosen", map[string]any{"layer": n.Name, "tactic": li.Tactic, "policy": opts.Tactics, "reason": "portable kernels only (no timed candidates yet)"})
+	}
+	for _, r := range log.Records {
+		switch {
+		case r.Event == "fused" || (r.Pass == "fold-batchnorm" && r.Event == "folded"):
+			k := r.Pass
+			if kk, ok := r.Fields["kind"].(string); ok {
+				k = r.Pass + ":" + kk
+			}
+			rep.Fusions[k]++
+		case r.Pass == "fold-constants" && r.Event == "folded":
+			rep.FoldedConsts++
+		case r.Event == "removed":
+			rep.Removed++
+		}
+	}
+	arena := planArena(g, maxTypes)
+	rep.PeakArenaBytes = arena.PeakBytes
+	log.Info("memory", "arena", map[string]any{"peak_bytes": arena.PeakBytes, "values": len(arena.Slots), "at": "profile max shapes"})
+	hdr := plan.Header{
+		Producer:         producer,
+		RequiredFeatures: []string{},
+		Options:          optJSON,
+		Source:           plan.Source{SHA256: rep.SourceSHA256, Name: name, Opsets: m.Opsets, Meta: m.Metadata},
+		Profiles:         profiles,
+		Arena:            arena,
+	}
+	b, err := plan.Encode(hdr, g, info)
+	if err != nil {
+		return nil, err
+	}
+	rep.PlanSHA256 = plan.Digest(b)
+	rep.BuildMillis = time.Since(start).Milliseconds()
+	log.Info("build", "done", map[string]any{"plan_sha256": rep.PlanSHA256, "layers": len(g.Nodes), "bytes": len(b)})
+	return &Result{Plan: b, Digest: rep.PlanSHA256, Report: rep, Graph: g}, nil
+}
+
+func fusedSuffix(n *ir.Node) string {
+	s := ""
+	if l := n.Ints("layout", nil); len(l) == 3 && l[1] == 1 {
+		s += "+Add"
+	}
+	if a := n.String("activation", ""); a != "" {
+		s += "+" + a
+	}
+	return s
+}
+
+// tactic names the kernel a layer runs. Only the portable kernels exist
+// so far; the name records that choice in the plan.
+func tactic(n *ir.Node) string {
+	base := n.OpType
+	if base == "Fused" {
+		base = n.String("base", "")
+	}
+	switch base {
+	case "Conv":
+		return "conv.portable"
+	case "Gemm", "MatMul":
+		return "gemm.portable"
+	}
+	return "portable"
+}
+
+// defaultProfile spans every dynamic dimension with the default ranges.
+func defaultProfile(g *ir.Graph) plan.Profile {
+	p := plan.Profile{Inputs: map[string]plan.ShapeRange{}}
+	for _, v := range g.Inputs {
+		if !v.Type.RankKnown {
+			continue
+		}
+		var r plan.ShapeRange
+		for i, d := range v.Type.Shape {
+			if d.Known() {
+				r.Min, r.Opt, r.Max = append(r.Min, int(d.Value)), append(r.Opt, int(d.Value)), append(r.Max, int(d.Value))
+				continue
+			}
+			mx, opt := DefaultMaxDim, DefaultOptDim
+			if i == 0 {
+				mx, opt = DefaultMaxBatch, DefaultOptBatch
+			}
+			r.Min, r.Opt, r.Max = append(r.Min, 1), append(r.Opt, opt), append(r.Max, mx)
+		}
+		p.Inputs[v.Name] = r
+	}
+	return p
+}
+
+func checkProfiles(g *ir.Graph, profiles []plan.Profile) error {
+	for pi, p := range profiles {
+		for name, r := range p.Inputs {
+			var v *ir.Value
+			for _, in := range g.Inputs {
+				if in.Name == name {
+					v = in
+				}
+			}
+			if v == nil {
+				return fmt.Errorf("compile: profile %d names %q, which is not a model input", pi, name)
+			}
+			if v.Type.RankKnown && len(v.Type.Shape) != len(r.Min) {
+				return fmt.Errorf("compile: profile %d: input %q has rank %d, profile gives rank %d", pi, name, len(v.Type.Shape), len(r.Min))
+			}
+			for i, d := range v.Type.Shape {
+				if d.Known() && (r.Min[i] != int(d.Value) || r.Max[i] != int(d.Value)) {
+					return fmt.Errorf("compile: profile %d: input %q dimension %d is fixed at %d, profile gives %d..%d", pi, name, i, d.Value, r.Min[i], r.Max[i])
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// typesAt infers every value's type with the inputs fixed at one point of
+// a profile (opt or max).
+func typesAt(g *ir.Graph, reg *kernel.Registry, p plan.Profile, at func(plan.ShapeRange) []int) (map[string]ir.Type, error) {
+	saved := make([]ir.Type, len(g.Inputs))
+	for i, v := range g.Inputs {
+		saved[i] = v.Type
+		if r, ok := p.Inputs[v.Name]; ok {
+			v.Type = ir.StaticType(v.Type.DType, at(r))
+		}
+	}
+	savedTypes := g.Types
+	g.Types = map[string]ir.Type{}
+	err := ir.Infer(g, reg, nil)
+	types := g.Types
+	g.Types = savedTypes
+	for i, v := range g.Inputs {
+		v.Type = saved[i]
+	}
+	if err != nil {
+		return nil, fmt.Errorf("compile: shape inference at profile shapes: %w", err)
+	}
+	return types, nil
+}
+
+// flops counts multiply-adds ×2 for the dot-product layers at static shapes.
+func flops(n *ir.Node, types map[string]ir.Type) int64 {
+	base := n.OpType
+	if base == "Fused" {
+		base = n.String("base", "")
+	}
+	out, ok := types[n.Outputs[0]].Static()
+	if !ok {
+		return 0
+	}
+	w, ok := types[n.Input(1)].Static()
+	if !ok {
+		return 0
+	}
+	outN := int64(tensor.NumElems(out))
+	switch base {
+	case "Conv":
+		if len(w) < 2 {
+			return 0
+		}
+		k := int64(tensor.NumElems(w[1:]))
+		return 2 * outN * k
+	case "MatMul":
+		a, ok := types[n.Input(0)].Static()
+		if !ok || len(a) == 0 {
+			return 0
+		}
+		return 2 * outN * int64(a[len(a)-1])
+	case "Gemm":
+		a, ok := types[n.Input(0)].Static()
+		if !ok || len(a) != 2 {
+			return 0
+		}
+		k := a[1]
+		if n.Int("transA", 0) == 1 {
+			k = a[0]
+		}
+		return 2 * outN * int64(k)
+	}
+	return 0
+}
+
+// planArena places every intermediate value (not inputs, outputs or
+// weights) in one buffer: values live from their producer to their last
+// reader, and a value reuses the lowest free gap that fits (first fit, in
+// layer order, 64-byte aligned). Sizes are taken at the given static types.
+func planArena(g *ir.Graph, types map[string]ir.Type) *plan.Arena {
+	last := map[string]int{}
+	for i, n := range g.Nodes {
+		for _, in := range n.Inputs {
+			last[in] = i
+		}
+	}
+	skip := map[string]bool{}
+	for _, o := range g.Outputs {
+		skip[o.Name] = true
+	}
+	type live struct {
+		name     string
+		off, end int64
+		until    int
+	}
+	var active []live
+	arena := &plan.Arena{Slots: map[string]plan.Slot{}}
+	for i, n := range g.Nodes {
+		kept := active[:0]
+		for _, l := range active {
+			if l.until >= i {
+				kept = append(kept, l)
+			}
+		}
+		active = kept
+		for _, o := range n.Outputs {
+			if o == "" || skip[o] {
+				continue
+			}
+			shape, ok := types[o].Static()
+			if !ok {
+				continue
+			}
+			size := int64(tensor.NumElems(shape) * max(1, types[o].DType.Size()))
+			size = (size + 63) &^ 63
+			sort.Slice(active, func(a, b int) bool { return active[a].off < active[b].off })
+			off := int64(0)
+			for _, l := range active {
+				if off+size <= l.off {
+					break
+				}
+				off = max(off, l.end)
+			}
+			until := last[o]
+			if until < i {
+				until = i
+			}
+			active = append(active, live{o, off, off + size, until})
+			arena.Slots[o] = plan.Slot{Offset: off, Bytes: size}
+			arena.PeakBytes = max(arena.PeakBytes, off+size)
+		}
+	}
+	return arena
+}

@@ -1,0 +1,219 @@
+package compile
+
+import (
+	"math"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/fused"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// activations that fuse into a preceding Conv/Gemm/MatMul layer, with the
+// number of extra (constant) inputs each may take.
+var activations = map[string]bool{
+	"Relu": true, "LeakyRelu": true, "Sigmoid": true, "HardSigmoid": true, "HardSwish": true,
+	"Clip": true, "Tanh": true, "Elu": true, "Selu": true, "Softplus": true, "Celu": true,
+}
+
+var fusableBase = map[string]bool{"Conv": true, "Gemm": true, "MatMul": true}
+
+// consumers maps each value to the nodes reading it.
+func consumers(g *ir.Graph) map[string][]*ir.Node {
+	c := map[string][]*ir.Node{}
+	for _, n := range g.Nodes {
+		for _, in := range n.Inputs {
+			if in != "" {
+				c[in] = append(c[in], n)
+			}
+		}
+	}
+	return c
+}
+
+// soleConsumer returns the only reader of v, if v is read by exactly one
+// node, is no graph output and is not referenced by a subgraph.
+func soleConsumer(g *ir.Graph, c map[string][]*ir.Node, u map[string]int, v string) *ir.Node {
+	if len(c[v]) != 1 || u[v] != 1 || isGraphOutput(g, v) {
+		return nil
+	}
+	n := c[v][0]
+	count := 0
+	for _, in := range n.Inputs {
+		if in == v {
+			count++
+		}
+	}
+	if count != 1 {
+		return nil
+	}
+	return n
+}
+
+// fuseActivation merges Conv/Gemm/MatMul with a following Add (bias or
+// residual) and/or activation into one "vouch" Fused layer.
+func fuseActivation(s *state) error {
+	g := s.g
+	removed := map[*ir.Node]bool{}
+	for _, n := range g.Nodes {
+		if removed[n] || n.Domain != "" || !fusableBase[n.OpType] || len(n.Outputs) != 1 {
+			continue
+		}
+		c, u := consumers(g), uses(g)
+		out := n.Outputs[0]
+		var add, act *ir.Node
+		next := soleConsumer(g, c, u, out)
+		if next != nil && next.Domain == "" && next.OpType == "Add" && len(next.Inputs) == 2 {
+			add = next
+			out = add.Outputs[0]
+			next = soleConsumer(g, c, u, out)
+		}
+		if next != nil && next.Domain == "" && activations[next.OpType] && next.Inputs[0] == out {
+			act = next
+		}
+		if add == nil && act == nil {
+			continue
+		}
+		f := &ir.Node{Name: n.Name, OpType: "Fused", Domain: fused.Domain, Version: 1, Attrs: map[string]*ir.Attr{}}
+		for k, a := range n.Attrs {
+			f.Attrs[k] = a
+		}
+		f.Attrs["base"] = &ir.Attr{Name: "base", Kind: ir.AttrString, S: n.OpType}
+		f.Attrs["base_version"] = &ir.Attr{Name: "base_version", Kind: ir.AttrInt, I: n.Version}
+		f.Inputs = append(f.Inputs, n.Inputs...)
+		layout := []int64{int64(len(n.Inputs)), 0, 0}
+		origin := append([]string{}, s.origin[n.Name]...)
+		final := n.Outputs[0]
+		if add != nil {
+			other := add.Inputs[1]
+			if other == n.Outputs[0] {
+				other = add.Inputs[0]
+			}
+			f.Inputs = append(f.Inputs, other)
+			layout[1] = 1
+			origin = append(origin, s.origin[add.Name]...)
+			final = add.Outputs[0]
+			removed[add] = true
+		}
+		if act != nil {
+			f.Attrs["activation"] = &ir.Attr{Name: "activation", Kind: ir.AttrString, S: act.OpType}
+			f.Attrs["act_version"] = &ir.Attr{Name: "act_version", Kind: ir.AttrInt, I: act.Version}
+			for k, a := range act.Attrs {
+				c := *a
+				c.Name = "act_" + k
+				f.Attrs[c.Name] = &c
+			}
+			f.Inputs = append(f.Inputs, act.Inputs[1:]...)
+			layout[2] = int64(len(act.Inputs) - 1)
+			origin = append(origin, s.origin[act.Name]...)
+			final = act.Outputs[0]
+			removed[act] = true
+		}
+		f.Attrs["layout"] = &ir.Attr{Name: "layout", Kind: ir.AttrInts, Ints: layout}
+		f.Outputs = []string{final}
+		*n = *f
+		s.origin[n.Name] = origin
+		kind := "bias/residual+activation"
+		switch {
+		case add == nil:
+			kind = "activation"
+		case act == nil:
+			kind = "bias/residual"
+		}
+		s.log.Info("fuse-activation", "fused", map[string]any{"layer": n.Name, "from": origin, "kind": kind})
+	}
+	var keep []*ir.Node
+	for _, n := range g.Nodes {
+		if !removed[n] {
+			keep = append(keep, n)
+		}
+	}
+	g.Nodes = keep
+	return nil
+}
+
+// foldBatchNorm folds an inference BatchNormalization that reads a Conv's
+// output (and nothing else reads it) into the Conv's weights and bias:
+// W'[o] = W[o]·s[o], b'[o] = (b[o] − mean[o])·s[o] + beta[o], with
+// s = gamma / sqrt(var + eps), computed in float64 and rounded once.
+func foldBatchNorm(s *state) error {
+	g := s.g
+	removed := map[*ir.Node]bool{}
+	for _, conv := range g.Nodes {
+		if conv.OpType != "Conv" || conv.Domain != "" || len(conv.Outputs) != 1 {
+			continue
+		}
+		c, u := consumers(g), uses(g)
+		bn := soleConsumer(g, c, u, conv.Outputs[0])
+		if bn == nil || bn.OpType != "BatchNormalization" || bn.Inputs[0] != conv.Outputs[0] || len(bn.Inputs) != 5 {
+			continue
+		}
+		if bn.Int("training_mode", 0) != 0 || (len(bn.Outputs) > 1 && anyUsed(u, bn.Outputs[1:])) {
+			continue
+		}
+		w, ok := g.Initializers[conv.Input(1)]
+		if !ok || w.DType != tensor.Float32 || len(w.Shape) < 3 {
+			continue
+		}
+		params := make([][]float64, 4)
+		okAll := true
+		for i := range params {
+			t, ok := g.Initializers[bn.Inputs[i+1]]
+			if !ok || t.DType != tensor.Float32 || t.Len() != w.Shape[0] {
+				okAll = false
+				break
+			}
+			params[i], _ = t.Float64s()
+		}
+		if !okAll {
+			continue
+		}
+		var bias []float64
+		if b := conv.Input(2); b != "" {
+			bt, ok := g.Initializers[b]
+			if !ok || bt.DType != tensor.Float32 {
+				continue
+			}
+			bias, _ = bt.Float64s()
+		} else {
+			bias = make([]float64, w.Shape[0])
+		}
+		eps := float64(bn.Float("epsilon", 1e-5))
+		gamma, beta, mean, variance := params[0], params[1], params[2], params[3]
+		wd := w.Data.([]float32)
+		per := len(wd) / w.Shape[0]
+		nw := make([]float32, len(wd))
+		nb := make([]float32, w.Shape[0])
+		for o := 0; o < w.Shape[0]; o++ {
+			sc := gamma[o] / math.Sqrt(variance[o]+eps)
+			for k := 0; k < per; k++ {
+				nw[o*per+k] = float32(float64(wd[o*per+k]) * sc)
+			}
+			nb[o] = float32((bias[o]-mean[o])*sc + beta[o])
+		}
+		wName, bName := conv.Name+"/folded_weight", conv.Name+"/folded_bias"
+		g.Initializers[wName] = tensor.From(nw, w.Shape...)
+		g.Initializers[bName] = tensor.From(nb, w.Shape[0])
+		conv.Inputs = []string{conv.Inputs[0], wName, bName}
+		conv.Outputs = []string{bn.Outputs[0]}
+		removed[bn] = true
+		s.origin[conv.Name] = append(s.origin[conv.Name], s.origin[bn.Name]...)
+		s.log.Info("fold-batchnorm", "folded", map[string]any{"conv": conv.Name, "batchnorm": bn.Name, "channels": w.Shape[0]})
+	}
+	var keep []*ir.Node
+	for _, n := range g.Nodes {
+		if !removed[n] {
+			keep = append(keep, n)
+		}
+	}
+	g.Nodes = keep
+	return nil
+}
+
+func anyUsed(u map[string]int, names []string) bool {
+	for _, n := range names {
+		if n != "" && u[n] > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,93 @@
+// Package compile turns a verified ir.Graph into an engine plan: it runs a
+// fixed pipeline of named passes (each logging every change it makes to the
+// build log), infers every shape, records per-layer decisions and encodes
+// the result with package plan.
+//
+// Options lists every setting that can change a plan's output. It is
+// serialized into the plan header and the build log, so a plan says exactly
+// how it was made, and rebuilding with the same model and Options gives a
+// byte-identical plan.
+package compile
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/vouchml/vouch/plan"
+)
+
+// Options are the build settings that can change a plan.
+type Options struct {
+	// Profiles are optimization profiles; empty means the documented
+	// defaults (DefaultProfile).
+	Profiles []plan.Profile `json:"profiles,omitempty"`
+	// Precision is the default layer precision: "fp32" (the only one so far).
+	Precision string `json:"precision"`
+	// Tactics is the tactic policy: "heuristic" chooses by rule.
+	Tactics string `json:"tactics"`
+	// TargetFeatures are the CPU features kernels may use.
+	TargetFeatures []string `json:"target_features"`
+	// DisabledPasses names passes to skip (for debugging a build).
+	DisabledPasses []string `json:"disabled_passes,omitempty"`
+}
+
+// DefaultOptions returns the defaults: fp32, heuristic tactics, portable
+// kernels only.
+func DefaultOptions() Options {
+	return Options{Precision: "fp32", Tactics: "heuristic", TargetFeatures: []string{}}
+}
+
+func (o Options) valid() error {
+	switch o.Precision {
+	case "fp32":
+	default:
+		return fmt.Errorf("compile: precision %q is not supported (fp32)", o.Precision)
+	}
+	switch o.Tactics {
+	case "heuristic":
+	default:
+		return fmt.Errorf("compile: tactic policy %q is not supported (heuristic)", o.Tactics)
+	}
+	return nil
+}
+
+// ParseProfile parses one --profile value: a comma-free list of
+// NAME:MIN,OPT,MAX entries separated by ';', each shape written as
+// dimensions joined by 'x' (e.g. "input_ids:1x16,8x128,32x512").
+func ParseProfile(s string) (plan.Profile, error) {
+	p := plan.Profile{Inputs: map[string]plan.ShapeRange{}}
+	for _, part := range strings.Split(s, ";") {
+		name, spec, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok || name == "" {
+			return p, fmt.Errorf("compile: profile %q: want NAME:MIN,OPT,MAX (shapes like 1x16)", part)
+		}
+		shapes := strings.Split(spec, ",")
+		if len(shapes) != 3 {
+			return p, fmt.Errorf("compile: profile for %q: want three shapes MIN,OPT,MAX, got %d", name, len(shapes))
+		}
+		var r [3][]int
+		for i, sh := range shapes {
+			for _, d := range strings.Split(sh, "x") {
+				v, err := strconv.Atoi(d)
+				if err != nil || v < 0 {
+					return p, fmt.Errorf("compile: profile for %q: bad dimension %q in %q", name, d, sh)
+				}
+				r[i] = append(r[i], v)
+			}
+		}
+		if len(r[0]) != len(r[1]) || len(r[1]) != len(r[2]) {
+			return p, fmt.Errorf("compile: profile for %q: MIN, OPT and MAX must have the same rank", name)
+		}
+		for i := range r[0] {
+			if r[0][i] > r[1][i] || r[1][i] > r[2][i] {
+				return p, fmt.Errorf("compile: profile for %q: dimension %d: need MIN <= OPT <= MAX, got %d, %d, %d", name, i, r[0][i], r[1][i], r[2][i])
+			}
+		}
+		if _, dup := p.Inputs[name]; dup {
+			return p, fmt.Errorf("compile: profile names input %q twice", name)
+		}
+		p.Inputs[name] = plan.ShapeRange{Min: r[0], Opt: r[1], Max: r[2]}
+	}
+	return p, nil
+}

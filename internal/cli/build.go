@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/compile"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/onnx"
+)
+
+// BuildOptions are the settings of `vouch build`.
+type BuildOptions struct {
+	Model    string
+	Out      string
+	LogFile  string
+	Report   string
+	Verbose  bool
+	Profiles []string
+	Compile  compile.Options
+}
+
+func runBuild(ctx context.Context, m *Main, args []string) error {
+	o := BuildOptions{Compile: compile.DefaultOptions()}
+	fs := m.newFlagSet("build", "build MODEL.onnx -o NAME.plan [--profile ...] [--log FILE] [-v]", `
+Compiles an ONNX model ahead of time into a frozen engine plan: constant and
+shape folding, Identity/Dropout and dead-node elimination, BatchNormalization
+folding, Conv/Gemm/MatMul + bias/residual + activation fusion, shape
+inference, tactic choice and an arena memory plan. Every decision is written
+to the build log (JSON lines, --log; default NAME.plan.log.jsonl) and
+summarized in the build report (NAME.plan.report.json).
+
+Building the same model with the same options gives a byte-identical plan.
+
+Profiles fix the range of each dynamic input dimension, like TensorRT's:
+  --profile 'input_ids:1x16,8x128,32x512'   (MIN,OPT,MAX shapes; ';' separates inputs)
+Without --profile a leading dynamic dimension spans 1..512 and any other
+1..512; the build log says what was chosen.`)
+	fs.StringVar(&o.Out, "o", "", "the plan file to write (default: MODEL name with .plan)")
+	fs.StringVar(&o.LogFile, "log", "", "the build log file (default: PLAN.log.jsonl)")
+	fs.BoolVar(&o.Verbose, "v", false, "also print the build log to stderr")
+	var profiles multiFlag
+	fs.Var(&profiles, "profile", "an optimization profile NAME:MIN,OPT,MAX[;NAME:...]; repeat for more profiles")
+	fs.StringVar(&o.Compile.Tactics, "tactics", o.Compile.Tactics, "tactic policy: heuristic")
+	fs.StringVar(&o.Compile.Precision, "precision", o.Compile.Precision, "layer precision: fp32")
+	var disable multiFlag
+	fs.Var(&disable, "disable-pass", "skip a pass by name (repeatable): "+strings.Join(compile.PassNames(), ", "))
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: want exactly one MODEL argument", ErrUsage)
+	}
+	o.Model, o.Profiles, o.Compile.DisabledPasses = pos[0], profiles, disable
+	if o.Out == "" {
+		o.Out = strings.TrimSuffix(filepath.Base(o.Model), filepath.Ext(o.Model)) + ".plan"
+	}
+	if o.LogFile == "" {
+		o.LogFile = o.Out + ".log.jsonl"
+	}
+	o.Report = o.Out + ".report.json"
+	for _, p := range o.Profiles {
+		prof, err := compile.ParseProfile(p)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		o.Compile.Profiles = append(o.Compile.Profiles, prof)
+	}
+	return m.build(o)
+}
+
+func (m *Main) build(o BuildOptions) error {
+	src, err := os.ReadFile(o.Model)
+	if err != nil {
+		return err
+	}
+	model, err := onnx.Decode(src, filepath.Dir(o.Model))
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.Model, err)
+	}
+	var logBuf bytes.Buffer
+	log := buildlog.New(&logBuf)
+	if o.Verbose {
+		log.W = teeWriter{&logBuf, m.Stderr}
+	}
+	name := strings.TrimSuffix(filepath.Base(o.Model), filepath.Ext(o.Model))
+	if filepath.Base(o.Model) == "model.onnx" {
+		name = filepath.Base(filepath.Dir(o.Model))
+	}
+	start := time.Now()
+	res, err := compile.Build(model, src, name, "vouch "+Version, o.Compile, builtin.Registry(), log)
+	if err != nil {
+		// Keep the log of a failed build: it shows how far it got.
+		_ = writeFileAtomic(o.LogFile, logBuf.Bytes(), 0o644)
+		return err
+	}
+	rep, err := json.MarshalIndent(res.Report, "", "  ")
+	if err != nil {
+		return err
+	}
+	for path, b := range map[string][]byte{o.Out: res.Plan, o.LogFile: logBuf.Bytes(), o.Report: append(rep, '\n')} {
+		if err := writeFileAtomic(path, b, 0o644); err != nil {
+			return err
+		}
+	}
+	printSummary(m, res.Report, time.Since(start))
+	fmt.Fprintf(m.Stdout, "plan    %s (sha256 %s, %d bytes)\nlog     %s\nreport  %s\n", o.Out, res.Digest[:16], len(res.Plan), o.LogFile, o.Report)
+	return nil
+}
+
+type teeWriter struct {
+	a, b interface{ Write([]byte) (int, error) }
+}
+
+func (t teeWriter) Write(p []byte) (int, error) {
+	t.b.Write(p)
+	return t.a.Write(p)
+}
+
+func printSummary(m *Main, r buildlog.Report, took time.Duration) {
+	tw := tabwriter.NewWriter(m.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "model\t%s\n", r.Model)
+	fmt.Fprintf(tw, "nodes in → layers out\t%d → %d\n", r.NodesIn, r.LayersOut)
+	kinds := make([]string, 0, len(r.Fusions))
+	for k := range r.Fusions {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		fmt.Fprintf(tw, "fusions %s\t%d\n", k, r.Fusions[k])
+	}
+	fmt.Fprintf(tw, "constants folded\t%d\n", r.FoldedConsts)
+	tactics := map[string]int{}
+	for _, l := range r.Layers {
+		tactics[l.Tactic]++
+	}
+	tnames := make([]string, 0, len(tactics))
+	for t := range tactics {
+		tnames = append(tnames, t)
+	}
+	sort.Strings(tnames)
+	for _, t := range tnames {
+		fmt.Fprintf(tw, "tactic %s\t%d layers\n", t, tactics[t])
+	}
+	fmt.Fprintf(tw, "peak arena\t%s\n", humanBytes(r.PeakArenaBytes))
+	fmt.Fprintf(tw, "FLOPs (opt profile)\t%.3g\n", float64(r.TotalFLOPs))
+	fmt.Fprintf(tw, "build time\t%v\n", took.Round(time.Millisecond))
+	tw.Flush()
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// isPlan reports whether a file starts with the plan version line.
+func isPlan(b []byte) bool { return bytes.HasPrefix(b, []byte("VOUCHPLAN ")) }

@@ -1,0 +1,157 @@
+package reduce
+
+import (
+	"fmt"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+type smKind int
+
+const (
+	softmaxKind smKind = iota
+	logSoftmaxKind
+	hardmaxKind
+)
+
+// softmaxGeometry splits a shape into (outer, n, inner): the operator
+// normalises over n elements spaced inner apart. Before opset 13 the input
+// is coerced to 2-D at axis (default 1) and each row is normalised; from
+// opset 13 only the one axis (default -1) is.
+func softmaxGeometry(n *ir.Node, shape []int) (outer, size, inner int, err error) {
+	rank := len(shape)
+	if n.Version < 13 {
+		axis := n.Int("axis", 1)
+		// Coercion to 2-D accepts axis == rank (all dims in the outer part).
+		a := axis
+		if a < 0 {
+			a += int64(rank)
+		}
+		if a < 0 || a > int64(rank) || (rank == 0 && axis != 0) {
+			return 0, 0, 0, fmt.Errorf("reduce: %s axis %d out of range for rank %d", n.OpType, axis, rank)
+		}
+		return tensor.NumElems(shape[:a]), tensor.NumElems(shape[a:]), 1, nil
+	}
+	if rank == 0 {
+		return 0, 0, 0, fmt.Errorf("reduce: %s needs an input of rank >= 1", n.OpType)
+	}
+	ax, err := kernel.NormAxis(n.Int("axis", -1), rank)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("reduce: %s: %w", n.OpType, err)
+	}
+	return tensor.NumElems(shape[:ax]), shape[ax], tensor.NumElems(shape[ax+1:]), nil
+}
+
+func inferSoftmax(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
+	if len(in) == 0 || !in[0].Present {
+		return nil, fmt.Errorf("reduce: %s needs an input", n.OpType)
+	}
+	t := in[0].Type
+	if t.DType != tensor.Undefined && !t.DType.IsFloat() {
+		return nil, fmt.Errorf("reduce: %s needs a float input, got %v", n.OpType, t.DType)
+	}
+	if t.RankKnown {
+		shape := make([]int, len(t.Shape))
+		if _, _, _, err := softmaxGeometry(n, shape); err != nil {
+			return nil, err
+		}
+	}
+	return []ir.Type{t}, nil
+}
+
+func runSoftmax(k smKind) kernel.RunFunc {
+	return func(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+		x := kernel.Input(in, 0)
+		if x == nil {
+			return nil, fmt.Errorf("reduce: %s needs an input", n.OpType)
+		}
+		outer, size, inner, err := softmaxGeometry(n, x.Shape)
+		if err != nil {
+			return nil, err
+		}
+		g := geom{outer, size, inner}
+		out := tensor.New(x.DType, x.Shape...)
+		switch d := x.Data.(type) {
+		case []float32:
+			softmaxFloat(k, d, out.Data.([]float32), g, f32)
+		case []float64:
+			softmaxFloat(k, d, out.Data.([]float64), g, f64)
+		case []tensor.Half:
+			xs, ys := make([]float32, len(d)), make([]float32, len(d))
+			for i, v := range d {
+				xs[i] = v.Float32()
+			}
+			softmaxFloat(k, xs, ys, g, f32)
+			o := out.Data.([]tensor.Half)
+			for i, v := range ys {
+				o[i] = tensor.ToHalf(v)
+			}
+		case []tensor.BHalf:
+			xs, ys := make([]float32, len(d)), make([]float32, len(d))
+			for i, v := range d {
+				xs[i] = v.Float32()
+			}
+			softmaxFloat(k, xs, ys, g, f32)
+			o := out.Data.([]tensor.BHalf)
+			for i, v := range ys {
+				o[i] = tensor.ToBHalf(v)
+			}
+		default:
+			return nil, fmt.Errorf("reduce: %s needs a float input, got %v", n.OpType, x.DType)
+		}
+		return []*tensor.Tensor{out}, nil
+	}
+}
+
+type geom struct{ outer, size, inner int }
+
+// softmaxFloat normalises x into y over every line of g.size elements.
+func softmaxFloat[T kernel.Float](k smKind, x, y []T, g geom, m floatMath[T]) {
+	for o := 0; o < g.outer; o++ {
+		for j := 0; j < g.inner; j++ {
+			base := o*g.size*g.inner + j
+			softmaxLine(k, x, y, base, g.size, g.inner, m)
+		}
+	}
+}
+
+// softmaxLine handles the size elements x[base], x[base+stride], ...
+func softmaxLine[T kernel.Float](k smKind, x, y []T, base, size, stride int, m floatMath[T]) {
+	if size == 0 {
+		return
+	}
+	mx := x[base]
+	arg := 0
+	for i := 1; i < size; i++ {
+		if v := x[base+i*stride]; v > mx || (v != v && mx == mx) {
+			mx, arg = v, i
+		}
+	}
+	if k == hardmaxKind {
+		for i := 0; i < size; i++ {
+			y[base+i*stride] = 0
+		}
+		y[base+arg*stride] = 1
+		return
+	}
+	var sum T
+	for i := 0; i < size; i++ {
+		e := m.exp(x[base+i*stride] - mx)
+		if k == softmaxKind {
+			y[base+i*stride] = e
+		}
+		sum += e
+	}
+	if k == softmaxKind {
+		for i := 0; i < size; i++ {
+			y[base+i*stride] /= sum
+		}
+		return
+	}
+	ls := m.log(sum)
+	for i := 0; i < size; i++ {
+		y[base+i*stride] = (x[base+i*stride] - mx) - ls
+	}
+}
