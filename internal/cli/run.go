@@ -57,7 +57,7 @@ Example:
 }
 
 func (m *Main) run(o RunOptions) error {
-	g, err := loadGraph(o.Model)
+	g, pl, err := loadGraph(o.Model)
 	if err != nil {
 		return err
 	}
@@ -77,6 +77,16 @@ func (m *Main) run(o RunOptions) error {
 	if err != nil {
 		return err
 	}
+	profile := ""
+	if pl != nil {
+		idx, err := pl.SelectProfile(feeds)
+		if err != nil {
+			return err
+		}
+		if idx >= 0 {
+			profile = fmt.Sprintf(" (profile %d)", idx)
+		}
+	}
 	start := time.Now()
 	outs, err := ex.Run(feeds)
 	if err != nil {
@@ -94,7 +104,7 @@ func (m *Main) run(o RunOptions) error {
 	for _, v := range g.Outputs {
 		fmt.Fprintln(m.Stdout, describe(v.Name, outs[v.Name]))
 	}
-	fmt.Fprintf(m.Stdout, "ran in %v\n", elapsed.Round(time.Microsecond))
+	fmt.Fprintf(m.Stdout, "ran in %v%s\n", elapsed.Round(time.Microsecond), profile)
 	if o.OutDir != "" {
 		fmt.Fprintf(m.Stdout, "outputs written to %s\n", o.OutDir)
 	}
@@ -103,23 +113,23 @@ func (m *Main) run(o RunOptions) error {
 
 // loadGraph reads an ONNX model or an engine plan (told apart by the plan's
 // version line).
-func loadGraph(path string) (*ir.Graph, error) {
+func loadGraph(path string) (*ir.Graph, *plan.Plan, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if isPlan(b) {
 		p, err := plan.Decode(b)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return p.Graph, nil
+		return p.Graph, p, nil
 	}
 	m, err := onnx.Decode(b, filepath.Dir(path))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return m.Graph, nil
+	return m.Graph, nil, nil
 }
 
 // readInputs loads NAME=FILE pairs (or a bare FILE for single-input graphs).

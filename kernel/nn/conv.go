@@ -1,0 +1,266 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/vmath"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// convSetup validates X [N, C, spatial...] and W [M, C/group, kernel...]
+// and returns the geometry. For ConvTranspose W is [C, M/group, kernel...].
+type convSetup struct {
+	N, C, M, G, Cg, Mg int
+	g                  *geom
+}
+
+func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {
+	op := n.OpType
+	if len(x) < 3 || len(w) != len(x) {
+		return nil, fmt.Errorf("nn: %s: X %v and W %v must have the same rank >= 3", op, x, w)
+	}
+	s := &convSetup{N: x[0], C: x[1], M: w[0], G: int(n.Int("group", 1))}
+	if s.G < 1 || s.C%s.G != 0 || s.M%s.G != 0 {
+		return nil, fmt.Errorf("nn: %s: group %d must divide input channels %d and output channels %d", op, s.G, s.C, s.M)
+	}
+	s.Cg, s.Mg = s.C/s.G, s.M/s.G
+	if w[1] != s.Cg {
+		return nil, fmt.Errorf("nn: %s: W %v has %d input channels per group, want %d (X %v, group %d)", op, w, w[1], s.Cg, x, s.G)
+	}
+	k := append([]int{}, w[2:]...)
+	if ks := n.Ints("kernel_shape", nil); ks != nil {
+		if len(ks) != len(k) || !equalInts(intsOf(ks), k) {
+			return nil, fmt.Errorf("nn: %s: kernel_shape %v does not match W %v", op, ks, w)
+		}
+	}
+	g, err := convGeom(n, x[2:], k, false)
+	if err != nil {
+		return nil, err
+	}
+	s.g = g
+	return s, nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *convSetup) outShape() []int { return append([]int{s.N, s.M}, s.g.out...) }
+
+// pointwise reports whether the convolution is 1x1 with unit stride and
+// no padding, so the input itself is the im2col matrix.
+func (s *convSetup) pointwise() bool {
+	for i := range s.g.k {
+		if s.g.k[i] != 1 || s.g.stride[i] != 1 || s.g.padB[i] != 0 || s.g.padE[i] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func runConv(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	if err := need(in, 2, "Conv"); err != nil {
+		return nil, err
+	}
+	x, w, b := in[0], in[1], kernel.Input(in, 2)
+	if err := sameDT("Conv", x, w, b); err != nil {
+		return nil, err
+	}
+	s, err := setupConv(n, x.Shape, w.Shape)
+	if err != nil {
+		return nil, err
+	}
+	if b != nil && (len(b.Shape) != 1 || b.Shape[0] != s.M) {
+		return nil, fmt.Errorf("nn: Conv: bias shape %v, want [%d]", b.Shape, s.M)
+	}
+	out := s.outShape()
+	xf, xd, err := floatIn(x, "Conv X")
+	if err != nil {
+		return nil, err
+	}
+	wf, wd, _ := floatIn(w, "Conv W")
+	if xd != nil {
+		y := convGEMM(s, xd, wd, false, dgemm)
+		if b != nil {
+			addBias(y, b.Data.([]float64), s.M, prod(s.g.out))
+		}
+		return []*tensor.Tensor{tensor.From(y, out...)}, nil
+	}
+	var y []float32
+	if s.Cg == 1 && s.Mg == 1 {
+		y = depthwise(s, xf, wf)
+	} else {
+		y = convGEMM(s, xf, wf, false, sgemm)
+	}
+	if b != nil {
+		bf, _, _ := floatIn(b, "Conv B")
+		// The bias is added after the chain: y = acc + B[m].
+		addBias(y, bf, s.M, prod(s.g.out))
+	}
+	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
+}
+
+func addBias[F kernel.Float](y, b []F, M, P int) {
+	for i := 0; i < len(y)/P; i++ {
+		bv := b[i%M]
+		row := y[i*P : (i+1)*P]
+		for j := range row {
+			row[j] += bv
+		}
+	}
+}
+
+// convGEMM runs a convolution (or, with transpose, a transposed
+// convolution) as im2col + GEMM per image and group: each output is one
+// chain over (input channel, kernel taps) ascending, padding contributing
+// FMA(0, w, acc). For ConvTranspose w must already be laid out as
+// [M, C/group, kernel...].
+func convGEMM[F any](s *convSetup, x, w []F, transpose bool, gemm func(m, n, k int, a []F, ars, acs int, b []F, brs, bcs int, c []F, ldc int)) []F {
+	g := s.g
+	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
+	K := s.Cg * kn
+	y := make([]F, s.N*s.M*P)
+	direct := !transpose && s.pointwise()
+	var col []F
+	var tabs [][]int
+	if !direct {
+		col = make([]F, K*P)
+		tabs = g.taps(transpose)
+	}
+	for ni := 0; ni < s.N; ni++ {
+		for gi := 0; gi < s.G; gi++ {
+			xg := x[(ni*s.C+gi*s.Cg)*inSz : (ni*s.C+(gi+1)*s.Cg)*inSz]
+			b := xg
+			if !direct {
+				im2col(xg, s.Cg, g, tabs, col)
+				b = col
+			}
+			gemm(s.Mg, P, K, w[gi*s.Mg*K:], K, 1, b, P, 1, y[(ni*s.M+gi*s.Mg)*P:], P)
+		}
+	}
+	return y
+}
+
+// depthwise is the direct float32 kernel for group == C == M: per output
+// one chain over the kernel taps in row-major order, the same chain that
+// im2col + GEMM computes (padding taps included as FMA(0, w, acc)).
+func depthwise(s *convSetup, x, w []float32) []float32 {
+	g := s.g
+	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
+	tabs := g.taps(false)
+	y := make([]float32, s.N*s.M*P)
+	nd := len(g.in)
+	inStr := tensor.Strides(g.in)
+	parallel(s.N*s.C, s.N*s.C*P*kn, func(lo, hi int) {
+		oidx := make([]int, nd)
+		kidx := make([]int, nd)
+		for nc := lo; nc < hi; nc++ {
+			c := nc % s.C
+			xc := x[nc*inSz : (nc+1)*inSz]
+			wc := w[c*kn : (c+1)*kn]
+			yc := y[nc*P : (nc+1)*P]
+			for p := range yc {
+				r := p
+				for d := nd - 1; d >= 0; d-- {
+					oidx[d] = r % g.out[d]
+					r /= g.out[d]
+				}
+				var acc float32
+				for kp := 0; kp < kn; kp++ {
+					r := kp
+					off := 0
+					for d := nd - 1; d >= 0; d-- {
+						kidx[d] = r % g.k[d]
+						r /= g.k[d]
+						i := tabs[d][kidx[d]*g.out[d]+oidx[d]]
+						if i < 0 || off < 0 {
+							off = -1
+						} else {
+							off += i * inStr[d]
+						}
+					}
+					var xv float32
+					if off >= 0 {
+						xv = xc[off]
+					}
+					wv := wc[kp]
+					sum := float64(xv)*float64(wv) + float64(acc)
+					if fmaFast(math.Float64bits(sum)) || sum == 0 {
+						acc = float32(sum)
+					} else {
+						acc = vmath.FMA32(xv, wv, acc)
+					}
+				}
+				yc[p] = acc
+			}
+		}
+	})
+	return y
+}
+
+func inferConv(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
+	wi := 1
+	dt := in[0].Type.DType
+	switch n.OpType {
+	case "QLinearConv":
+		wi = 3
+		if len(in) > 7 && in[7].Present {
+			dt = in[7].Type.DType
+		}
+	case "ConvInteger":
+		dt = tensor.Int32
+	}
+	if err := needT(in, wi+1, n.OpType); err != nil {
+		return nil, err
+	}
+	x, ok1 := dimsOf(in[0].Type)
+	w, ok2 := dimsOf(in[wi].Type)
+	if !ok1 {
+		return []ir.Type{kernel.UnknownRank(dt)}, nil
+	}
+	if len(x) < 3 {
+		return nil, fmt.Errorf("nn: %s: X must have rank >= 3, got %d", n.OpType, len(x))
+	}
+	out := append([]ir.Dim{x[0]}, unknownDims(len(x)-1)...)
+	if !ok2 {
+		return []ir.Type{{DType: dt, Shape: out, RankKnown: true}}, nil
+	}
+	if len(w) != len(x) {
+		return nil, fmt.Errorf("nn: %s: X and W ranks differ: %d vs %d", n.OpType, len(x), len(w))
+	}
+	k := make([]int, len(x)-2)
+	known := true
+	for i := range k {
+		if !w[i+2].Known() {
+			known = false
+			break
+		}
+		k[i] = int(w[i+2].Value)
+	}
+	if ks := n.Ints("kernel_shape", nil); ks != nil && len(ks) == len(k) {
+		k, known = intsOf(ks), true
+	}
+	if n.OpType == "ConvTranspose" {
+		return inferConvTranspose(n, x, w, k, known, dt)
+	}
+	out[1] = w[0]
+	if known {
+		sp, err := inferSpatial(n, x[2:], k, false)
+		if err != nil {
+			return nil, err
+		}
+		copy(out[2:], sp)
+	}
+	return []ir.Type{{DType: dt, Shape: out, RankKnown: true}}, nil
+}

@@ -1,0 +1,194 @@
+package nn
+
+import (
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/vouchml/vouch/kernel/vmath"
+)
+
+// GEMM: the one dot-product engine behind MatMul, Gemm, Conv (im2col and
+// 1x1), ConvTranspose and Einsum.
+//
+// Determinism rules (DESIGN.md), which every caller relies on:
+//
+//   - Each float32 output C[i,j] is exactly one fused multiply-add chain
+//     acc = FMA32(A[i,k], B[k,j], acc) for k = 0, 1, ..., K-1 in ascending
+//     order, starting from acc = +0. There is no split-K and no partial sum
+//     added later; an accumulator may be parked in memory between k blocks
+//     (storing a float32 is exact), which changes nothing.
+//   - Blocking and threading only choose which outputs are computed
+//     together: a 4x8 register block holds 32 independent chains, and
+//     threads split the set of outputs, never k. So the result of a row
+//     never depends on the other rows (batch invariance), on the number of
+//     threads, or on how M and N are padded to the block size (padding rows
+//     and columns are computed and thrown away).
+//   - Bias, alpha and beta are not part of the chain: callers apply them
+//     afterwards as separate, individually rounded float32 operations,
+//     documented where they happen (Gemm: float32(alpha*acc) +
+//     float32(beta*C); Conv: acc + bias).
+//
+// The fused multiply-add is vmath.FMA32. The micro-kernel inlines FMA32's
+// own fast path (the exact float64 sum of the exact product and the
+// addend, rounded once, when that rounding cannot be a double rounding)
+// and calls vmath.FMA32 for every other case, so each step is bit for bit
+// vmath.FMA32.
+//
+// float64 outputs follow the same order with math.FMA.
+
+const (
+	mr = 4  // rows of the register block
+	nr = 8  // columns of the register block
+	nc = 64 // columns of B kept hot while all row panels pass over them
+)
+
+// fmaFast is the check that FMA32's float64 sum s may be rounded to float32
+// once: exponent within float32's normal range and the bits below float32
+// precision not exactly one half (see vmath.FMA32). A sum of exactly zero
+// is also final (the product is exact and float64 addition of exact values
+// yields zero only for an exact zero, with IEEE's sign rule); callers test
+// s == 0 separately, which keeps ReLU-sparse inputs off the slow path.
+func fmaFast(u uint64) bool {
+	return (u>>52)&0x7ff-(1023-125) < 252 && u&(1<<29-1) != 1<<28
+}
+
+// sgemm sets c[i*ldc+j] for i < m, j < n to the FMA chain over k of
+// A(i,kk) = a[i*ars+kk*acs] and B(kk,j) = b[kk*brs+j*bcs].
+func sgemm(m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			clear(c[i*ldc : i*ldc+n])
+		}
+		return
+	}
+	mp := (m + mr - 1) / mr
+	np := (n + nr - 1) / nr
+	ap := make([]float32, mp*mr*k)
+	for p := 0; p < mp; p++ {
+		dst := ap[p*mr*k:]
+		for ii := 0; ii < mr; ii++ {
+			i := p*mr + ii
+			if i >= m {
+				break
+			}
+			src := i * ars
+			for kk := 0; kk < k; kk++ {
+				dst[kk*mr+ii] = a[src+kk*acs]
+			}
+		}
+	}
+	bp := make([]float32, np*nr*k)
+	for q := 0; q < np; q++ {
+		dst := bp[q*nr*k:]
+		for jj := 0; jj < nr; jj++ {
+			j := q*nr + jj
+			if j >= n {
+				break
+			}
+			src := j * bcs
+			for kk := 0; kk < k; kk++ {
+				dst[kk*nr+jj] = b[src+kk*brs]
+			}
+		}
+	}
+	// Work units: (column block, row panel), column blocks outermost so a
+	// block of packed B stays in cache while every row panel passes.
+	qpb := nc / nr
+	nb := (np + qpb - 1) / qpb
+	units := nb * mp
+	run := func(lo, hi int) {
+		var acc [mr * nr]float32
+		for u := lo; u < hi; u++ {
+			blk, p := u/mp, u%mp
+			rows := min(mr, m-p*mr)
+			apan := ap[p*mr*k : (p+1)*mr*k]
+			for q := blk * qpb; q < min(np, (blk+1)*qpb); q++ {
+				micro(k, apan, bp[q*nr*k:(q+1)*nr*k], &acc, rows)
+				cols := min(nr, n-q*nr)
+				for ii := 0; ii < rows; ii++ {
+					copy(c[(p*mr+ii)*ldc+q*nr:(p*mr+ii)*ldc+q*nr+cols], acc[ii*nr:ii*nr+cols])
+				}
+			}
+		}
+	}
+	parallel(units, m*n*k, run)
+}
+
+// parallel splits [0, units) into contiguous ranges over the available
+// CPUs when the work (in multiply-adds) is worth it.
+func parallel(units, work int, run func(lo, hi int)) {
+	w := runtime.GOMAXPROCS(0)
+	if work < 1<<16 || units < 2 || w < 2 {
+		run(0, units)
+		return
+	}
+	w = min(w, units)
+	var wg sync.WaitGroup
+	for t := 0; t < w; t++ {
+		lo, hi := t*units/w, (t+1)*units/w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// micro runs the 4x8 register block over all of k: acc[ii*8+jj] is the
+// chain of row ii and column jj. Rows at or past rows are left alone.
+func micro(k int, ap, bp []float32, acc *[mr * nr]float32, rows int) {
+	*acc = [mr * nr]float32{}
+	for kk := 0; kk < k; kk++ {
+		b := (*[nr]float32)(bp[kk*nr:])
+		a := (*[mr]float32)(ap[kk*mr:])
+		for ii := 0; ii < rows; ii++ {
+			av := a[ii]
+			x := float64(av)
+			r := (*[nr]float32)(acc[ii*nr:])
+			for jj := 0; jj < nr; jj++ {
+				s := x*float64(b[jj]) + float64(r[jj])
+				if fmaFast(math.Float64bits(s)) || s == 0 {
+					r[jj] = float32(s)
+				} else {
+					r[jj] = vmath.FMA32(av, b[jj], r[jj])
+				}
+			}
+		}
+	}
+}
+
+// dot32 is one FMA chain over k: sum of a[i*as]*b[i*bs], from +0.
+func dot32(k int, a []float32, as int, b []float32, bs int) float32 {
+	var acc float32
+	for i := 0; i < k; i++ {
+		av, bv := a[i*as], b[i*bs]
+		s := float64(av)*float64(bv) + float64(acc)
+		if fmaFast(math.Float64bits(s)) || s == 0 {
+			acc = float32(s)
+		} else {
+			acc = vmath.FMA32(av, bv, acc)
+		}
+	}
+	return acc
+}
+
+// dgemm is sgemm for float64 with math.FMA, the same chains in the same
+// order.
+func dgemm(m, n, k int, a []float64, ars, acs int, b []float64, brs, bcs int, c []float64, ldc int) {
+	parallel(m, m*n*k, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			for j := 0; j < n; j++ {
+				var acc float64
+				for kk := 0; kk < k; kk++ {
+					acc = math.FMA(a[i*ars+kk*acs], b[kk*brs+j*bcs], acc)
+				}
+				c[i*ldc+j] = acc
+			}
+		}
+	})
+}

@@ -1,0 +1,356 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/vmath"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// Pooling visits each window's taps in row-major kernel order. Sums
+// (AveragePool, GlobalAveragePool, LpPool) are sequential float32 (or
+// float64) additions in that order, then one division; maxima keep the
+// first largest tap.
+
+// windows calls f for every output position p of one channel with the
+// in-channel offsets of the taps that read the input (tap order) and the
+// number of taps inside the padded extent (count_include_pad's divisor).
+func (g *geom) windows(f func(p int, offs []int, nPad int)) {
+	nd := len(g.in)
+	P, kn := prod(g.out), prod(g.k)
+	inStr := tensor.Strides(g.in)
+	oidx, kidx := make([]int, nd), make([]int, nd)
+	offs := make([]int, 0, kn)
+	for p := 0; p < P; p++ {
+		r := p
+		for d := nd - 1; d >= 0; d-- {
+			oidx[d] = r % g.out[d]
+			r /= g.out[d]
+		}
+		offs = offs[:0]
+		nPad := 0
+		for kp := 0; kp < kn; kp++ {
+			r := kp
+			for d := nd - 1; d >= 0; d-- {
+				kidx[d] = r % g.k[d]
+				r /= g.k[d]
+			}
+			off, valid, padded := 0, true, true
+			for d := 0; d < nd; d++ {
+				i := oidx[d]*g.stride[d] + kidx[d]*g.dil[d] - g.padB[d]
+				if i < -g.padB[d] || i >= g.in[d]+g.padE[d] {
+					padded = false
+				}
+				if i < 0 || i >= g.in[d] {
+					valid = false
+				}
+				off += i * inStr[d]
+			}
+			if padded {
+				nPad++
+			}
+			if valid {
+				offs = append(offs, off)
+			}
+		}
+		f(p, offs, nPad)
+	}
+}
+
+// poolSetup validates X [N, C, spatial...] and the window attributes.
+func poolSetup(n *ir.Node, x []int) (*geom, error) {
+	if len(x) < 3 {
+		return nil, fmt.Errorf("nn: %s: X must have rank >= 3, got %v", n.OpType, x)
+	}
+	ks := n.Ints("kernel_shape", nil)
+	if len(ks) != len(x)-2 {
+		return nil, fmt.Errorf("nn: %s: kernel_shape %v must have %d values", n.OpType, ks, len(x)-2)
+	}
+	return convGeom(n, x[2:], intsOf(ks), n.Int("ceil_mode", 0) != 0)
+}
+
+func runAveragePool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return runSumPool(n, in, false)
+}
+
+func runLpPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return runSumPool(n, in, true)
+}
+
+// runSumPool is AveragePool (sum / count) and LpPool ((sum |x|^p)^(1/p)).
+func runSumPool(n *ir.Node, in []*tensor.Tensor, lp bool) ([]*tensor.Tensor, error) {
+	if err := need(in, 1, n.OpType); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	g, err := poolSetup(n, x.Shape)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]int{x.Shape[0], x.Shape[1]}, g.out...)
+	inclPad := n.Int("count_include_pad", 0) != 0
+	p := n.Int("p", 2)
+	xf, xd, err := floatIn(x, n.OpType+" X")
+	if err != nil {
+		return nil, err
+	}
+	NC, inSz, P := x.Shape[0]*x.Shape[1], prod(g.in), prod(g.out)
+	if xd != nil {
+		y := make([]float64, NC*P)
+		pf := float64(p)
+		for c := 0; c < NC; c++ {
+			xc, yc := xd[c*inSz:(c+1)*inSz], y[c*P:(c+1)*P]
+			g.windows(func(o int, offs []int, nPad int) {
+				var s float64
+				for _, off := range offs {
+					if lp {
+						s += math.Pow(math.Abs(xc[off]), pf)
+					} else {
+						s += xc[off]
+					}
+				}
+				switch {
+				case lp:
+					yc[o] = math.Pow(s, 1/pf)
+				case inclPad:
+					yc[o] = s / float64(nPad)
+				default:
+					yc[o] = s / float64(len(offs))
+				}
+			})
+		}
+		return []*tensor.Tensor{tensor.From(y, out...)}, nil
+	}
+	y := make([]float32, NC*P)
+	pf := float32(p)
+	for c := 0; c < NC; c++ {
+		xc, yc := xf[c*inSz:(c+1)*inSz], y[c*P:(c+1)*P]
+		g.windows(func(o int, offs []int, nPad int) {
+			var s float32
+			for _, off := range offs {
+				if lp {
+					s += powAbs32(xc[off], pf)
+				} else {
+					s += xc[off]
+				}
+			}
+			switch {
+			case lp:
+				yc[o] = root32(s, pf)
+			case inclPad:
+				yc[o] = s / float32(nPad)
+			default:
+				yc[o] = s / float32(len(offs))
+			}
+		})
+	}
+	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
+}
+
+// powAbs32 is |x|^p in float32: exact products for p = 1, 2, otherwise
+// exp(p*log|x|) with vmath.
+func powAbs32(x, p float32) float32 {
+	a := float32(math.Abs(float64(x)))
+	switch p {
+	case 1:
+		return a
+	case 2:
+		return float32(a * a)
+	}
+	if a == 0 {
+		return 0
+	}
+	return vmath.Exp32(float32(p * vmath.Log32(a)))
+}
+
+// root32 is s^(1/p): sqrt (correctly rounded) for p = 2.
+func root32(s, p float32) float32 {
+	switch {
+	case p == 1:
+		return s
+	case p == 2:
+		return float32(math.Sqrt(float64(s)))
+	case s == 0:
+		return 0
+	}
+	return vmath.Exp32(vmath.Log32(s) / p)
+}
+
+func runMaxPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	if err := need(in, 1, "MaxPool"); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	g, err := poolSetup(n, x.Shape)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]int{x.Shape[0], x.Shape[1]}, g.out...)
+	colMajor := n.Int("storage_order", 0) != 0
+	NC, inSz, P := x.Shape[0]*x.Shape[1], prod(g.in), prod(g.out)
+	idx := make([]int64, NC*P)
+	var y *tensor.Tensor
+	switch d := x.Data.(type) {
+	case []float32:
+		y = tensor.From(maxPool(d, g, NC, idx), out...)
+	case []float64:
+		y = tensor.From(maxPool(d, g, NC, idx), out...)
+	case []int8:
+		y = tensor.From(maxPool(d, g, NC, idx), out...)
+	case []uint8:
+		y = tensor.From(maxPool(d, g, NC, idx), out...)
+	case []tensor.Half, []tensor.BHalf:
+		xf, _, _ := floatIn(x, "MaxPool X")
+		y = f32As(x.DType, out, maxPool(xf, g, NC, idx))
+	default:
+		return nil, fmt.Errorf("nn: MaxPool: unsupported type %v", x.DType)
+	}
+	res := []*tensor.Tensor{y}
+	if len(n.Outputs) > 1 && n.Outputs[1] != "" {
+		if colMajor {
+			// Re-express each in-channel row-major offset column-major.
+			inStr := tensor.Strides(g.in)
+			for i, v := range idx {
+				c := v / int64(inSz)
+				r := v % int64(inSz)
+				var cm, mul int64 = 0, 1
+				for d := 0; d < len(g.in); d++ {
+					coord := r / int64(inStr[d]) % int64(g.in[d])
+					cm += coord * mul
+					mul *= int64(g.in[d])
+				}
+				idx[i] = c*int64(inSz) + cm
+			}
+		}
+		res = append(res, tensor.From(idx, out...))
+	}
+	_ = P
+	return res, nil
+}
+
+// maxPool writes each window's maximum (the first largest tap; -inf or
+// the type's minimum for a window of padding only) and its flat index
+// into the whole input.
+func maxPool[T kernel.Number](x []T, g *geom, NC int, idx []int64) []T {
+	inSz, P := prod(g.in), prod(g.out)
+	y := make([]T, NC*P)
+	lowest := lowestOf[T]()
+	for c := 0; c < NC; c++ {
+		xc, yc := x[c*inSz:(c+1)*inSz], y[c*P:(c+1)*P]
+		base := int64(c * inSz)
+		g.windows(func(o int, offs []int, _ int) {
+			best, bi := lowest, -1
+			for _, off := range offs {
+				if v := xc[off]; bi < 0 || v > best {
+					best, bi = v, off
+				}
+			}
+			yc[o] = best
+			idx[c*P+o] = base + int64(max(bi, 0))
+		})
+	}
+	return y
+}
+
+func lowestOf[T kernel.Number]() T {
+	var z T
+	switch any(z).(type) {
+	case float32:
+		return T(math.Inf(-1))
+	case float64:
+		return T(math.Inf(-1))
+	case int8:
+		v := int64(math.MinInt8)
+		return T(v)
+	}
+	return 0
+}
+
+func inferPool(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
+	if err := needT(in, 1, n.OpType); err != nil {
+		return nil, err
+	}
+	t := in[0].Type
+	x, ok := dimsOf(t)
+	if !ok {
+		return []ir.Type{t, kernel.UnknownRank(tensor.Int64)}, nil
+	}
+	if len(x) < 3 {
+		return nil, fmt.Errorf("nn: %s: X must have rank >= 3, got %d", n.OpType, len(x))
+	}
+	ks := n.Ints("kernel_shape", nil)
+	if len(ks) != len(x)-2 {
+		return nil, fmt.Errorf("nn: %s: kernel_shape %v must have %d values", n.OpType, ks, len(x)-2)
+	}
+	sp, err := inferSpatial(n, x[2:], intsOf(ks), n.Int("ceil_mode", 0) != 0)
+	if err != nil {
+		return nil, err
+	}
+	out := ir.Type{DType: t.DType, Shape: append([]ir.Dim{x[0], x[1]}, sp...), RankKnown: true}
+	return []ir.Type{out, {DType: tensor.Int64, Shape: out.Shape, RankKnown: true}}, nil
+}
+
+func runGlobalPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	if err := need(in, 1, n.OpType); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	if len(x.Shape) < 2 {
+		return nil, fmt.Errorf("nn: %s: X must have rank >= 2, got %v", n.OpType, x.Shape)
+	}
+	out := []int{x.Shape[0], x.Shape[1]}
+	for range x.Shape[2:] {
+		out = append(out, 1)
+	}
+	isMax := n.OpType == "GlobalMaxPool"
+	NC, S := x.Shape[0]*x.Shape[1], prod(x.Shape[2:])
+	xf, xd, err := floatIn(x, n.OpType+" X")
+	if err != nil {
+		return nil, err
+	}
+	if xd != nil {
+		return []*tensor.Tensor{tensor.From(globalPool(xd, NC, S, isMax), out...)}, nil
+	}
+	return []*tensor.Tensor{f32As(x.DType, out, globalPool(xf, NC, S, isMax))}, nil
+}
+
+// globalPool: sequential sum then one division, or the maximum.
+func globalPool[F kernel.Float](x []F, NC, S int, isMax bool) []F {
+	y := make([]F, NC)
+	for c := range y {
+		row := x[c*S : (c+1)*S]
+		if isMax {
+			m := F(math.Inf(-1))
+			for _, v := range row {
+				m = max(m, v)
+			}
+			y[c] = m
+			continue
+		}
+		var s F
+		for _, v := range row {
+			s += v
+		}
+		y[c] = s / F(S)
+	}
+	return y
+}
+
+func inferGlobalPool(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
+	if err := needT(in, 1, n.OpType); err != nil {
+		return nil, err
+	}
+	t := in[0].Type
+	x, ok := dimsOf(t)
+	if !ok {
+		return []ir.Type{t}, nil
+	}
+	out := append([]ir.Dim{}, x...)
+	for i := 2; i < len(out); i++ {
+		out[i] = ir.Fixed(1)
+	}
+	return []ir.Type{{DType: t.DType, Shape: out, RankKnown: true}}, nil
+}
