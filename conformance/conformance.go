@@ -61,6 +61,10 @@ func (r Result) ID() string { return r.Suite + "/" + r.Name }
 // Suites are the suite directories run, in order.
 var Suites = []string{"node", "pytorch-converted", "pytorch-operator", "simple"}
 
+// SharedModels are the model fixtures in ../shared/models that every build
+// of vouch must run within tolerance of their PyTorch reference outputs.
+var SharedModels = []string{"breast_cancer_mlp", "digits_cnn", "mobilenet_v2", "resnet18", "tiny_bert"}
+
 // DefaultRoot is where Debian's libonnx-testdata installs the suite.
 const DefaultRoot = "/usr/share/libonnx-testdata/data"
 

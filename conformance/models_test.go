@@ -15,8 +15,6 @@ import (
 
 var modelsDir = flag.String("models", "../../shared/models", "the shared model fixtures (real PyTorch exports with reference outputs)")
 
-// SharedModels are the fixtures every build of vouch must run.
-var SharedModels = []string{"breast_cancer_mlp", "digits_cnn", "mobilenet_v2", "resnet18", "tiny_bert"}
 
 // Model tolerances (issue: engine core, item 8).
 const modelRTol, modelATol = 1e-4, 1e-5
