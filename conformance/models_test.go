@@ -15,7 +15,6 @@ import (
 
 var modelsDir = flag.String("models", "../../shared/models", "the shared model fixtures (real PyTorch exports with reference outputs)")
 
-
 // Model tolerances (issue: engine core, item 8).
 const modelRTol, modelATol = 1e-4, 1e-5
 
