@@ -273,7 +273,7 @@ func valueType(vi *onnxpb.ValueInfoProto) (ir.Type, error) {
 	if tt == nil {
 		switch {
 		case tp.GetSequenceType() != nil:
-			return ir.Type{}, fmt.Errorf("value %q: sequence types are not supported", vi.GetName())
+			return ir.Type{DType: tensor.Sequence}, nil
 		case tp.GetMapType() != nil:
 			return ir.Type{}, fmt.Errorf("value %q: map types are not supported", vi.GetName())
 		case tp.GetOptionalType() != nil:

@@ -39,13 +39,18 @@ const (
 	Uint32    DType = 12
 	Uint64    DType = 13
 	BFloat16  DType = 16
+
+	// Sequence marks an ONNX sequence value: Data is []*Tensor and Shape is
+	// empty. It has no ONNX data-type number (this one is vouch's own) and
+	// never appears in a TensorProto; Supported reports false for it.
+	Sequence DType = 1024
 )
 
 var dtypeNames = map[DType]string{
 	Undefined: "undefined", Float32: "float32", Uint8: "uint8", Int8: "int8",
 	Uint16: "uint16", Int16: "int16", Int32: "int32", Int64: "int64",
 	String: "string", Bool: "bool", Float16: "float16", Float64: "float64",
-	Uint32: "uint32", Uint64: "uint64", BFloat16: "bfloat16",
+	Uint32: "uint32", Uint64: "uint64", BFloat16: "bfloat16", Sequence: "sequence",
 	14: "complex64", 15: "complex128", 17: "float8e4m3fn", 18: "float8e4m3fnuz",
 	19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1",
 }
@@ -243,6 +248,21 @@ func (t *Tensor) Check() error {
 	if t == nil {
 		return fmt.Errorf("tensor: nil tensor")
 	}
+	if t.DType == Sequence {
+		elems, ok := t.Data.([]*Tensor)
+		if !ok || len(t.Shape) != 0 {
+			return fmt.Errorf("tensor: a sequence holds []*Tensor and has no shape, got %T %v", t.Data, t.Shape)
+		}
+		for i, e := range elems {
+			if e == nil || e.DType == Sequence {
+				return fmt.Errorf("tensor: sequence element %d is nil or nested", i)
+			}
+			if err := e.Check(); err != nil {
+				return fmt.Errorf("tensor: sequence element %d: %w", i, err)
+			}
+		}
+		return nil
+	}
 	if !t.DType.Supported() {
 		return fmt.Errorf("tensor: unsupported dtype %v", t.DType)
 	}
@@ -294,8 +314,26 @@ func sliceLen(data any) int {
 	return -1
 }
 
+// NewSequence returns a sequence value holding elems.
+func NewSequence(elems []*Tensor) *Tensor {
+	return &Tensor{DType: Sequence, Data: elems}
+}
+
+// Elems returns the elements of a sequence value (nil for a tensor).
+func (t *Tensor) Elems() []*Tensor {
+	e, _ := t.Data.([]*Tensor)
+	return e
+}
+
 // Clone returns a deep copy of t.
 func (t *Tensor) Clone() *Tensor {
+	if t.DType == Sequence {
+		elems := make([]*Tensor, len(t.Elems()))
+		for i, e := range t.Elems() {
+			elems[i] = e.Clone()
+		}
+		return NewSequence(elems)
+	}
 	c := New(t.DType, t.Shape...)
 	copySlice(c.Data, t.Data)
 	return c

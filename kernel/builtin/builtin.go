@@ -11,7 +11,10 @@ import (
 	"github.com/vouchml/vouch/kernel/nn"
 	"github.com/vouchml/vouch/kernel/reduce"
 	"github.com/vouchml/vouch/kernel/rnn"
+	"github.com/vouchml/vouch/kernel/sequence"
 	"github.com/vouchml/vouch/kernel/shape"
+	"github.com/vouchml/vouch/kernel/signal"
+	"github.com/vouchml/vouch/kernel/text"
 )
 
 // Registry returns a new registry with all of vouch's operators: ONNX's in
@@ -20,11 +23,14 @@ func Registry() *kernel.Registry {
 	r := kernel.NewRegistry("",
 		elementwise.Ops(),
 		shape.Ops(),
+		sequence.Ops(),
 		nn.Ops(),
 		reduce.Ops(),
 		rnn.Ops(),
 		control.Ops(),
 		image.Ops(),
+		signal.Ops(),
+		text.Ops(),
 	)
 	r.Add(fused.Domain, fused.Ops(r))
 	return r
