@@ -30,10 +30,21 @@ type RunFunc func(c *Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, er
 // dimensions.
 type InferFunc func(n *ir.Node, in []ir.InferInput) ([]ir.Type, error)
 
+// IntoFunc computes a node's outputs into out, which the executor has
+// allocated (from its arena) with the dtypes and shapes that shape inference
+// gives for these inputs: out[i].Data already has the right length, and its
+// contents are garbage. It must produce exactly the bits Run produces, and
+// should not allocate on its hot path (plans are run with zero allocations
+// per inference after warm-up). It must not write to its inputs; out never
+// aliases an input.
+type IntoFunc func(c *Ctx, n *ir.Node, in, out []*tensor.Tensor) error
+
 // Op is one operator: its kernel and its shape function.
 type Op struct {
 	Run   RunFunc
 	Infer InferFunc
+	// Into, when set, is the allocation-free form of Run.
+	Into IntoFunc
 	// MinVersion and MaxVersion bound the opset versions this Op
 	// implements (0 means no bound).
 	MinVersion, MaxVersion int64
