@@ -155,7 +155,7 @@ func runDir(dir string, reg *kernel.Registry) (string, error) {
 	}
 	if g := mp.GetGraph(); g != nil {
 		for _, vi := range append(append([]*onnxpb.ValueInfoProto{}, g.Input...), g.Output...) {
-			if t := vi.GetType(); t != nil && t.GetTensorType() == nil {
+			if t := vi.GetType(); t != nil && t.GetTensorType() == nil && !tensorSequence(t) {
 				return op, skipError{fmt.Sprintf("value %q is not a tensor (sequence, map and optional values are not supported)", vi.GetName())}
 			}
 		}
@@ -175,7 +175,7 @@ func runDir(dir string, reg *kernel.Registry) (string, error) {
 	for _, set := range sets {
 		inputs := map[string]*tensor.Tensor{}
 		for i, v := range m.Graph.Inputs {
-			t, _, err := onnx.DecodeTensorFile(filepath.Join(set, fmt.Sprintf("input_%d.pb", i)))
+			t, err := readValue(filepath.Join(set, fmt.Sprintf("input_%d.pb", i)), v.Type.DType == tensor.Sequence)
 			if err != nil {
 				return op, err
 			}
@@ -189,7 +189,7 @@ func runDir(dir string, reg *kernel.Registry) (string, error) {
 			return op, err
 		}
 		for i, o := range m.Graph.Outputs {
-			want, _, err := onnx.DecodeTensorFile(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)))
+			want, err := readValue(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)), o.Type.DType == tensor.Sequence)
 			if err != nil {
 				return op, err
 			}
@@ -270,11 +270,56 @@ func primaryOp(name string, mp *onnxpb.ModelProto) string {
 	return g.Node[0].GetOpType()
 }
 
+// tensorSequence reports whether a type is a sequence of tensors.
+func tensorSequence(t *onnxpb.TypeProto) bool {
+	s := t.GetSequenceType()
+	return s != nil && s.GetElemType().GetTensorType() != nil
+}
+
+// readValue reads a TensorProto, or a SequenceProto of tensors when seq.
+func readValue(path string, seq bool) (*tensor.Tensor, error) {
+	if !seq {
+		t, _, err := onnx.DecodeTensorFile(path)
+		return t, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var sp onnxpb.SequenceProto
+	if err := proto.Unmarshal(b, &sp); err != nil {
+		return nil, fmt.Errorf("%s: decoding SequenceProto: %w", path, err)
+	}
+	if sp.GetElemType() != 1 { // TENSOR
+		return nil, skipError{fmt.Sprintf("%s: sequences of non-tensors are not supported", path)}
+	}
+	var elems []*tensor.Tensor
+	for _, tp := range sp.TensorValues {
+		t, err := onnx.TensorFromProto(tp, "")
+		if err != nil {
+			return nil, err
+		}
+		elems = append(elems, t)
+	}
+	return tensor.NewSequence(elems), nil
+}
+
 // Compare checks got against want: same dtype and shape, elements within
-// tolerance.
+// tolerance. Sequences compare element by element.
 func Compare(got, want *tensor.Tensor, rtol, atol float64) error {
 	if got == nil {
 		return fmt.Errorf("missing")
+	}
+	if want.DType == tensor.Sequence || got.DType == tensor.Sequence {
+		if got.DType != want.DType || len(got.Elems()) != len(want.Elems()) {
+			return fmt.Errorf("got %v with %d elements, want %v with %d", got.DType, len(got.Elems()), want.DType, len(want.Elems()))
+		}
+		for i := range want.Elems() {
+			if err := Compare(got.Elems()[i], want.Elems()[i], rtol, atol); err != nil {
+				return fmt.Errorf("sequence element %d: %w", i, err)
+			}
+		}
+		return nil
 	}
 	if got.DType != want.DType {
 		return fmt.Errorf("dtype %v, want %v", got.DType, want.DType)

@@ -1,8 +1,8 @@
 // Package control implements ONNX's control-flow operators If, Loop and
 // Scan on top of kernel.SubgraphRunner.
 //
-// Only tensor values are supported: sequence and optional values (Loop-16's
-// and If-16's extended types) are outside vouch's scope. Bodies run one
+// Tensor and sequence values flow through bodies (SequenceMap maps a body
+// over sequences); optional values are outside vouch's scope. Bodies run one
 // iteration at a time in order, so results are deterministic whenever the
 // bodies' kernels are. Loop and Scan outputs are fresh tensors; the body
 // outputs they are assembled from are copied, never aliased or modified.
@@ -22,6 +22,8 @@ func Ops() kernel.Table {
 		"If":   {Run: runIf, Infer: inferIf},
 		"Loop": {Run: runLoop, Infer: inferLoop},
 		"Scan": {Run: runScan, Infer: inferScan},
+		// SequenceMap is a function op in ONNX; vouch runs it directly.
+		"SequenceMap": {Run: runSequenceMap, Infer: inferSequenceMap},
 	}
 }
 
