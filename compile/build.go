@@ -28,10 +28,14 @@ const (
 
 // Result is a finished build.
 type Result struct {
-	Plan   []byte
-	Digest string
-	Report buildlog.Report
-	Graph  *ir.Graph // the layer graph, as encoded
+	// Options are the build options as JSON (also in the plan header).
+	Options json.RawMessage
+	// RequiredFeatures are the CPU features the plan's kernels need.
+	RequiredFeatures []string
+	Plan             []byte
+	Digest           string
+	Report           buildlog.Report
+	Graph            *ir.Graph // the layer graph, as encoded
 }
 
 // Build compiles m into a plan. source is the model file's bytes (for its
@@ -134,7 +138,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	rep.PlanSHA256 = plan.Digest(b)
 	rep.BuildMillis = time.Since(start).Milliseconds()
 	log.Info("build", "done", map[string]any{"plan_sha256": rep.PlanSHA256, "layers": len(g.Nodes), "bytes": len(b)})
-	return &Result{Plan: b, Digest: rep.PlanSHA256, Report: rep, Graph: g}, nil
+	return &Result{Options: optJSON, RequiredFeatures: hdr.RequiredFeatures, Plan: b, Digest: rep.PlanSHA256, Report: rep, Graph: g}, nil
 }
 
 func fusedSuffix(n *ir.Node) string {

@@ -8,14 +8,17 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/onnx"
+	"github.com/vouchml/vouch/plan"
 )
 
 // BuildOptions are the settings of `vouch build`.
@@ -27,11 +30,17 @@ type BuildOptions struct {
 	Verbose  bool
 	Profiles []string
 	Compile  compile.Options
+
+	Bundle         string // write a bundle here
+	Key            string // sign the bundle with this private key
+	ModelName      string
+	ModelVersion   string
+	SourceRevision string
 }
 
 func runBuild(ctx context.Context, m *Main, args []string) error {
 	o := BuildOptions{Compile: compile.DefaultOptions()}
-	fs := m.newFlagSet("build", "build MODEL.onnx -o NAME.plan [--profile ...] [--log FILE] [-v]", `
+	fs := m.newFlagSet("build", "build MODEL.onnx -o NAME.plan [--profile ...] [--log FILE] [--bundle FILE.vouch --key KEY] [-v]", `
 Compiles an ONNX model ahead of time into a frozen engine plan: constant and
 shape folding, Identity/Dropout and dead-node elimination, BatchNormalization
 folding, Conv/Gemm/MatMul + bias/residual + activation fusion, shape
@@ -52,6 +61,11 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	fs.Var(&profiles, "profile", "an optimization profile NAME:MIN,OPT,MAX[;NAME:...]; repeat for more profiles")
 	fs.StringVar(&o.Compile.Tactics, "tactics", o.Compile.Tactics, "tactic policy: heuristic")
 	fs.StringVar(&o.Compile.Precision, "precision", o.Compile.Precision, "layer precision: fp32")
+	fs.StringVar(&o.Bundle, "bundle", "", "also write a bundle (plan, build log, report, metadata, provenance) to FILE.vouch")
+	fs.StringVar(&o.Key, "key", "", "sign the bundle with this private key (from vouch keygen)")
+	fs.StringVar(&o.ModelName, "name", "", "model name recorded in the bundle (default: from the file name)")
+	fs.StringVar(&o.ModelVersion, "model-version", "1.0.0", "model version recorded in the bundle (immutable in the registry)")
+	fs.StringVar(&o.SourceRevision, "source-revision", "", "VCS revision of the model's source repository, recorded in the provenance")
 	var disable multiFlag
 	fs.Var(&disable, "disable-pass", "skip a pass by name (repeatable): "+strings.Join(compile.PassNames(), ", "))
 	pos, err := parseInterleaved(fs, args)
@@ -93,9 +107,21 @@ func (m *Main) build(o BuildOptions) error {
 	if o.Verbose {
 		log.W = teeWriter{&logBuf, m.Stderr}
 	}
-	name := strings.TrimSuffix(filepath.Base(o.Model), filepath.Ext(o.Model))
-	if filepath.Base(o.Model) == "model.onnx" {
-		name = filepath.Base(filepath.Dir(o.Model))
+	name := o.ModelName
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(o.Model), filepath.Ext(o.Model))
+		if filepath.Base(o.Model) == "model.onnx" {
+			name = filepath.Base(filepath.Dir(o.Model))
+		}
+	}
+	var key *bundle.PrivateKey
+	if o.Key != "" {
+		if o.Bundle == "" {
+			return fmt.Errorf("%w: --key signs a bundle: give --bundle FILE too", ErrUsage)
+		}
+		if key, err = bundle.ReadPrivateKey(o.Key); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	res, err := compile.Build(model, src, name, "vouch "+Version, o.Compile, builtin.Registry(), log)
@@ -112,6 +138,33 @@ func (m *Main) build(o BuildOptions) error {
 		if err := writeFileAtomic(path, b, 0o644); err != nil {
 			return err
 		}
+	}
+	if o.Bundle != "" {
+		b, err := bundle.New(bundle.Metadata{
+			Model:       bundle.Model{Name: name, Version: o.ModelVersion},
+			Source:      bundle.Artifact{Name: filepath.Base(o.Model), Digest: "sha256:" + res.Report.SourceSHA256, Revision: o.SourceRevision},
+			Plan:        bundle.PlanInfo{FormatVersion: strconv.Itoa(plan.FormatVersion), RequiredCPUFeatures: res.RequiredFeatures},
+			Options:     res.Options,
+			Environment: bundle.HostEnvironment(Version),
+			StartedOn:   start.UTC(),
+			FinishedOn:  time.Now().UTC(),
+		}, bundle.Contents{Plan: res.Plan, BuildLog: logBuf.Bytes(), Report: append(rep, '\n')})
+		if err != nil {
+			return err
+		}
+		if key != nil {
+			if err := bundle.Sign(b, key); err != nil {
+				return err
+			}
+		}
+		if err := b.WriteFile(o.Bundle); err != nil {
+			return err
+		}
+		signed := "unsigned: sign it with vouch sign"
+		if key != nil {
+			signed = "signed by " + key.ID()
+		}
+		defer fmt.Fprintf(m.Stdout, "bundle  %s (%s)\n", o.Bundle, signed)
 	}
 	printSummary(m, res.Report, time.Since(start))
 	fmt.Fprintf(m.Stdout, "plan    %s (sha256 %s, %d bytes)\nlog     %s\nreport  %s\n", o.Out, res.Digest[:16], len(res.Plan), o.LogFile, o.Report)

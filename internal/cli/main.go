@@ -43,6 +43,10 @@ func (m *Main) commands() map[string]command {
 		"inspect":     {"print a plan's layers (kind, fused from, tactic, precision, shape, FLOPs)", runInspect},
 		"conformance": {"run the ONNX backend test suite and write conformance.md", runConformance},
 		"version":     {"print vouch's version and build information", runVersion},
+		"keygen":      {"generate an Ed25519 key pair for signing bundles", runKeygen},
+		"sign":        {"sign a bundle's provenance", runSign},
+		"verify":      {"verify a bundle's signature, digests and compatibility, and print its provenance", runVerify},
+		"registry":    {"push, pull, list, show and tag signed bundles in the local registry", runRegistry},
 	}
 }
 

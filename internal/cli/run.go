@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/builtin"
@@ -25,11 +27,12 @@ type RunOptions struct {
 	Inputs []string // NAME=FILE, or FILE for a single-input model
 	OutDir string
 	JSON   bool
+	Keys   string // trusted public keys, for bundles
 }
 
 func runRun(ctx context.Context, m *Main, args []string) error {
 	var o RunOptions
-	fs := m.newFlagSet("run", "run MODEL.onnx|NAME.plan --input NAME=FILE ... [--out DIR] [--json]", `
+	fs := m.newFlagSet("run", "run MODEL.onnx|NAME.plan|NAME.vouch --input NAME=FILE ... [--out DIR] [--json]", `
 Runs a model once on the given inputs and prints each output's name, dtype,
 shape, first values and argmax.
 
@@ -45,6 +48,7 @@ Example:
 	fs.Var(&inputs, "input", "an input as NAME=FILE (.pb or .npy); repeat for each input")
 	fs.StringVar(&o.OutDir, "out", "", "write each output as DIR/<output name>.pb (TensorProto)")
 	fs.BoolVar(&o.JSON, "json", false, "print the outputs as JSON (all values)")
+	fs.StringVar(&o.Keys, "key", "", "trusted public key(s) for a bundle (.vouch): it is verified before it is loaded")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -57,7 +61,7 @@ Example:
 }
 
 func (m *Main) run(o RunOptions) error {
-	g, pl, err := loadGraph(o.Model)
+	g, pl, err := loadGraph(o.Model, o.Keys)
 	if err != nil {
 		return err
 	}
@@ -113,10 +117,21 @@ func (m *Main) run(o RunOptions) error {
 
 // loadGraph reads an ONNX model or an engine plan (told apart by the plan's
 // version line).
-func loadGraph(path string) (*ir.Graph, *plan.Plan, error) {
+func loadGraph(path, keys string) (*ir.Graph, *plan.Plan, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
+	}
+	if isBundle(b) {
+		trusted, err := readKeys(keys)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s is a bundle: %w", path, err)
+		}
+		l, err := bundle.Load(bytes.NewReader(b), bundle.LoadOptions{TrustedKeys: trusted, Check: checkOptions(false)})
+		if err != nil {
+			return nil, nil, err
+		}
+		b = l.Bundle.Plan()
 	}
 	if isPlan(b) {
 		p, err := plan.Decode(b)
@@ -131,6 +146,9 @@ func loadGraph(path string) (*ir.Graph, *plan.Plan, error) {
 	}
 	return m.Graph, nil, nil
 }
+
+// isBundle reports whether b is a tar archive (a vouch bundle).
+func isBundle(b []byte) bool { return len(b) > 262 && string(b[257:262]) == "ustar" }
 
 // readInputs loads NAME=FILE pairs (or a bare FILE for single-input graphs).
 func readInputs(g *ir.Graph, specs []string) (map[string]*tensor.Tensor, error) {

@@ -97,3 +97,62 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestBundlePath runs build -> bundle -> verify -> registry -> load from the
+// command line, and checks that tampering and untrusted keys are refused.
+func TestBundlePath(t *testing.T) {
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+	mustRun := func(args ...string) string {
+		t.Helper()
+		code, out, errs := run(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		return out
+	}
+	mustRun("keygen", "--name", "ci", "--out", dir)
+	mustRun("keygen", "--name", "other", "--out", dir)
+	if fi, err := os.Stat(p("ci.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("private key mode: %v %v", fi, err)
+	}
+	mustRun("build", digits+"/model.onnx", "-o", p("d.plan"), "--bundle", p("d.vouch"), "--key", p("ci.key"), "--name", "digits", "--model-version", "1.2.0", "--source-revision", "abc123")
+	out := mustRun("verify", p("d.vouch"), "--key", p("ci.pub"))
+	for _, want := range []string{"VERIFIED", "digits@1.2.0", "abc123", "signed by    ci+"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("verify output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errs := run(t, "verify", p("d.vouch"), "--key", p("other.pub")); code == 0 || !strings.Contains(errs, "which is not trusted") {
+		t.Errorf("untrusted key accepted: %s", errs)
+	}
+	reg := []string{"--key", p("ci.pub"), "--data", p("data"), "--principal", "alice"}
+	mustRun(append([]string{"registry", "push", p("d.vouch")}, reg...)...)
+	mustRun(append([]string{"registry", "tag", "digits@1.2.0", "prod"}, reg...)...)
+	mustRun(append([]string{"registry", "pull", "digits@prod", p("pulled.vouch")}, reg...)...)
+	if code, _, errs := run(t, append([]string{"registry", "push", p("d.vouch")}, reg...)...); code == 0 || !strings.Contains(errs, "version exists") {
+		t.Errorf("duplicate version push: %s", errs)
+	}
+	if out := mustRun(append([]string{"registry", "access", "digits"}, reg...)...); !strings.Contains(out, "alice") || !strings.Contains(out, "pull") {
+		t.Errorf("access trail: %s", out)
+	}
+	out = mustRun("run", p("pulled.vouch"), "--key", p("ci.pub"), "--input", digits+"/test_data_set_0/input_0.pb")
+	if !strings.Contains(out, "logits  float32[4 10]") {
+		t.Fatalf("run bundle: %s", out)
+	}
+	// Flip one byte of the plan inside the bundle: the load is refused
+	// with both digests.
+	b, err := os.ReadFile(p("pulled.vouch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte("VOUCHPLAN 1\n"))
+	b[i+200] ^= 1
+	if err := os.WriteFile(p("tampered.vouch"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := run(t, "run", p("tampered.vouch"), "--key", p("ci.pub"), "--input", digits+"/test_data_set_0/input_0.pb")
+	if code == 0 || !strings.Contains(errs, "plan.vouchplan has digest sha256:") {
+		t.Fatalf("tampered bundle ran: %d %s", code, errs)
+	}
+}
