@@ -70,6 +70,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 			continue
 		}
 		before := len(g.Nodes)
+		st.pass = p.name
 		if err := p.run(st); err != nil {
 			return nil, fmt.Errorf("compile: pass %s: %w", p.name, err)
 		}
@@ -114,7 +115,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 				k = r.Pass + ":" + kk
 			}
 			rep.Fusions[k]++
-		case r.Pass == "fold-constants" && r.Event == "folded":
+		case (r.Pass == "fold-constants" || r.Pass == "fold-constants-2" || r.Pass == "fold-shapes") && r.Event == "folded":
 			rep.FoldedConsts++
 		case r.Event == "removed":
 			rep.Removed++

@@ -16,6 +16,7 @@ type state struct {
 	reg    *kernel.Registry
 	log    *buildlog.Log
 	origin map[string][]string // layer (node) name -> ONNX nodes it came from
+	pass   string              // the running pass's name, for the log
 }
 
 // pass is one named step of the pipeline. Names are stable: they appear in
@@ -31,11 +32,22 @@ func pipeline() []pass {
 		{"name-nodes", nameNodes},
 		{"eliminate-identity", eliminateIdentity},
 		{"fold-constants", foldConstants},
+		{"fold-shapes", foldShapes},
+		{"fold-constants-2", foldConstants},
+		{"fuse-layernorm", fuseLayerNorm},
+		{"fuse-gelu", fuseGelu},
 		{"fold-batchnorm", foldBatchNorm},
 		{"fuse-activation", fuseActivation},
 		{"eliminate-dead", eliminateDead},
 	}
 }
+
+// NumericPasses are the passes that replace arithmetic with different
+// (equally deterministic) arithmetic, so a plan built with them differs in
+// the last bits from the ONNX graph run node by node: BatchNormalization
+// folded into weights, LayerNorm and GELU chains computed by one kernel.
+// Every other pass preserves bits exactly (compile tests check it).
+var NumericPasses = []string{"fuse-layernorm", "fuse-gelu", "fold-batchnorm"}
 
 // PassNames lists the pipeline's pass names in order.
 func PassNames() []string {
@@ -213,7 +225,7 @@ func foldConstants(s *state) error {
 			made = append(made, fmt.Sprintf("%s %v", name, outs[i]))
 		}
 		fields["outputs"] = made
-		s.log.Info("fold-constants", "folded", fields)
+		s.log.Info(s.pass, "folded", fields)
 	}
 	s.g.Nodes = keep
 	return nil
