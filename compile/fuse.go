@@ -73,7 +73,7 @@ func fuseActivation(s *state) error {
 		if add == nil && act == nil {
 			continue
 		}
-		f := &ir.Node{Name: n.Name, OpType: "Fused", Domain: fused.Domain, Version: 1, Attrs: map[string]*ir.Attr{}}
+		f := &ir.Node{Name: n.Name, OpType: "Fused", Domain: fusedDomain, Version: 1, Attrs: map[string]*ir.Attr{}}
 		for k, a := range n.Attrs {
 			f.Attrs[k] = a
 		}
@@ -217,3 +217,5 @@ func anyUsed(u map[string]int, names []string) bool {
 	}
 	return false
 }
+
+const fusedDomain = fused.Domain

@@ -36,6 +36,7 @@ func pipeline() []pass {
 		{"fold-constants-2", foldConstants},
 		{"fuse-layernorm", fuseLayerNorm},
 		{"fuse-gelu", fuseGelu},
+		{"fuse-attention", fuseAttention},
 		{"fold-batchnorm", foldBatchNorm},
 		{"fuse-activation", fuseActivation},
 		{"eliminate-dead", eliminateDead},

@@ -33,7 +33,11 @@ const Domain = "vouch"
 // Ops returns the fused operators; their parts run through base.
 func Ops(base *kernel.Registry) kernel.Table {
 	f := &fusedOp{reg: base}
-	return kernel.Table{"Fused": {Run: f.run, Infer: f.infer}}
+	t := kernel.Table{"Fused": {Run: f.run, Infer: f.infer}}
+	for k, v := range chainOps(base) {
+		t[k] = v
+	}
+	return t
 }
 
 type fusedOp struct{ reg *kernel.Registry }
