@@ -5,8 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/vouchml/vouch/buildlog"
@@ -90,10 +93,14 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	if err != nil {
 		return nil, err
 	}
+	tactics, err := chooseTactics(g, reg, optTypes, opts, machineKey(opts), log)
+	if err != nil {
+		return nil, fmt.Errorf("compile: choosing tactics: %w", err)
+	}
 	info := map[string]plan.LayerInfo{}
 	rep := buildlog.Report{Model: name, SourceSHA256: hex.EncodeToString(sum[:]), NodesIn: nodesIn, LayersOut: len(g.Nodes), Fusions: map[string]int{}}
 	for _, n := range g.Nodes {
-		li := plan.LayerInfo{Origin: st.origin[n.Name], Tactic: tactic(n), Precision: opts.Precision, FLOPs: flops(n, optTypes)}
+		li := plan.LayerInfo{Origin: st.origin[n.Name], Tactic: tactics[n.Name], Precision: opts.Precision, FLOPs: flops(n, optTypes)}
 		info[n.Name] = li
 		out := ""
 		if t, ok := g.Types[n.Outputs[0]]; ok {
@@ -105,7 +112,6 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 		}
 		rep.Layers = append(rep.Layers, buildlog.LayerReport{Name: n.Name, Kind: kind, FusedFrom: li.Origin, Tactic: li.Tactic, Precision: li.Precision, Output: out, FLOPs: li.FLOPs})
 		rep.TotalFLOPs += li.FLOPs
-		log.Info("tactics", "chosen", map[string]any{"layer": n.Name, "tactic": li.Tactic, "policy": opts.Tactics, "reason": "portable kernels only (no timed candidates yet)"})
 	}
 	for _, r := range log.Records {
 		switch {
@@ -153,20 +159,24 @@ func fusedSuffix(n *ir.Node) string {
 	return s
 }
 
-// tactic names the kernel a layer runs. Only the portable kernels exist
-// so far; the name records that choice in the plan.
-func tactic(n *ir.Node) string {
-	base := n.OpType
-	if base == "Fused" {
-		base = n.String("base", "")
+// machineKey names this machine for the timing cache: a cache measured
+// elsewhere is not hit.
+func machineKey(o Options) string {
+	return runtime.GOOS + "/" + runtime.GOARCH + " " + strings.Join(o.TargetFeatures, ",") + " " + cpuModel()
+}
+
+// cpuModel reads the CPU model name (Linux); "" elsewhere.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
 	}
-	switch base {
-	case "Conv":
-		return "conv.portable"
-	case "Gemm", "MatMul":
-		return "gemm.portable"
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
 	}
-	return "portable"
+	return ""
 }
 
 // defaultProfile spans every dynamic dimension with the default ranges.

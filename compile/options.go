@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tune"
 )
 
 // Options are the build settings that can change a plan.
@@ -24,18 +25,26 @@ type Options struct {
 	Profiles []plan.Profile `json:"profiles,omitempty"`
 	// Precision is the default layer precision: "fp32" (the only one so far).
 	Precision string `json:"precision"`
-	// Tactics is the tactic policy: "heuristic" chooses by rule.
+	// Tactics is the tactic policy: "timed" times every candidate of a
+	// layer at the first profile's opt shapes and keeps the fastest;
+	// "heuristic" takes each kernel's preferred candidate without timing.
 	Tactics string `json:"tactics"`
+	// TuneReps is the number of timed runs per candidate (the median is kept).
+	TuneReps int `json:"tune_reps"`
+	// TimingCache supplies and collects timings (not part of the options'
+	// JSON: the build log records its digest). Nil means an empty cache.
+	TimingCache *tune.Cache `json:"-"`
+	// Progress, when set, is called as layers are tuned.
+	Progress func(done, total int) `json:"-"`
 	// TargetFeatures are the CPU features kernels may use.
 	TargetFeatures []string `json:"target_features"`
 	// DisabledPasses names passes to skip (for debugging a build).
 	DisabledPasses []string `json:"disabled_passes,omitempty"`
 }
 
-// DefaultOptions returns the defaults: fp32, heuristic tactics, portable
-// kernels only.
+// DefaultOptions returns the defaults: fp32, timed tactics (5 runs each).
 func DefaultOptions() Options {
-	return Options{Precision: "fp32", Tactics: "heuristic", TargetFeatures: []string{}}
+	return Options{Precision: "fp32", Tactics: "timed", TuneReps: 5, TargetFeatures: []string{}}
 }
 
 func (o Options) valid() error {
@@ -45,9 +54,12 @@ func (o Options) valid() error {
 		return fmt.Errorf("compile: precision %q is not supported (fp32)", o.Precision)
 	}
 	switch o.Tactics {
-	case "heuristic":
+	case "heuristic", "timed":
 	default:
-		return fmt.Errorf("compile: tactic policy %q is not supported (heuristic)", o.Tactics)
+		return fmt.Errorf("compile: tactic policy %q is not supported (timed, heuristic)", o.Tactics)
+	}
+	if o.TuneReps < 0 || o.TuneReps > 1000 {
+		return fmt.Errorf("compile: tune_reps %d out of range 0..1000", o.TuneReps)
 	}
 	return nil
 }

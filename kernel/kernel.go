@@ -16,6 +16,7 @@ import (
 	"sort"
 
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -35,8 +36,9 @@ type InferFunc func(n *ir.Node, in []ir.InferInput) ([]ir.Type, error)
 // gives for these inputs: out[i].Data already has the right length, and its
 // contents are garbage. It must produce exactly the bits Run produces, and
 // should not allocate on its hot path (plans are run with zero allocations
-// per inference after warm-up). It must not write to its inputs; out never
-// aliases an input.
+// per inference after warm-up). It must not write to its inputs. out has
+// one entry per node output; an omitted optional output is nil. out never
+// aliases an input, except where the Op is marked InPlace (see there).
 type IntoFunc func(c *Ctx, n *ir.Node, in, out []*tensor.Tensor) error
 
 // Op is one operator: its kernel and its shape function.
@@ -45,6 +47,24 @@ type Op struct {
 	Infer InferFunc
 	// Into, when set, is the allocation-free form of Run.
 	Into IntoFunc
+	// InPlace marks an Into that tolerates out[0] sharing its storage with
+	// any input of the same dtype and the same shape as out[0] (the
+	// executor does this when that input dies at this node). Only kernels
+	// that read each input element before writing the output element at
+	// the same offset, and read nothing else from that input, may set it.
+	InPlace bool
+	// View marks an op whose only output is input 0's elements, in order,
+	// under another shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
+	// inference Dropout). The executor may bind the output to input 0's
+	// storage and skip the kernel; Into must still copy when it is called.
+	View bool
+	// Tactics, when set, lists the implementations the kernel can use for
+	// this node and these input types, heuristic preference first. The
+	// compiler times them (or takes the first, under the heuristic policy)
+	// and records the choice in the node's TacticAttr attribute, which Run
+	// and Into honour. Tactics of one op must give identical bits: the
+	// choice changes speed, never results.
+	Tactics func(n *ir.Node, in []ir.Type) []string
 	// MinVersion and MaxVersion bound the opset versions this Op
 	// implements (0 means no bound).
 	MinVersion, MaxVersion int64
@@ -61,7 +81,17 @@ type SubgraphRunner interface {
 type Ctx struct {
 	// Sub runs subgraphs; nil where the caller provides none.
 	Sub SubgraphRunner
+	// Pool runs a kernel's output ranges on persistent workers; nil means
+	// parallel.Default(). It never changes a kernel's bits.
+	Pool *parallel.Pool
 }
+
+// TacticAttr is the node attribute that holds the tactic the compiler
+// chose ("" or absent: the kernel's own default).
+const TacticAttr = "vouch_tactic"
+
+// Tactic returns the tactic recorded on n, or "".
+func Tactic(n *ir.Node) string { return n.String(TacticAttr, "") }
 
 // Table maps op types to Ops, for one family of operators.
 type Table map[string]*Op

@@ -13,12 +13,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tune"
 )
 
 // BuildOptions are the settings of `vouch build`.
@@ -31,6 +33,7 @@ type BuildOptions struct {
 	Profiles []string
 	Compile  compile.Options
 
+	TimingCache    string // timing cache file
 	Bundle         string // write a bundle here
 	Key            string // sign the bundle with this private key
 	ModelName      string
@@ -59,7 +62,9 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	fs.BoolVar(&o.Verbose, "v", false, "also print the build log to stderr")
 	var profiles multiFlag
 	fs.Var(&profiles, "profile", "an optimization profile NAME:MIN,OPT,MAX[;NAME:...]; repeat for more profiles")
-	fs.StringVar(&o.Compile.Tactics, "tactics", o.Compile.Tactics, "tactic policy: heuristic")
+	fs.StringVar(&o.Compile.Tactics, "tactics", o.Compile.Tactics, "tactic policy: timed (time every candidate, keep the fastest) or heuristic (by rule, no timing)")
+	fs.IntVar(&o.Compile.TuneReps, "tune-reps", o.Compile.TuneReps, "timed runs per tactic candidate (the median is kept)")
+	fs.StringVar(&o.TimingCache, "timing-cache", "", "read timings from FILE if it exists and write them back: rebuilding with the same cache gives a byte-identical plan")
 	fs.StringVar(&o.Compile.Precision, "precision", o.Compile.Precision, "layer precision: fp32")
 	fs.StringVar(&o.Bundle, "bundle", "", "also write a bundle (plan, build log, report, metadata, provenance) to FILE.vouch")
 	fs.StringVar(&o.Key, "key", "", "sign the bundle with this private key (from vouch keygen)")
@@ -123,12 +128,45 @@ func (m *Main) build(o BuildOptions) error {
 			return err
 		}
 	}
+	var cacheBytes []byte
+	if o.TimingCache != "" {
+		o.Compile.TimingCache = tune.NewCache()
+		if b, err := os.ReadFile(o.TimingCache); err == nil {
+			if o.Compile.TimingCache, err = tune.ReadCache(bytes.NewReader(b)); err != nil {
+				return fmt.Errorf("%s: %w", o.TimingCache, err)
+			}
+			log.Info("tactics", "timing-cache", map[string]any{"file": o.TimingCache, "sha256": plan.Digest(b), "timings": o.Compile.TimingCache.Len()})
+		} else if !os.IsNotExist(err) {
+			return err
+		}
+	}
+	var bar *progressbar.ProgressBar
+	o.Compile.Progress = func(done, total int) {
+		if bar == nil {
+			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(m.Stderr), progressbar.OptionSetDescription("tuning tactics"),
+				progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+		}
+		bar.Set(done)
+	}
 	start := time.Now()
 	res, err := compile.Build(model, src, name, "vouch "+Version, o.Compile, builtin.Registry(), log)
 	if err != nil {
 		// Keep the log of a failed build: it shows how far it got.
 		_ = writeFileAtomic(o.LogFile, logBuf.Bytes(), 0o644)
 		return err
+	}
+	if bar != nil {
+		bar.Finish()
+	}
+	if o.TimingCache != "" {
+		var buf bytes.Buffer
+		if err := o.Compile.TimingCache.Encode(&buf); err != nil {
+			return err
+		}
+		cacheBytes = buf.Bytes()
+		if err := writeFileAtomic(o.TimingCache, cacheBytes, 0o644); err != nil {
+			return err
+		}
 	}
 	rep, err := json.MarshalIndent(res.Report, "", "  ")
 	if err != nil {
@@ -148,7 +186,7 @@ func (m *Main) build(o BuildOptions) error {
 			Environment: bundle.HostEnvironment(Version),
 			StartedOn:   start.UTC(),
 			FinishedOn:  time.Now().UTC(),
-		}, bundle.Contents{Plan: res.Plan, BuildLog: logBuf.Bytes(), Report: append(rep, '\n')})
+		}, bundle.Contents{Plan: res.Plan, BuildLog: logBuf.Bytes(), Report: append(rep, '\n'), TimingCache: cacheBytes})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,145 @@
+package compile
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/tensor"
+	"github.com/vouchml/vouch/tune"
+)
+
+// chooseTactics fixes every layer's tactic: for layers whose kernel offers
+// several, the tuner times them at the opt-profile types (or, under the
+// heuristic policy, the kernel's first choice is taken); the choice is
+// written into the node (kernel.TacticAttr) and returned per layer.
+func chooseTactics(g *ir.Graph, reg *kernel.Registry, types map[string]ir.Type, opts Options, machine string, log *buildlog.Log) (map[string]string, error) {
+	chosen := map[string]string{}
+	type job struct {
+		n     *ir.Node
+		op    *kernel.Op
+		cands []string
+		in    []ir.Type
+	}
+	var jobs []job
+	for _, n := range g.Nodes {
+		op, err := reg.Lookup(n)
+		if err != nil {
+			return nil, err
+		}
+		in := make([]ir.Type, len(n.Inputs))
+		for i, name := range n.Inputs {
+			if name != "" {
+				in[i] = types[name]
+			}
+		}
+		var cands []string
+		if op.Tactics != nil {
+			cands = op.Tactics(n, in)
+		}
+		if len(cands) == 0 {
+			chosen[n.Name] = "default"
+			log.Info("tactics", "chosen", map[string]any{"layer": n.Name, "tactic": "default", "policy": opts.Tactics, "reason": "the kernel has a single implementation"})
+			continue
+		}
+		jobs = append(jobs, job{n, op, cands, in})
+	}
+	cache := opts.TimingCache
+	if cache == nil {
+		cache = tune.NewCache()
+	}
+	tuner := &tune.Tuner{Cache: cache, Reps: max(opts.TuneReps, 1), Log: log}
+	for i, j := range jobs {
+		pick := j.cands[0]
+		reason := "heuristic: the kernel's preferred tactic"
+		if len(j.cands) > 1 && opts.Tactics == "timed" {
+			cands, err := candidates(g, j.n, j.op, j.cands, j.in, reg)
+			if err != nil {
+				log.Warn("tactics", "untimed", map[string]any{"layer": j.n.Name, "reason": err.Error()})
+			} else {
+				if pick, err = tuner.Choose(j.n.Name, layerKey(j.n, j.in, machine), cands); err != nil {
+					return nil, err
+				}
+				reason = "fastest median"
+			}
+		} else if len(j.cands) == 1 {
+			reason = "only candidate"
+		}
+		j.n.Attrs[kernel.TacticAttr] = &ir.Attr{Name: kernel.TacticAttr, Kind: ir.AttrString, S: pick}
+		chosen[j.n.Name] = pick
+		log.Info("tactics", "chosen", map[string]any{"layer": j.n.Name, "tactic": pick, "candidates": j.cands, "policy": opts.Tactics, "reason": reason})
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(jobs))
+		}
+	}
+	return chosen, nil
+}
+
+// layerKey identifies a layer's timing problem: op, attributes, input
+// types and the machine.
+func layerKey(n *ir.Node, in []ir.Type, machine string) string {
+	var attrs []string
+	for k, a := range n.Attrs {
+		if k == kernel.TacticAttr || a.G != nil || len(a.Graphs) > 0 {
+			continue
+		}
+		v := fmt.Sprint(a.I, a.F, a.S, a.Ints, a.Floats, a.Strings)
+		if a.T != nil {
+			v = a.T.String()
+		}
+		attrs = append(attrs, k+"="+v)
+	}
+	sort.Strings(attrs)
+	var ins []string
+	for _, t := range in {
+		ins = append(ins, t.String())
+	}
+	return strings.ReplaceAll(fmt.Sprintf("%s.%s|%s|%s|%s", n.Domain, n.OpType, strings.Join(attrs, ","), strings.Join(ins, ";"), machine), "\t", " ")
+}
+
+// candidates makes a runnable closure per tactic over seeded random inputs
+// of the opt-profile shapes (constant inputs use their real values).
+func candidates(g *ir.Graph, n *ir.Node, op *kernel.Op, tactics []string, in []ir.Type, reg *kernel.Registry) ([]tune.Candidate, error) {
+	r := rand.New(rand.NewPCG(1, 2))
+	args := make([]*tensor.Tensor, len(n.Inputs))
+	for i, name := range n.Inputs {
+		if name == "" {
+			continue
+		}
+		if c, ok := g.Initializers[name]; ok {
+			args[i] = c
+			continue
+		}
+		shape, ok := in[i].Static()
+		if !ok {
+			return nil, fmt.Errorf("input %q has no static shape at the opt profile", name)
+		}
+		if in[i].DType != tensor.Float32 {
+			return nil, fmt.Errorf("input %q is %v; only float32 layers are timed", name, in[i].DType)
+		}
+		t := tensor.New(tensor.Float32, shape...)
+		for k, d := 0, t.Data.([]float32); k < len(d); k++ {
+			d[k] = float32(r.NormFloat64())
+		}
+		args[i] = t
+	}
+	var out []tune.Candidate
+	for _, tac := range tactics {
+		m := *n
+		m.Attrs = make(map[string]*ir.Attr, len(n.Attrs)+1)
+		for k, v := range n.Attrs {
+			m.Attrs[k] = v
+		}
+		m.Attrs[kernel.TacticAttr] = &ir.Attr{Name: kernel.TacticAttr, Kind: ir.AttrString, S: tac}
+		node := &m
+		out = append(out, tune.Candidate{Tactic: tac, Run: func() error {
+			_, err := op.Run(&kernel.Ctx{}, node, args)
+			return err
+		}})
+	}
+	return out, nil
+}
