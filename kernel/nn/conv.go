@@ -15,6 +15,7 @@ import (
 type convSetup struct {
 	N, C, M, G, Cg, Mg int
 	g                  *geom
+	tabs               [][]int // g.taps(false), when cached
 }
 
 func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {
@@ -69,7 +70,7 @@ func (s *convSetup) pointwise() bool {
 	return true
 }
 
-func runConv(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runConv(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if err := need(in, 2, "Conv"); err != nil {
 		return nil, err
 	}
@@ -97,17 +98,13 @@ func runConv(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, 
 		}
 		return []*tensor.Tensor{tensor.From(y, out...)}, nil
 	}
-	var y []float32
-	if s.Cg == 1 && s.Mg == 1 {
-		y = depthwise(s, xf, wf)
-	} else {
-		y = convGEMM(s, xf, wf, false, sgemm)
-	}
+	var bf []float32
 	if b != nil {
-		bf, _, _ := floatIn(b, "Conv B")
 		// The bias is added after the chain: y = acc + B[m].
-		addBias(y, bf, s.M, prod(s.g.out))
+		bf, _, _ = floatIn(b, "Conv B")
 	}
+	y := make([]float32, prod(out))
+	convF32(poolOf(c), s, xf, wf, bf, y)
 	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
 }
 
@@ -152,17 +149,17 @@ func convGEMM[F any](s *convSetup, x, w []F, transpose bool, gemm func(m, n, k i
 	return y
 }
 
-// depthwise is the direct float32 kernel for group == C == M: per output
+// depthwiseInto is the direct float32 kernel for group == C == M: per output
 // one chain over the kernel taps in row-major order, the same chain that
 // im2col + GEMM computes (padding taps included as FMA(0, w, acc)).
-func depthwise(s *convSetup, x, w []float32) []float32 {
+// It writes into y and is the portable twin of depthwise3x3.
+func depthwiseInto(s *convSetup, x, w, y []float32) {
 	g := s.g
 	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
 	tabs := g.taps(false)
-	y := make([]float32, s.N*s.M*P)
 	nd := len(g.in)
 	inStr := tensor.Strides(g.in)
-	parallel(s.N*s.C, s.N*s.C*P*kn, func(lo, hi int) {
+	parallelFor(s.N*s.C, s.N*s.C*P*kn, func(lo, hi int) {
 		oidx := make([]int, nd)
 		kidx := make([]int, nd)
 		for nc := lo; nc < hi; nc++ {
@@ -202,11 +199,10 @@ func depthwise(s *convSetup, x, w []float32) []float32 {
 						acc = vmath.FMA32(xv, wv, acc)
 					}
 				}
-				yc[p] = acc
+				yc[p] = canonNaN(acc)
 			}
 		}
 	})
-	return y
 }
 
 func inferConv(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {

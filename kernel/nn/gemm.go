@@ -2,9 +2,8 @@ package nn
 
 import (
 	"math"
-	"runtime"
-	"sync"
 
+	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/kernel/vmath"
 )
 
@@ -24,6 +23,10 @@ import (
 //     never depends on the other rows (batch invariance), on the number of
 //     threads, or on how M and N are padded to the block size (padding rows
 //     and columns are computed and thrown away).
+//   - A chain whose result is NaN stores the canonical quiet NaN
+//     (0x7fc00000): which NaN payload an FMA propagates differs between
+//     CPUs (and between x86's VFMADD and Go's float64 emulation), so the
+//     payload is not allowed to reach the output.
 //   - Bias, alpha and beta are not part of the chain: callers apply them
 //     afterwards as separate, individually rounded float32 operations,
 //     documented where they happen (Gemm: float32(alpha*acc) +
@@ -54,8 +57,15 @@ func fmaFast(u uint64) bool {
 }
 
 // sgemm sets c[i*ldc+j] for i < m, j < n to the FMA chain over k of
-// A(i,kk) = a[i*ars+kk*acs] and B(kk,j) = b[kk*brs+j*bcs].
+// A(i,kk) = a[i*ars+kk*acs] and B(kk,j) = b[kk*brs+j*bcs], on the default
+// worker pool.
 func sgemm(m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
+	sgemmP(parallel.Default(), m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
+}
+
+// sgemmP is sgemm on the given pool: the AVX2+FMA twin where enabled,
+// else the portable kernel below. Both give the same bits.
+func sgemmP(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -65,6 +75,15 @@ func sgemm(m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c 
 		}
 		return
 	}
+	if fastKernels {
+		sgemmFast(pool, m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
+		return
+	}
+	sgemmPortable(pool, m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
+}
+
+// sgemmPortable is the portable twin: a 4x8 register block in Go.
+func sgemmPortable(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
 	mp := (m + mr - 1) / mr
 	np := (n + nr - 1) / nr
 	ap := make([]float32, mp*mr*k)
@@ -110,33 +129,21 @@ func sgemm(m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c 
 				micro(k, apan, bp[q*nr*k:(q+1)*nr*k], &acc, rows)
 				cols := min(nr, n-q*nr)
 				for ii := 0; ii < rows; ii++ {
-					copy(c[(p*mr+ii)*ldc+q*nr:(p*mr+ii)*ldc+q*nr+cols], acc[ii*nr:ii*nr+cols])
+					dst := c[(p*mr+ii)*ldc+q*nr : (p*mr+ii)*ldc+q*nr+cols]
+					for jj := range dst {
+						dst[jj] = canonNaN(acc[ii*nr+jj])
+					}
 				}
 			}
 		}
 	}
-	parallel(units, m*n*k, run)
+	pool.Run(units, m*n*k, parallel.Func(run))
 }
 
-// parallel splits [0, units) into contiguous ranges over the available
-// CPUs when the work (in multiply-adds) is worth it.
-func parallel(units, work int, run func(lo, hi int)) {
-	w := runtime.GOMAXPROCS(0)
-	if work < 1<<16 || units < 2 || w < 2 {
-		run(0, units)
-		return
-	}
-	w = min(w, units)
-	var wg sync.WaitGroup
-	for t := 0; t < w; t++ {
-		lo, hi := t*units/w, (t+1)*units/w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run(lo, hi)
-		}()
-	}
-	wg.Wait()
+// parallelFor splits [0, units) into contiguous ranges over the default
+// pool's workers when the work (in multiply-adds) is worth it.
+func parallelFor(units, work int, run func(lo, hi int)) {
+	parallel.Default().Run(units, work, parallel.Func(run))
 }
 
 // micro runs the 4x8 register block over all of k: acc[ii*8+jj] is the
@@ -162,6 +169,14 @@ func micro(k int, ap, bp []float32, acc *[mr * nr]float32, rows int) {
 	}
 }
 
+// canonNaN returns v, or the canonical quiet NaN when v is a NaN.
+func canonNaN(v float32) float32 {
+	if v != v {
+		return math.Float32frombits(0x7fc00000)
+	}
+	return v
+}
+
 // dot32 is one FMA chain over k: sum of a[i*as]*b[i*bs], from +0.
 func dot32(k int, a []float32, as int, b []float32, bs int) float32 {
 	var acc float32
@@ -180,7 +195,7 @@ func dot32(k int, a []float32, as int, b []float32, bs int) float32 {
 // dgemm is sgemm for float64 with math.FMA, the same chains in the same
 // order.
 func dgemm(m, n, k int, a []float64, ars, acs int, b []float64, brs, bcs int, c []float64, ldc int) {
-	parallel(m, m*n*k, func(lo, hi int) {
+	parallelFor(m, m*n*k, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			for j := 0; j < n; j++ {
 				var acc float64

@@ -144,8 +144,11 @@ func im2col[T any](x []T, C int, g *geom, tabs [][]int, col []T) {
 	nd := len(g.in)
 	P, kn, inSz := prod(g.out), prod(g.k), prod(g.in)
 	inStr := tensor.Strides(g.in)
-	kidx := make([]int, nd)
-	oidx := make([]int, nd)
+	var kbuf, obuf [4]int
+	kidx, oidx := kbuf[:], obuf[:]
+	if nd > len(kbuf) {
+		kidx, oidx = make([]int, nd), make([]int, nd)
+	}
 	outer := P / max(1, g.out[nd-1])
 	last := g.out[nd-1]
 	var zero T

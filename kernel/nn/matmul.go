@@ -15,6 +15,7 @@ type mmShape struct {
 	out     []int // output shape (with 1-D operands' dims removed)
 	aBatch  []int // A's batch dims, B's batch dims (unbroadcast)
 	bBatch  []int
+	ai, bi  []int // batchOffsets, when precomputed
 }
 
 // matmulShape applies numpy matmul rules to shapes a and b.
@@ -67,7 +68,7 @@ func (s *mmShape) batchOffsets() (ai, bi []int) {
 // exactly the per-batch result).
 func (s *mmShape) bUnbatched() bool { return prod(s.bBatch) == 1 && len(s.aBatch) >= len(s.bBatch) }
 
-func runMatMul(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runMatMul(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if err := need(in, 2, "MatMul"); err != nil {
 		return nil, err
 	}
@@ -104,13 +105,8 @@ func runMatMul(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor
 	}
 	bf, _, _ := floatIn(b, "MatMul B")
 	out := make([]float32, prod(s.out))
-	if s.bUnbatched() {
-		sgemm(len(ai)*m, nn, k, af, k, 1, bf, nn, 1, out, nn)
-	} else {
-		for t := range ai {
-			sgemm(m, nn, k, af[ai[t]*m*k:], k, 1, bf[bi[t]*k*nn:], nn, 1, out[t*m*nn:], nn)
-		}
-	}
+	s.ai, s.bi = ai, bi
+	matmulF32(poolOf(c), s, af, bf, out)
 	return []*tensor.Tensor{f32As(a.DType, s.out, out)}, nil
 }
 
@@ -191,7 +187,7 @@ func inferMatMulAs(dt func(a ir.Type) tensor.DType) kernel.InferFunc {
 	}
 }
 
-func runGemm(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runGemm(ctx *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if err := need(in, 2, "Gemm"); err != nil {
 		return nil, err
 	}
@@ -257,24 +253,16 @@ func runGemm(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, 
 		return nil, err
 	}
 	bf, _, _ := floatIn(b, "Gemm B")
-	y := make([]float32, m*nn)
-	sgemm(m, nn, k, af, ars, acs, bf, brs, bcs, y, nn)
-	// After the chain: y = float32(alpha*acc) + float32(beta*C), each
-	// product rounded on its own (the conversions forbid fusion).
 	var cf []float32
 	if c != nil {
 		cf, _, _ = floatIn(c, "Gemm C")
 	}
-	for i := range y {
-		v := y[i]
-		if alpha != 1 {
-			v = float32(alpha * v)
-		}
-		if cf != nil {
-			v += float32(beta * cf[cIdx[i]])
-		}
-		y[i] = v
+	g, err := gemmGeom(n, a.Shape, b.Shape, c)
+	if err != nil {
+		return nil, err
 	}
+	y := make([]float32, m*nn)
+	gemmF32(poolOf(ctx), n, g, af, bf, cf, y)
 	return []*tensor.Tensor{f32As(a.DType, out, y)}, nil
 }
 

@@ -22,8 +22,15 @@ func (g *geom) windows(f func(p int, offs []int, nPad int)) {
 	nd := len(g.in)
 	P, kn := prod(g.out), prod(g.k)
 	inStr := tensor.Strides(g.in)
-	oidx, kidx := make([]int, nd), make([]int, nd)
-	offs := make([]int, 0, kn)
+	var obuf, kbuf [4]int
+	var offBuf [64]int
+	oidx, kidx, offs := obuf[:nd], kbuf[:nd], offBuf[:0]
+	if nd > len(obuf) {
+		oidx, kidx = make([]int, nd), make([]int, nd)
+	}
+	if kn > len(offBuf) {
+		offs = make([]int, 0, kn)
+	}
 	for p := 0; p < P; p++ {
 		r := p
 		for d := nd - 1; d >= 0; d-- {
@@ -125,10 +132,17 @@ func runSumPool(n *ir.Node, in []*tensor.Tensor, lp bool) ([]*tensor.Tensor, err
 		return []*tensor.Tensor{tensor.From(y, out...)}, nil
 	}
 	y := make([]float32, NC*P)
-	pf := float32(p)
+	sumPoolF32(xf, windowTable(g), NC, y, inclPad, lp, float32(p))
+	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
+}
+
+// sumPoolF32 is the float32 AveragePool / LpPool into y.
+func sumPoolF32(xf []float32, pw *poolWindows, NC int, y []float32, inclPad, lp bool, pf float32) {
+	inSz, P := prod(pw.g.in), prod(pw.g.out)
 	for c := 0; c < NC; c++ {
 		xc, yc := xf[c*inSz:(c+1)*inSz], y[c*P:(c+1)*P]
-		g.windows(func(o int, offs []int, nPad int) {
+		for o := range yc {
+			offs := pw.offs[pw.start[o]:pw.start[o+1]]
 			var s float32
 			for _, off := range offs {
 				if lp {
@@ -141,13 +155,12 @@ func runSumPool(n *ir.Node, in []*tensor.Tensor, lp bool) ([]*tensor.Tensor, err
 			case lp:
 				yc[o] = root32(s, pf)
 			case inclPad:
-				yc[o] = s / float32(nPad)
+				yc[o] = s / float32(pw.nPad[o])
 			default:
 				yc[o] = s / float32(len(offs))
 			}
-		})
+		}
 	}
-	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
 }
 
 // powAbs32 is |x|^p in float32: exact products for p = 1, 2, otherwise
@@ -235,24 +248,31 @@ func runMaxPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tenso
 // the type's minimum for a window of padding only) and its flat index
 // into the whole input.
 func maxPool[T kernel.Number](x []T, g *geom, NC int, idx []int64) []T {
-	inSz, P := prod(g.in), prod(g.out)
-	y := make([]T, NC*P)
+	y := make([]T, NC*prod(g.out))
+	maxPoolInto(x, windowTable(g), NC, y, idx)
+	return y
+}
+
+// maxPoolInto is maxPool into y; idx may be nil.
+func maxPoolInto[T kernel.Number](x []T, pw *poolWindows, NC int, y []T, idx []int64) {
+	inSz, P := prod(pw.g.in), prod(pw.g.out)
 	lowest := lowestOf[T]()
 	for c := 0; c < NC; c++ {
 		xc, yc := x[c*inSz:(c+1)*inSz], y[c*P:(c+1)*P]
 		base := int64(c * inSz)
-		g.windows(func(o int, offs []int, _ int) {
+		for o := range yc {
 			best, bi := lowest, -1
-			for _, off := range offs {
+			for _, off := range pw.offs[pw.start[o]:pw.start[o+1]] {
 				if v := xc[off]; bi < 0 || v > best {
 					best, bi = v, off
 				}
 			}
 			yc[o] = best
-			idx[c*P+o] = base + int64(max(bi, 0))
-		})
+			if idx != nil {
+				idx[c*P+o] = base + int64(max(bi, 0))
+			}
+		}
 	}
-	return y
 }
 
 func lowestOf[T kernel.Number]() T {
@@ -320,6 +340,12 @@ func runGlobalPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Te
 // globalPool: sequential sum then one division, or the maximum.
 func globalPool[F kernel.Float](x []F, NC, S int, isMax bool) []F {
 	y := make([]F, NC)
+	globalPoolInto(x, S, isMax, y)
+	return y
+}
+
+// globalPoolInto is globalPool into y (one value per channel).
+func globalPoolInto[F kernel.Float](x []F, S int, isMax bool, y []F) {
 	for c := range y {
 		row := x[c*S : (c+1)*S]
 		if isMax {
@@ -336,7 +362,6 @@ func globalPool[F kernel.Float](x []F, NC, S int, isMax bool) []F {
 		}
 		y[c] = s / F(S)
 	}
-	return y
 }
 
 func inferGlobalPool(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {

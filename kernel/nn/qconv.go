@@ -69,7 +69,7 @@ func pick[T any](v []T, i int) T {
 
 // igemm32 is an exact int32 GEMM on strided views (see sgemm).
 func igemm32(m, n, k int, a []int32, ars, acs int, b []int32, brs, bcs int, c []int32, ldc int) {
-	parallel(m, m*n*k, func(lo, hi int) {
+	parallelFor(m, m*n*k, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := c[i*ldc : i*ldc+n]
 			clear(row)

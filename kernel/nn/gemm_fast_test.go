@@ -1,0 +1,138 @@
+package nn
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/parallel"
+)
+
+// specialF32 is random data salted with the values that break careless
+// kernels: NaN, ±Inf, ±0, subnormals, values whose products overflow or
+// underflow, and exact halfway cases.
+func specialF32(r *rand.Rand, n int, salt bool) []float32 {
+	v := randF32(r, n)
+	if !salt {
+		return v
+	}
+	specials := []float32{
+		float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.Copysign(0, -1)), 0, 1e-40, -1e-40, 3e38, -3e38,
+		1e-30, 1.5, math.Float32frombits(1), 1 + 1.0/(1<<23),
+	}
+	for i := range v {
+		switch r.Intn(40) {
+		case 0:
+			v[i] = specials[r.Intn(len(specials))]
+		case 1:
+			v[i] = math.Float32frombits(r.Uint32())
+		}
+	}
+	return v
+}
+
+func sameF32(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// both runs sgemm through the vector kernel and through the forced
+// portable twin.
+func bothGEMM(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int) (fast, port []float32) {
+	fast, port = make([]float32, m*n), make([]float32, m*n)
+	for i := range fast {
+		fast[i], port[i] = 7, 7 // must be overwritten
+	}
+	sgemmP(pool, m, n, k, a, ars, acs, b, brs, bcs, fast, n)
+	UsePortable(true)
+	sgemmP(pool, m, n, k, a, ars, acs, b, brs, bcs, port, n)
+	UsePortable(false)
+	return fast, port
+}
+
+func TestSGEMMTwin(t *testing.T) {
+	if !amd64.Enabled {
+		t.Skip("no AVX2+FMA: only the portable path exists here")
+	}
+	r := rand.New(rand.NewSource(3))
+	pool := parallel.New(2)
+	defer pool.Close()
+	type shape struct{ m, n, k int }
+	var shapes []shape
+	for i := 0; i < 150; i++ {
+		shapes = append(shapes, shape{1 + r.Intn(70), 1 + r.Intn(70), 1 + r.Intn(70)})
+	}
+	shapes = append(shapes, shape{1, 1, 1}, shape{6, 16, 1}, shape{7, 17, 257}, shape{97, 257, 513},
+		shape{200, 300, 600}, shape{1, 1000, 512}, shape{512, 1, 300}, shape{64, 3136, 576})
+	for i, sh := range shapes {
+		m, n, k := sh.m, sh.n, sh.k
+		a := specialF32(r, m*k, i%3 == 0)
+		b := specialF32(r, k*n, i%3 == 1)
+		fast, port := bothGEMM(pool, m, n, k, a, k, 1, b, n, 1)
+		if d := sameF32(fast, port); d >= 0 {
+			t.Fatalf("%v: C[%d] fast %g (%#x), portable %g (%#x)", sh, d, fast[d], math.Float32bits(fast[d]), port[d], math.Float32bits(port[d]))
+		}
+		if i%10 == 0 && m*n*k < 1<<20 {
+			// Transposed views, and the specification itself.
+			at, bt := make([]float32, m*k), make([]float32, k*n)
+			for ii := 0; ii < m; ii++ {
+				for kk := 0; kk < k; kk++ {
+					at[kk*m+ii] = a[ii*k+kk]
+				}
+			}
+			for kk := 0; kk < k; kk++ {
+				for jj := 0; jj < n; jj++ {
+					bt[jj*k+kk] = b[kk*n+jj]
+				}
+			}
+			f2, p2 := bothGEMM(pool, m, n, k, at, 1, m, bt, 1, k)
+			if d := sameF32(f2, fast); d >= 0 {
+				t.Fatalf("%v transposed: C[%d] %g, want %g", sh, d, f2[d], fast[d])
+			}
+			if d := sameF32(p2, fast); d >= 0 {
+				t.Fatalf("%v transposed portable: C[%d] %g, want %g", sh, d, p2[d], fast[d])
+			}
+			for ii := 0; ii < m; ii++ {
+				for jj := 0; jj < n; jj++ {
+					want := canonNaN(refChain(k, func(kk int) float32 { return a[ii*k+kk] }, func(kk int) float32 { return b[kk*n+jj] }))
+					if got := fast[ii*n+jj]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("%v: C[%d,%d] = %g, want the chain's %g", sh, ii, jj, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSGEMMWorkersInvariant: the same bits on 1, 2 and 8 workers, and for a
+// row computed alone (batch invariance).
+func TestSGEMMWorkersInvariant(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	m, n, k := 131, 517, 300
+	a, b := specialF32(r, m*k, true), specialF32(r, k*n, false)
+	var first []float32
+	for _, w := range []int{1, 2, 8} {
+		pool := parallel.New(w)
+		c := make([]float32, m*n)
+		sgemmP(pool, m, n, k, a, k, 1, b, n, 1, c, n)
+		pool.Close()
+		if first == nil {
+			first = c
+			continue
+		}
+		if d := sameF32(c, first); d >= 0 {
+			t.Fatalf("%d workers: C[%d] = %g, want %g", w, d, c[d], first[d])
+		}
+	}
+	row := make([]float32, n)
+	sgemmP(nil, 1, n, k, a[77*k:], k, 1, b, n, 1, row, n)
+	if d := sameF32(row, first[77*n:78*n]); d >= 0 {
+		t.Fatalf("row 77 alone: C[%d] = %g, want %g", d, row[d], first[77*n+d])
+	}
+}
