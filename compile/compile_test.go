@@ -19,6 +19,7 @@ import (
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
+	"github.com/vouchml/vouch/tune"
 )
 
 const models = "../../shared/models"
@@ -121,6 +122,26 @@ func TestRebuildIdentical(t *testing.T) {
 		if !bytes.Equal(a.Plan, b.Plan) {
 			t.Errorf("%s: rebuild differs (%s vs %s)", name, a.Digest, b.Digest)
 		}
+	}
+	// Timed builds: the second one reads the first one's timing cache.
+	timed := compile.DefaultOptions()
+	timed.TuneReps = 1
+	timed.TimingCache = tune.NewCache()
+	a, _ := build(t, "mobilenet_v2", timed)
+	b, _ := build(t, "mobilenet_v2", timed)
+	if !bytes.Equal(a.Plan, b.Plan) {
+		t.Errorf("timed rebuild with the same timing cache differs")
+	}
+	p, err := plan.Decode(a.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, l := range p.Header.Graph.Layers {
+		seen[l.Tactic] = true
+	}
+	if !seen["conv.1x1-gemm"] && !seen["conv.im2col-gemm"] {
+		t.Errorf("no conv tactic recorded: %v", seen)
 	}
 }
 

@@ -40,6 +40,8 @@ func chooseTactics(g *ir.Graph, reg *kernel.Registry, types map[string]ir.Type, 
 		var cands []string
 		if op.Tactics != nil {
 			cands = op.Tactics(n, in)
+		} else if n.Domain == fusedDomain && n.OpType == "Fused" {
+			cands = fusedTactics(n, in, reg)
 		}
 		if len(cands) == 0 {
 			chosen[n.Name] = "default"
@@ -142,4 +144,19 @@ func candidates(g *ir.Graph, n *ir.Node, op *kernel.Op, tactics []string, in []i
 		}})
 	}
 	return out, nil
+}
+
+// fusedTactics are a fused layer's base op's tactics (the base reads the
+// tactic attribute the fused node carries).
+func fusedTactics(n *ir.Node, in []ir.Type, reg *kernel.Registry) []string {
+	layout := n.Ints("layout", nil)
+	if len(layout) != 3 || int(layout[0]) > len(in) {
+		return nil
+	}
+	base := &ir.Node{Name: n.Name, OpType: n.String("base", ""), Version: n.Int("base_version", 0), Attrs: n.Attrs}
+	op, err := reg.Lookup(base)
+	if err != nil || op.Tactics == nil {
+		return nil
+	}
+	return op.Tactics(base, in[:layout[0]])
 }

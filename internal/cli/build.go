@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -144,7 +145,7 @@ func (m *Main) build(o BuildOptions) error {
 	o.Compile.Progress = func(done, total int) {
 		if bar == nil {
 			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(m.Stderr), progressbar.OptionSetDescription("tuning tactics"),
-				progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+				progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionSetVisibility(isTerminal(m.Stderr)))
 		}
 		bar.Set(done)
 	}
@@ -263,3 +264,13 @@ func humanBytes(n int64) string {
 
 // isPlan reports whether a file starts with the plan version line.
 func isPlan(b []byte) bool { return bytes.HasPrefix(b, []byte("VOUCHPLAN ")) }
+
+// isTerminal reports whether w is a terminal (progress bars only go there).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -41,6 +41,7 @@ func (m *Main) commands() map[string]command {
 		"run":         {"run a model (ONNX file or plan) on input tensors and print the outputs", runRun},
 		"build":       {"compile an ONNX model into a deterministic engine plan", runBuild},
 		"inspect":     {"print a plan's layers (kind, fused from, tactic, precision, shape, FLOPs)", runInspect},
+		"bench":       {"measure a model's latency against ONNX Runtime and onnx-gomlx, per layer, or GEMM GFLOP/s", runBench},
 		"conformance": {"run the ONNX backend test suite and write conformance.md", runConformance},
 		"version":     {"print vouch's version and build information", runVersion},
 		"keygen":      {"generate an Ed25519 key pair for signing bundles", runKeygen},

@@ -15,6 +15,7 @@ import (
 type convSetup struct {
 	N, C, M, G, Cg, Mg int
 	g                  *geom
+	tactic             string  // kernel.TacticAttr, "" for the default
 	tabs               [][]int // g.taps(false), when cached
 }
 
@@ -42,7 +43,65 @@ func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {
 		return nil, err
 	}
 	s.g = g
+	s.tactic = kernel.Tactic(n)
+	switch s.tactic {
+	case "", TacticIm2col:
+	case TacticGemm1x1:
+		if !s.pointwise() {
+			return nil, fmt.Errorf("nn: %s: tactic %q needs a 1x1, stride-1, unpadded convolution", op, s.tactic)
+		}
+	case TacticDepthwise:
+		if s.Cg != 1 || s.Mg != 1 {
+			return nil, fmt.Errorf("nn: %s: tactic %q needs group == channels", op, s.tactic)
+		}
+	default:
+		return nil, fmt.Errorf("nn: %s: unknown tactic %q", op, s.tactic)
+	}
 	return s, nil
+}
+
+// Conv tactics. All give identical bits (each output is the same FMA chain
+// over the same k order); they differ in memory traffic only.
+const (
+	// TacticIm2col unrolls the input patches into a matrix and runs GEMM.
+	TacticIm2col = "conv.im2col-gemm"
+	// TacticGemm1x1 runs a 1x1 convolution as GEMM on the input itself.
+	TacticGemm1x1 = "conv.1x1-gemm"
+	// TacticDepthwise is the direct per-channel kernel (vectorised 3x3).
+	TacticDepthwise = "conv.depthwise"
+)
+
+// convTactics lists a Conv's candidate tactics, preferred first.
+func convTactics(n *ir.Node, in []ir.Type) []string {
+	if n.OpType != "Conv" || len(in) < 2 || in[0].DType != tensor.Float32 {
+		return nil
+	}
+	x, ok1 := in[0].Static()
+	w, ok2 := in[1].Static()
+	if !ok1 || !ok2 {
+		return nil
+	}
+	s, err := setupConv(&ir.Node{OpType: n.OpType, Attrs: withoutTactic(n.Attrs)}, x, w)
+	if err != nil {
+		return nil
+	}
+	switch {
+	case s.Cg == 1 && s.Mg == 1:
+		return []string{TacticDepthwise, TacticIm2col}
+	case s.pointwise():
+		return []string{TacticGemm1x1, TacticIm2col}
+	}
+	return []string{TacticIm2col}
+}
+
+func withoutTactic(a map[string]*ir.Attr) map[string]*ir.Attr {
+	out := make(map[string]*ir.Attr, len(a))
+	for k, v := range a {
+		if k != kernel.TacticAttr {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func equalInts(a, b []int) bool {

@@ -15,10 +15,11 @@ import (
 // same bits.
 func convF32(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32) {
 	P := prod(s.g.out)
+	dw := s.Cg == 1 && s.Mg == 1 && (s.tactic == "" || s.tactic == TacticDepthwise)
 	switch {
-	case s.Cg == 1 && s.Mg == 1 && fastKernels && dw3x3S1(s):
+	case dw && fastKernels && dw3x3S1(s):
 		depthwise3x3(pool, s, x, w, y)
-	case s.Cg == 1 && s.Mg == 1:
+	case dw:
 		depthwiseInto(s, x, w, y)
 	default:
 		convGEMMF32(pool, s, x, w, y)
@@ -34,7 +35,7 @@ func convGEMMF32(pool *parallel.Pool, s *convSetup, x, w, y []float32) {
 	g := s.g
 	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
 	K := s.Cg * kn
-	direct := s.pointwise()
+	direct := s.pointwise() && s.tactic != TacticIm2col
 	var col *[]float32
 	var tabs [][]int
 	if !direct {

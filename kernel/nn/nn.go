@@ -22,7 +22,7 @@ func Ops() kernel.Table {
 		"MatMulInteger":             {Run: runMatMulInteger, Infer: inferMatMulAs(func(ir.Type) tensor.DType { return tensor.Int32 })},
 		"QLinearMatMul":             {Run: runQLinearMatMul, Infer: inferQLinearMatMul},
 		"Gemm":                      {Run: runGemm, Infer: inferGemm, Into: intoGemm},
-		"Conv":                      {Run: runConv, Infer: inferConv, Into: intoConv},
+		"Conv":                      {Run: runConv, Infer: inferConv, Into: intoConv, Tactics: convTactics},
 		"ConvTranspose":             {Run: runConvTranspose, Infer: inferConv},
 		"ConvInteger":               {Run: runConvInteger, Infer: inferConv},
 		"QLinearConv":               {Run: runQLinearConv, Infer: inferConv},
