@@ -8,11 +8,11 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/plan"
@@ -127,7 +127,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 			rep.Removed++
 		}
 	}
-	arena := planArena(g, maxTypes)
+	arena := exec.PlanArena(g, maxTypes, reg)
 	rep.PeakArenaBytes = arena.PeakBytes
 	log.Info("memory", "arena", map[string]any{"peak_bytes": arena.PeakBytes, "values": len(arena.Slots), "at": "profile max shapes"})
 	hdr := plan.Header{
@@ -294,62 +294,3 @@ func flops(n *ir.Node, types map[string]ir.Type) int64 {
 	return 0
 }
 
-// planArena places every intermediate value (not inputs, outputs or
-// weights) in one buffer: values live from their producer to their last
-// reader, and a value reuses the lowest free gap that fits (first fit, in
-// layer order, 64-byte aligned). Sizes are taken at the given static types.
-func planArena(g *ir.Graph, types map[string]ir.Type) *plan.Arena {
-	last := map[string]int{}
-	for i, n := range g.Nodes {
-		for _, in := range n.Inputs {
-			last[in] = i
-		}
-	}
-	skip := map[string]bool{}
-	for _, o := range g.Outputs {
-		skip[o.Name] = true
-	}
-	type live struct {
-		name     string
-		off, end int64
-		until    int
-	}
-	var active []live
-	arena := &plan.Arena{Slots: map[string]plan.Slot{}}
-	for i, n := range g.Nodes {
-		kept := active[:0]
-		for _, l := range active {
-			if l.until >= i {
-				kept = append(kept, l)
-			}
-		}
-		active = kept
-		for _, o := range n.Outputs {
-			if o == "" || skip[o] {
-				continue
-			}
-			shape, ok := types[o].Static()
-			if !ok {
-				continue
-			}
-			size := int64(tensor.NumElems(shape) * max(1, types[o].DType.Size()))
-			size = (size + 63) &^ 63
-			sort.Slice(active, func(a, b int) bool { return active[a].off < active[b].off })
-			off := int64(0)
-			for _, l := range active {
-				if off+size <= l.off {
-					break
-				}
-				off = max(off, l.end)
-			}
-			until := last[o]
-			if until < i {
-				until = i
-			}
-			active = append(active, live{o, off, off + size, until})
-			arena.Slots[o] = plan.Slot{Offset: off, Bytes: size}
-			arena.PeakBytes = max(arena.PeakBytes, off+size)
-		}
-	}
-	return arena
-}

@@ -43,6 +43,7 @@ func Ops() kernel.Table {
 	t["Clip"] = &kernel.Op{Run: runClip, Infer: kernel.InferSame(0)}
 	t["Cast"] = &kernel.Op{Run: runCast, Infer: inferCast}
 	t["CastLike"] = &kernel.Op{Run: runCastLike, Infer: inferCastLike}
+	addInto(t)
 	return t
 }
 

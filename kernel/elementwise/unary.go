@@ -204,7 +204,11 @@ func unaryOps() kernel.Table {
 	same := kernel.InferSame(0)
 	t := kernel.Table{}
 	add := func(op string, mk func(*ir.Node) (floatFns, error), ints func(*ir.Node, *tensor.Tensor) (any, bool)) {
-		t[op] = &kernel.Op{Run: unaryOp(op, mk, ints), Infer: same}
+		run := unaryOp(op, mk, ints)
+		t[op] = &kernel.Op{Run: run, Infer: same}
+		if staticUnary[op] {
+			t[op].Into, t[op].InPlace = unaryInto(op, mk, run), true
+		}
 	}
 	add("Abs", plain(func(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }, math.Abs), absInts)
 	add("Neg", plain(func(x float32) float32 { return -x }, func(x float64) float64 { return -x }), negInts)

@@ -21,6 +21,7 @@ package fused
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -33,14 +34,17 @@ const Domain = "vouch"
 // Ops returns the fused operators; their parts run through base.
 func Ops(base *kernel.Registry) kernel.Table {
 	f := &fusedOp{reg: base}
-	t := kernel.Table{"Fused": {Run: f.run, Infer: f.infer}}
+	t := kernel.Table{"Fused": {Run: f.run, Infer: f.infer, Into: f.into}}
 	for k, v := range chainOps(base) {
 		t[k] = v
 	}
 	return t
 }
 
-type fusedOp struct{ reg *kernel.Registry }
+type fusedOp struct {
+	reg   *kernel.Registry
+	cache sync.Map // *ir.Node -> *entry (see into.go)
+}
 
 // parts splits a fused node into its base, add and activation nodes and
 // the inputs of each.

@@ -39,6 +39,7 @@ func Ops() kernel.Table {
 	t["Hardmax"] = &kernel.Op{Run: runSoftmax(hardmaxKind), Infer: inferSoftmax}
 	t["NegativeLogLikelihoodLoss"] = &kernel.Op{Run: runNLL, Infer: inferNLL}
 	t["SoftmaxCrossEntropyLoss"] = &kernel.Op{Run: runSCE, Infer: inferSCE}
+	addInto(t)
 	return t
 }
 

@@ -16,7 +16,7 @@ import "github.com/vouchml/vouch/kernel"
 
 // Ops returns the operators of this package.
 func Ops() kernel.Table {
-	return kernel.Table{
+	t := kernel.Table{
 		"ArgMax":          {Run: argReduce(true), Infer: inferArgReduce},
 		"ArgMin":          {Run: argReduce(false), Infer: inferArgReduce},
 		"CenterCropPad":   {Run: runCenterCropPad, Infer: inferCenterCropPad},
@@ -56,4 +56,6 @@ func Ops() kernel.Table {
 		"Unique":          {Run: runUnique, Infer: inferUnique},
 		"Unsqueeze":       {Run: runUnsqueeze, Infer: inferUnsqueeze},
 	}
+	addInto(t)
+	return t
 }

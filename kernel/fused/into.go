@@ -1,0 +1,172 @@
+package fused
+
+import (
+	"fmt"
+	"reflect"
+	"sync/atomic"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// Into runs a fused layer without allocating: the base op's Into writes
+// into out, then the Add and the activation run their Into in place on out
+// (out as their input 0 and their output; elementwise kernels marked
+// kernel.Op.InPlace tolerate that). The operations and their order are
+// Run's, so are the bits.
+//
+// That needs the base op's output to have the layer's output shape (an Add
+// operand that broadcasts the base up does not fit), every part to have an
+// Into, and the Add and activation to be InPlace; otherwise the layer runs
+// Run and copies. The parts of each node are split once and cached, with
+// the base output shape at the last input shapes seen.
+//
+// The in slice's entries are borrowed as scratch for the parts' argument
+// lists and restored before returning; the tensors are never written.
+
+type entry struct {
+	p    *parts
+	err  error
+	memo atomic.Pointer[memo]
+}
+
+// memo is the base output shape for one set of base input shapes.
+type memo struct {
+	in   [][]int
+	base []int
+}
+
+func (f *fusedOp) entry(n *ir.Node) *entry {
+	if e, ok := f.cache.Load(n); ok {
+		return e.(*entry)
+	}
+	p, err := split(n)
+	e, _ := f.cache.LoadOrStore(n, &entry{p: p, err: err})
+	return e.(*entry)
+}
+
+// baseShape returns the base op's output shape for its inputs in.
+func (f *fusedOp) baseShape(e *entry, in []*tensor.Tensor) ([]int, error) {
+	if m := e.memo.Load(); m != nil && len(m.in) == len(in) {
+		same := true
+		for i, t := range in {
+			if t == nil || !equalInts(t.Shape, m.in[i]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return m.base, nil
+		}
+	}
+	args := make([]ir.InferInput, len(in))
+	m := &memo{in: make([][]int, len(in))}
+	for i, t := range in {
+		if t == nil {
+			return nil, fmt.Errorf("fused layer: base input %d is missing", i)
+		}
+		args[i] = ir.InferInput{Present: true, Type: ir.TensorType(t)}
+		m.in[i] = append([]int{}, t.Shape...)
+	}
+	ts, err := f.reg.InferNode(e.p.base, args)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := ts[0].Static()
+	if !ok {
+		return nil, fmt.Errorf("fused layer: base output shape not static")
+	}
+	m.base = s
+	e.memo.Store(m)
+	return s, nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
+	e := f.entry(n)
+	if e.err != nil {
+		return e.err
+	}
+	if len(out) == 0 || out[0] == nil {
+		return fmt.Errorf("fused layer: no output slot")
+	}
+	p := e.p
+	nb := len(p.baseIn)
+	base, err := f.reg.Lookup(p.base)
+	if err != nil {
+		return err
+	}
+	fits := base.Into != nil
+	var add, act *kernel.Op
+	if p.add != nil {
+		if add, err = f.reg.Lookup(p.add); err != nil {
+			return err
+		}
+		fits = fits && add.Into != nil && add.InPlace
+	}
+	if p.act != nil {
+		if act, err = f.reg.Lookup(p.act); err != nil {
+			return err
+		}
+		fits = fits && act.Into != nil && act.InPlace
+	}
+	if fits {
+		s, err := f.baseShape(e, in[:nb])
+		if err != nil {
+			return err
+		}
+		fits = equalInts(s, out[0].Shape)
+	}
+	if !fits {
+		res, err := f.run(c, n, in)
+		if err != nil {
+			return err
+		}
+		if r := res[0]; r.DType != out[0].DType || r.Len() != out[0].Len() {
+			return fmt.Errorf("fused layer: result is %v%v, output slot is %v%v", r.DType, r.Shape, out[0].DType, out[0].Shape)
+		}
+		reflect.Copy(reflect.ValueOf(out[0].Data), reflect.ValueOf(res[0].Data))
+		return nil
+	}
+	y := out[:1]
+	if err := base.Into(c, p.base, in[:nb], y); err != nil {
+		return fmt.Errorf("%s part: %w", p.base.OpType, err)
+	}
+	// The parts after the base take (y, their own inputs...): the entry
+	// before their inputs in the fused node's list becomes y for the call.
+	part := func(op *kernel.Op, x *ir.Node, first, end int) error {
+		saved := in[first-1]
+		in[first-1] = y[0]
+		err := op.Into(c, x, in[first-1:end], y)
+		in[first-1] = saved
+		if err != nil {
+			return fmt.Errorf("%s part: %w", x.OpType, err)
+		}
+		return nil
+	}
+	next := nb
+	if add != nil {
+		if err := part(add, p.add, next, next+1); err != nil {
+			return err
+		}
+		next++
+	}
+	if act != nil {
+		if err := part(act, p.act, next, len(in)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
