@@ -293,4 +293,3 @@ func flops(n *ir.Node, types map[string]ir.Type) int64 {
 	}
 	return 0
 }
-
