@@ -77,7 +77,7 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 	for k, t := range g.Types {
 		gc.Types[k] = t
 	}
-	if err := ir.Infer(&gc, e.reg, nil); err != nil {
+	if err := specialize(&gc, e.reg, e.ops); err != nil {
 		return nil, fmt.Errorf("exec: bind: %w", err)
 	}
 	lay := planLayout(&gc, gc.Types, e.reg)
@@ -87,7 +87,7 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 		pad := int((Alignment - uintptr(unsafe.Pointer(&raw[0]))%Alignment) % Alignment)
 		b.buf = raw[pad : pad+int(p) : pad+int(p)]
 	}
-	for name, t := range g.Initializers {
+	for name, t := range gc.Initializers {
 		b.cells[name] = t
 	}
 	b.in = make([]*tensor.Tensor, len(g.Inputs))
@@ -101,7 +101,7 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 		shape, _ := t.Static()
 		b.cells[name] = &tensor.Tensor{DType: t.DType, Shape: shape, Data: carve(b.buf, t.DType, s.Offset, tensor.NumElems(shape))}
 	}
-	for i, n := range g.Nodes {
+	for i, n := range gc.Nodes {
 		s := step{n: n, op: e.ops[n], in: make([]*tensor.Tensor, len(n.Inputs)), out: make([]*tensor.Tensor, len(n.Outputs))}
 		for j, name := range n.Inputs {
 			if name == "" {
