@@ -3,9 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/vouchml/vouch/onnx"
 )
 
 // readmeCommands returns the lines of the README's first sh block.
@@ -46,7 +49,23 @@ func TestREADMEFirstCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if !strings.Contains(out.String(), "argmax=") {
-		t.Fatalf("output has no prediction:\n%s", out.String())
+	// The predicted classes are those of the PyTorch reference output.
+	want, _, err := onnx.DecodeTensorFile("../shared/models/digits_cnn/test_data_set_0/output_0.pb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := want.Data.([]float32)
+	var classes []string
+	for r := 0; r < want.Shape[0]; r++ {
+		best := 0
+		for c, v := range ref[r*10 : (r+1)*10] {
+			if v > ref[r*10+best] {
+				best = c
+			}
+		}
+		classes = append(classes, fmt.Sprint(best))
+	}
+	if w := "argmax per row=[" + strings.Join(classes, " ") + "]"; !strings.Contains(out.String(), w) {
+		t.Fatalf("output lacks %q:\n%s", w, out.String())
 	}
 }

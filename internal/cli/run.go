@@ -256,6 +256,19 @@ func describe(name string, t *tensor.Tensor) string {
 		more = " …"
 	}
 	line := fmt.Sprintf("%s  %v  [%s%s]", name, t, strings.Join(vals, " "), more)
+	if len(t.Shape) >= 2 && t.Shape[len(t.Shape)-1] > 0 {
+		// A batch of score rows: the class of each row.
+		width := t.Shape[len(t.Shape)-1]
+		var rows []string
+		for r := 0; r*width < len(f) && r < show; r++ {
+			am, _ := argmax(f[r*width : (r+1)*width])
+			rows = append(rows, fmt.Sprint(am))
+		}
+		if len(f)/width > show {
+			rows = append(rows, "…")
+		}
+		return line + "  argmax per row=[" + strings.Join(rows, " ") + "]"
+	}
 	if am, ok := argmax(f); ok {
 		line += fmt.Sprintf("  argmax=%d", am)
 	}
