@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/vouchml/vouch/server"
+)
+
+// ServeOptions are the settings of `vouch serve`.
+type ServeOptions struct {
+	Plans           []string // FILE[,NAME[@VERSION]]
+	Labels          []string // MODEL=FILE, one label a line
+	Listen          string
+	GRPC            string
+	Credentials     string
+	TLSCert, TLSKey string
+	ClientCA        string
+	RequireCert     bool
+	AuditLog        string
+	AuditFsync      bool
+	Workers         int
+	Queue           int
+	MaxBatch        int
+	MaxDelay        time.Duration
+	MaxBody         int64
+	AccessLog       string
+	ShutdownTimeout time.Duration
+
+	ready func(httpAddr, grpcAddr string) // tests: called once listening
+}
+
+func runServe(ctx context.Context, m *Main, args []string) error {
+	o := ServeOptions{}
+	fs := m.newFlagSet("serve", "serve --plan FILE[,NAME[@VERSION]] ... [--listen ADDR] [--grpc ADDR] [flags]", `
+Serves engine plans over the Open Inference Protocol (KServe v2): HTTP/JSON
+with the binary tensor extension on --listen, gRPC on --grpc, Prometheus
+metrics on --listen at /metrics. Every inference request, served or refused,
+leaves one audit record (--audit-log, JSON lines until the transparency log
+is plugged in). SIGINT or SIGTERM drains requests in flight, then exits.
+
+Credentials (--credentials) turn on bearer-token and client-certificate
+auth; see the server package for the file format. Without them every
+caller is "anonymous" with every role. Listen on loopback unless TLS and
+credentials are configured.
+
+Example:
+  vouch serve --plan bc.plan,breast_cancer_mlp --labels breast_cancer_mlp=labels.txt \
+      --listen 127.0.0.1:8080 --grpc 127.0.0.1:8081 --audit-log audit.jsonl`)
+	var plans, labels multiFlag
+	fs.Var(&plans, "plan", "a plan to serve as FILE[,NAME[@VERSION]]; repeat for each")
+	fs.Var(&labels, "labels", "class labels as MODEL=FILE (one label a line, in output order); repeat")
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	fs.StringVar(&o.GRPC, "grpc", "127.0.0.1:8081", `gRPC listen address ("" for none)`)
+	fs.StringVar(&o.Credentials, "credentials", "", "credentials file (NAME ROLES sha256:HEX|cert:CN per line)")
+	fs.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate (PEM) for both listeners")
+	fs.StringVar(&o.TLSKey, "tls-key", "", "TLS private key (PEM)")
+	fs.StringVar(&o.ClientCA, "client-ca", "", "CA bundle (PEM) that verifies client certificates (mTLS)")
+	fs.BoolVar(&o.RequireCert, "require-client-cert", false, "refuse TLS clients without a verified certificate")
+	fs.StringVar(&o.AuditLog, "audit-log", "vouch-audit.jsonl", `audit records as JSON lines ("" turns the audit hook off)`)
+	fs.BoolVar(&o.AuditFsync, "audit-fsync", true, "fsync the audit file before answering each request")
+	fs.IntVar(&o.Workers, "workers", runtime.GOMAXPROCS(0), "engine runs at once per model")
+	fs.IntVar(&o.Queue, "queue", 64, "requests that may wait per model; more get 503")
+	fs.IntVar(&o.MaxBatch, "max-batch", 0, "dynamic batching: rows per run (0 or 1: off)")
+	fs.DurationVar(&o.MaxDelay, "max-delay", 2*time.Millisecond, "dynamic batching: longest wait for a batch to fill")
+	fs.Int64Var(&o.MaxBody, "max-body", 64<<20, "largest request body in bytes")
+	fs.StringVar(&o.AccessLog, "access-log", "-", `JSON access log file ("-" stderr, "" none)`)
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain on shutdown")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q (plans are given with --plan)", ErrUsage, pos[0])
+	}
+	o.Plans, o.Labels = plans, labels
+	if len(o.Plans) == 0 {
+		return fmt.Errorf("%w: no --plan given", ErrUsage)
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return fmt.Errorf("%w: --tls-cert and --tls-key go together", ErrUsage)
+	}
+	if o.ClientCA != "" && o.TLSCert == "" {
+		return fmt.Errorf("%w: --client-ca needs --tls-cert and --tls-key", ErrUsage)
+	}
+	return m.serve(ctx, o)
+}
+
+func (m *Main) serve(ctx context.Context, o ServeOptions) error {
+	labels := map[string][]string{}
+	for _, l := range o.Labels {
+		name, file, ok := strings.Cut(l, "=")
+		if !ok {
+			return fmt.Errorf("%w: --labels %q: want MODEL=FILE", ErrUsage, l)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			labels[name] = append(labels[name], strings.TrimSpace(line))
+		}
+	}
+	var runners []server.Runner
+	for _, spec := range o.Plans {
+		file, nv, _ := strings.Cut(spec, ",")
+		name, version, _ := strings.Cut(nv, "@")
+		po := server.PlanOptions{Name: name, Version: version}
+		r, err := server.LoadPlan(file, po)
+		if err != nil {
+			return err
+		}
+		if l, ok := labels[r.Info().Name]; ok {
+			po.Name, po.Labels = r.Info().Name, l
+			if r, err = server.LoadPlan(file, po); err != nil {
+				return err
+			}
+		}
+		runners = append(runners, r)
+	}
+	var access *slog.Logger
+	switch o.AccessLog {
+	case "":
+	case "-":
+		access = slog.New(slog.NewJSONHandler(m.Stderr, nil))
+	default:
+		f, err := os.OpenFile(o.AccessLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		access = slog.New(slog.NewJSONHandler(f, nil))
+	}
+	so := server.Options{Version: Version, MaxBodyBytes: o.MaxBody, AccessLog: access,
+		Pool: server.PoolOptions{Workers: o.Workers, Queue: o.Queue, MaxBatch: o.MaxBatch, MaxDelay: o.MaxDelay}}
+	if o.AuditLog != "" {
+		fa, err := server.OpenFileAppender(o.AuditLog, o.AuditFsync)
+		if err != nil {
+			return err
+		}
+		defer fa.Close()
+		so.Appender = fa
+	}
+	if o.Credentials != "" {
+		c, err := server.LoadCredentials(o.Credentials)
+		if err != nil {
+			return err
+		}
+		so.Credentials = c
+	}
+	s := server.New(so)
+	for _, r := range runners {
+		info := r.Info()
+		start := time.Now()
+		if err := s.AddModel(r); err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stderr, "model   %s@%s ready (plan %s, warm-up %v, max batch %d)\n", info.Name, info.Version, shortDigest(info.PlanDigest), time.Since(start).Round(time.Millisecond), info.MaxBatch)
+	}
+	tlsConf, err := serveTLS(o)
+	if err != nil {
+		return err
+	}
+	hl, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if tlsConf != nil {
+		hl, scheme = tls.NewListener(hl, tlsConf), "https"
+	}
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Serve(hl) }()
+	fmt.Fprintf(m.Stderr, "http    %s://%s\n", scheme, hl.Addr())
+	var gs *grpc.Server
+	grpcAddr := ""
+	if o.GRPC != "" {
+		gl, err := net.Listen("tcp", o.GRPC)
+		if err != nil {
+			hs.Close()
+			return err
+		}
+		var opts []grpc.ServerOption
+		if tlsConf != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
+		}
+		gs = s.NewGRPCServer(opts...)
+		go func() { errc <- gs.Serve(gl) }()
+		grpcAddr = gl.Addr().String()
+		fmt.Fprintf(m.Stderr, "grpc    %s\n", grpcAddr)
+	}
+	if o.ready != nil {
+		o.ready(hl.Addr().String(), grpcAddr)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	fmt.Fprintln(m.Stderr, "draining requests in flight…")
+	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+	defer cancel()
+	herr := hs.Shutdown(sctx)
+	if gs != nil {
+		stopped := make(chan struct{})
+		go func() { gs.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-sctx.Done():
+			gs.Stop()
+		}
+	}
+	derr := s.Drain(sctx)
+	fmt.Fprintln(m.Stderr, "stopped")
+	return errors.Join(herr, derr)
+}
+
+func serveTLS(o ServeOptions) (*tls.Config, error) {
+	if o.TLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+	if err != nil {
+		return nil, err
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	if o.ClientCA != "" {
+		pem, err := os.ReadFile(o.ClientCA)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificates", o.ClientCA)
+		}
+		c.ClientCAs, c.ClientAuth = pool, tls.VerifyClientCertIfGiven
+		if o.RequireCert {
+			c.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	return c, nil
+}
+
+func shortDigest(digest string) string {
+	d := strings.TrimPrefix(digest, "sha256:")
+	if len(d) > 16 {
+		d = d[:16]
+	}
+	return d
+}

@@ -1,0 +1,57 @@
+// Package server serves vouch engine plans over the Open Inference Protocol
+// (KServe v2), over HTTP/JSON with the binary tensor data extension and over
+// gRPC (inference.GRPCInferenceService), and leaves one audit record per
+// inference request, served or refused.
+//
+// # Endpoints
+//
+//	GET  /v2/health/live                              200 {"live":true}
+//	GET  /v2/health/ready                             200 {"ready":true}, 400 when not (4xx = false)
+//	GET  /v2                                          server metadata: name, version, extensions
+//	GET  /v2/models/{m}[/versions/{v}]                model metadata: name, versions, platform, inputs, outputs
+//	GET  /v2/models/{m}[/versions/{v}]/ready          200 {"name","ready":true}, 400 when not
+//	POST /v2/models/{m}[/versions/{v}]/infer          inference (JSON, or binary with Inference-Header-Content-Length)
+//	POST /v2/repository/index                         [{"name","version","state","reason"}]
+//	POST /v2/repository/models/{m}/load|unload        {} — models given at start only
+//	GET  /metrics                                     Prometheus, prefix vouch_
+//
+// Errors are {"error": message, "trace_id": id} with 400 (bad request or
+// tensors), 401 (no or bad credentials; WWW-Authenticate: Bearer), 403 (role
+// missing), 404 (unknown model, version or endpoint), 413 (body over the
+// limit), 503 (queue full, model not ready, shutting down, audit log
+// unavailable; Retry-After) or 500. gRPC maps them to InvalidArgument,
+// Unauthenticated, PermissionDenied, NotFound, ResourceExhausted,
+// Unavailable and Internal.
+//
+// # Trace and audit
+//
+// A valid W3C traceparent header (gRPC metadata "traceparent") is
+// continued; otherwise a trace id is generated. Every response carries
+// traceparent (this server's span), Vouch-Trace-Id, and, for audited
+// inference, Vouch-Log-Index and Vouch-Leaf-Hash; the inference response's
+// "parameters" repeat them as trace_id, log_index and leaf_hash, with
+// output_label and confidence when the model declares labels. The
+// request's "id" is echoed in the response, X-Request-Id in the headers.
+//
+// The audit record ([Record]) follows DESIGN.md's schema version 1; its
+// input and output digests use the canonical tensor encoding of [Digest]
+// (docs/audit-digest.md). A record that cannot be appended fails the
+// request with 503, so nothing is served unaudited.
+//
+// # Engine pool
+//
+// Each model has a pool of workers fed by a bounded queue (503 when full).
+// With PoolOptions.MaxBatch > 1 and a model whose inputs and outputs share a
+// symbolic dimension 0, a worker stacks waiting requests into one run, up to
+// MaxBatch rows or MaxDelay; the engine's batch invariance makes every row's
+// output bit-identical to an unbatched run (TestBatchingBitIdentical).
+// [Server.Drain] answers and audits everything in flight before the pools
+// close.
+//
+// # Auth
+//
+// [Credentials] map SHA-256 hashes of bearer tokens and verified client
+// certificate common names to principals with roles: infer (inference and
+// metadata), audit, admin (the repository; implies the others). Health and
+// /metrics need no credentials.
+package server

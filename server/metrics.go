@@ -1,0 +1,62 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the server's Prometheus collectors, in a registry of its own.
+type metrics struct {
+	reg        *prometheus.Registry
+	requests   *prometheus.CounterVec   // model, protocol, code
+	latency    *prometheus.HistogramVec // model, protocol
+	queue      *prometheus.HistogramVec // model
+	compute    *prometheus.HistogramVec // model
+	audit      prometheus.Histogram
+	auditErrs  prometheus.Counter
+	inflight   prometheus.Gauge
+	batch      *prometheus.HistogramVec // model
+	queueDepth *prometheus.GaugeVec     // model
+	auditDepth prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	buckets := prometheus.ExponentialBuckets(50e-6, 2, 18) // 50µs … 6.5s
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vouch_requests_total", Help: "Inference requests by model, protocol and response status code.",
+		}, []string{"model", "protocol", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vouch_request_duration_seconds", Help: "Inference request latency, decode to response, excluding the audit append.", Buckets: buckets,
+		}, []string{"model", "protocol"}),
+		queue: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vouch_queue_duration_seconds", Help: "Time a request waited in its model's queue.", Buckets: buckets,
+		}, []string{"model"}),
+		compute: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vouch_compute_duration_seconds", Help: "Time of the engine run that served a request.", Buckets: buckets,
+		}, []string{"model"}),
+		audit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "vouch_audit_append_duration_seconds", Help: "Time to append one audit record.", Buckets: buckets,
+		}),
+		auditErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vouch_audit_append_errors_total", Help: "Audit appends that failed (the request was refused).",
+		}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vouch_inflight_requests", Help: "Inference requests being served.",
+		}),
+		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vouch_batch_size", Help: "Rows per engine run.", Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}, []string{"model"}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "vouch_queue_depth", Help: "Requests waiting in a model's queue.",
+		}, []string{"model"}),
+		auditDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vouch_audit_queue_depth", Help: "Audit appends in progress.",
+		}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.audit, m.auditErrs,
+		m.inflight, m.batch, m.queueDepth, m.auditDepth,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

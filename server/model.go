@@ -1,0 +1,254 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// ErrInput is wrapped by every error about a request's tensors (missing,
+// unknown, wrong dtype or shape, outside every profile). Runners wrap it so
+// that the server answers 400 rather than 500.
+var ErrInput = errors.New("bad input")
+
+// A Runner is one loaded model: its metadata and a way to run it. The server
+// needs nothing else from the engine.
+//
+// Run MUST be safe for concurrent use and MUST be a pure function of its
+// inputs: the same inputs give the same output bits whatever else runs
+// beside them. When Info().MaxBatch > 1, Run MUST also be batch invariant:
+// running rows stacked along dimension 0 gives, for each row, the bits that
+// running that row alone gives. Dynamic batching relies on it.
+type Runner interface {
+	Info() ModelInfo
+	// Check validates inputs against the model (names, dtypes, shapes,
+	// profiles) and returns the profile they select ("" when the model has
+	// none). Errors wrap ErrInput.
+	Check(inputs map[string]*tensor.Tensor) (profile string, err error)
+	Run(ctx context.Context, inputs map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error)
+}
+
+// ModelInfo describes a model to clients and to the audit trail.
+type ModelInfo struct {
+	Name     string
+	Version  string
+	Platform string // OIP model metadata "platform"
+	Inputs   []TensorSpec
+	Outputs  []TensorSpec
+
+	PlanDigest   string // "sha256:" + hex
+	BundleDigest string // "sha256:" + hex, when loaded from a bundle
+	Precision    string
+	Backend      string
+	Device       string
+
+	// MaxBatch is how many rows (dimension 0 of every input and output) one
+	// Run may hold; 0 or 1 when the model has no batch dimension, in which
+	// case requests are never stacked.
+	MaxBatch int
+
+	// Labels names the classes of LabelOutput's last dimension; when set,
+	// responses and audit records carry output_label and confidence.
+	Labels      []string
+	LabelOutput string
+}
+
+// TensorSpec is a declared input or output: its name, element type and
+// shape, -1 for a dimension of any size.
+type TensorSpec struct {
+	Name  string
+	DType tensor.DType
+	Shape []int64
+}
+
+// PlanOptions are the per-model settings of LoadPlan.
+type PlanOptions struct {
+	Name    string // default: the model name recorded in the plan, else the file name
+	Version string // default "1"
+	// Labels, one a class, and the output they name (default: the only
+	// output, or the first).
+	Labels      []string
+	LabelOutput string
+}
+
+// PlanRunner runs an engine plan with vouch's executor.
+type PlanRunner struct {
+	info ModelInfo
+	plan *plan.Plan
+	ex   *exec.Executor
+}
+
+// LoadPlan reads and decodes a plan file and prepares it to run.
+func LoadPlan(path string, o PlanOptions) (*PlanRunner, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	p, err := plan.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("server: %s: %w", path, err)
+	}
+	return NewPlanRunner(p, "sha256:"+plan.Digest(b), path, o)
+}
+
+// NewPlanRunner prepares a decoded plan; digest is its "sha256:" digest and
+// path names it in errors and as the fallback model name.
+func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunner, error) {
+	ex, err := exec.New(p.Graph, builtin.Registry())
+	if err != nil {
+		return nil, fmt.Errorf("server: %s: %w", path, err)
+	}
+	name := o.Name
+	if name == "" {
+		name = p.Header.Source.Name
+	}
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	}
+	version := o.Version
+	if version == "" {
+		version = "1"
+	}
+	info := ModelInfo{
+		Name: name, Version: version, Platform: "vouch_plan",
+		PlanDigest: digest, Backend: backend(p.Header.RequiredFeatures), Device: "cpu",
+		Precision: "fp32",
+	}
+	var opts struct {
+		Precision string `json:"precision"`
+	}
+	if len(p.Header.Options) > 0 && json.Unmarshal(p.Header.Options, &opts) == nil && opts.Precision != "" {
+		info.Precision = opts.Precision
+	}
+	batchParam, batchable := "", true
+	for _, v := range p.Graph.Inputs {
+		s := TensorSpec{Name: v.Name, DType: v.Type.DType}
+		for _, d := range v.Type.Shape {
+			s.Shape = append(s.Shape, dimSize(d.Known(), d.Value))
+		}
+		info.Inputs = append(info.Inputs, s)
+		if !v.Type.RankKnown || len(v.Type.Shape) == 0 || v.Type.Shape[0].Param == "" ||
+			(batchParam != "" && v.Type.Shape[0].Param != batchParam) {
+			batchable = false
+		} else {
+			batchParam = v.Type.Shape[0].Param
+		}
+	}
+	for _, v := range p.Graph.Outputs {
+		s := TensorSpec{Name: v.Name, DType: v.Type.DType}
+		for _, d := range v.Type.Shape {
+			s.Shape = append(s.Shape, dimSize(d.Known(), d.Value))
+		}
+		info.Outputs = append(info.Outputs, s)
+		if !v.Type.RankKnown || len(v.Type.Shape) == 0 || v.Type.Shape[0].Param != batchParam {
+			batchable = false
+		}
+	}
+	if batchable && len(info.Inputs) > 0 {
+		info.MaxBatch = math.MaxInt32
+		// Stay inside the first profile that bounds the batch dimension.
+		for _, pr := range p.Header.Profiles {
+			for _, r := range pr.Inputs {
+				if len(r.Max) > 0 && r.Max[0] < info.MaxBatch {
+					info.MaxBatch = r.Max[0]
+				}
+			}
+			break
+		}
+	}
+	if len(o.Labels) > 0 {
+		info.Labels = o.Labels
+		info.LabelOutput = o.LabelOutput
+		if info.LabelOutput == "" && len(info.Outputs) > 0 {
+			info.LabelOutput = info.Outputs[0].Name
+		}
+		found := false
+		for _, s := range info.Outputs {
+			if s.Name == info.LabelOutput {
+				found = true
+				if n := len(s.Shape); n > 0 && s.Shape[n-1] >= 0 && s.Shape[n-1] != int64(len(o.Labels)) {
+					return nil, fmt.Errorf("server: model %s: %d labels for output %q whose last dimension is %d", name, len(o.Labels), s.Name, s.Shape[n-1])
+				}
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("server: model %s: label output %q is not an output of the plan", name, info.LabelOutput)
+		}
+	}
+	return &PlanRunner{info: info, plan: p, ex: ex}, nil
+}
+
+func dimSize(known bool, v int64) int64 {
+	if known {
+		return v
+	}
+	return -1
+}
+
+// backend names the kernels the plan will run on this machine.
+func backend(features []string) string {
+	if runtime.GOARCH == "amd64" && len(features) > 0 {
+		return "amd64"
+	}
+	return "go"
+}
+
+// Info returns the model's metadata.
+func (r *PlanRunner) Info() ModelInfo { return r.info }
+
+// Check validates inputs and selects the plan's profile.
+func (r *PlanRunner) Check(inputs map[string]*tensor.Tensor) (string, error) {
+	if err := exec.CheckInputs(r.plan.Graph, inputs); err != nil {
+		return "", fmt.Errorf("%w: %s", ErrInput, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "exec: "), "bad input: "))
+	}
+	idx, err := r.plan.SelectProfile(inputs)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s", ErrInput, strings.TrimPrefix(err.Error(), "plan: "))
+	}
+	if idx < 0 {
+		return "", nil
+	}
+	return fmt.Sprint(idx), nil
+}
+
+// Run executes the plan.
+func (r *PlanRunner) Run(ctx context.Context, inputs map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
+	outs, err := r.ex.Run(inputs)
+	if err != nil {
+		if errors.Is(err, exec.ErrInput) {
+			return nil, fmt.Errorf("%w: %w", ErrInput, err)
+		}
+		return nil, err
+	}
+	return outs, nil
+}
+
+// warmupInputs returns zero inputs of the model's smallest accepted shape.
+func warmupInputs(info ModelInfo) map[string]*tensor.Tensor {
+	in := map[string]*tensor.Tensor{}
+	for _, s := range info.Inputs {
+		shape := make([]int, len(s.Shape))
+		for i, d := range s.Shape {
+			shape[i] = int(d)
+			if d < 0 {
+				shape[i] = 1
+			}
+		}
+		if !s.DType.Supported() || s.DType == tensor.Sequence {
+			return nil
+		}
+		in[s.Name] = tensor.New(s.DType, shape...)
+	}
+	return in
+}

@@ -1,0 +1,428 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/vouchml/vouch/tensor"
+)
+
+// Options configure a Server. The zero value serves without auth, without
+// an audit hook, with one worker per model.
+type Options struct {
+	Name    string // server metadata name; default "vouch"
+	Version string // server metadata version
+
+	// Appender receives one record per inference request. Nil turns the
+	// audit hook off (responses still carry a trace id).
+	Appender Appender
+	// Credentials turn authentication on; nil lets every caller in as
+	// "anonymous" with every role.
+	Credentials *Credentials
+
+	Pool         PoolOptions
+	MaxBodyBytes int64 // default 64 MiB; larger requests get 413
+
+	// AccessLog receives one line per HTTP request and gRPC call (JSON
+	// through slog in the command); nil discards.
+	AccessLog *slog.Logger
+}
+
+// Server serves models over the Open Inference Protocol. Create it with
+// New, add models, then mount Handler (HTTP) and RegisterGRPC.
+type Server struct {
+	opt     Options
+	m       *metrics
+	log     *slog.Logger
+	inflght sync.WaitGroup
+
+	mu       sync.RWMutex
+	models   map[string]map[string]*modelEntry // name → version → entry
+	latest   map[string]string                 // name → version served when none is named
+	draining bool
+}
+
+type modelEntry struct {
+	r    Runner
+	info ModelInfo
+
+	mu    sync.Mutex // guards pool and ready transitions
+	pool  *pool
+	ready bool
+	why   string // reason when not ready
+}
+
+// New returns a Server with no models.
+func New(o Options) *Server {
+	if o.Name == "" {
+		o.Name = "vouch"
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 64 << 20
+	}
+	log := o.AccessLog
+	if log == nil {
+		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	return &Server{opt: o, m: newMetrics(), log: log, models: map[string]map[string]*modelEntry{}, latest: map[string]string{}}
+}
+
+// Extensions lists the protocol extensions served.
+var Extensions = []string{"binary_tensor_data", "model_repository", "vouch_audit"}
+
+// AddModel adds a model and loads it (warm-up, then ready). The last
+// version added under a name is the one served when a request names none.
+func (s *Server) AddModel(r Runner) error {
+	info := r.Info()
+	if info.Name == "" || info.Version == "" {
+		return fmt.Errorf("server: model needs a name and a version")
+	}
+	s.mu.Lock()
+	if s.models[info.Name] == nil {
+		s.models[info.Name] = map[string]*modelEntry{}
+	}
+	if _, dup := s.models[info.Name][info.Version]; dup {
+		s.mu.Unlock()
+		return fmt.Errorf("server: model %s version %s added twice", info.Name, info.Version)
+	}
+	e := &modelEntry{r: r, info: info}
+	s.models[info.Name][info.Version] = e
+	s.latest[info.Name] = info.Version
+	s.mu.Unlock()
+	return s.load(e)
+}
+
+// load warms a model up and opens its pool; the model is ready after.
+func (s *Server) load(e *modelEntry) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ready {
+		return nil
+	}
+	if in := warmupInputs(e.info); in != nil {
+		if _, err := e.r.Check(in); err == nil {
+			if _, err := e.r.Run(context.Background(), in); err != nil {
+				e.why = "warm-up failed: " + err.Error()
+				return fmt.Errorf("server: model %s version %s: warm-up: %w", e.info.Name, e.info.Version, err)
+			}
+		}
+	}
+	name := e.info.Name
+	e.pool = newPool(e.r, s.opt.Pool, func(rows int) { s.m.batch.WithLabelValues(name).Observe(float64(rows)) })
+	e.ready, e.why = true, ""
+	return nil
+}
+
+// unload stops a model taking requests and drains what it has queued.
+func (s *Server) unload(e *modelEntry) {
+	e.mu.Lock()
+	p := e.pool
+	e.pool, e.ready, e.why = nil, false, "unloaded"
+	e.mu.Unlock()
+	if p != nil {
+		p.close()
+	}
+}
+
+// Ready reports whether the server takes requests: not draining and every
+// model loaded.
+func (s *Server) Ready() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.draining {
+		return false
+	}
+	for _, vs := range s.models {
+		for _, e := range vs {
+			e.mu.Lock()
+			r := e.ready
+			e.mu.Unlock()
+			if !r {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Drain marks the server not ready (readiness probes fail, new requests get
+// 503) and waits until every request in flight has been answered and
+// audited, or ctx ends; then it closes the model pools. Call it after the
+// listeners stopped accepting (http.Server.Shutdown, grpc GracefulStop).
+func (s *Server) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	var entries []*modelEntry
+	for _, vs := range s.models {
+		for _, e := range vs {
+			entries = append(entries, e)
+		}
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.inflght.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("server: drain: %w", ctx.Err())
+	}
+	for _, e := range entries {
+		s.unload(e)
+	}
+	return err
+}
+
+// lookup finds a model; version "" means the latest.
+func (s *Server) lookup(name, version string) (*modelEntry, *apiError) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	vs, ok := s.models[name]
+	if !ok {
+		return nil, errf(404, "unknown model %q", name)
+	}
+	v := version
+	if v == "" {
+		v = s.latest[name]
+	}
+	e, ok := vs[v]
+	if !ok {
+		return nil, errf(404, "unknown version %q of model %q", version, name)
+	}
+	return e, nil
+}
+
+// versions lists a model's versions in order.
+func (s *Server) versions(name string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for v := range s.models[name] {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// apiError is an error answered to the client: an HTTP status code (the
+// gRPC code is derived from it) and a message.
+type apiError struct {
+	code int
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errf(code int, format string, args ...any) *apiError {
+	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// call is what the transport knows about an inference request before the
+// model sees it.
+type call struct {
+	protocol  string // "http" or "grpc"
+	trace     traceContext
+	auth      authResult
+	source    string
+	model     string
+	version   string
+	requestID string // from the transport, when the body cannot be read
+	start     time.Time
+}
+
+// outcome is a served (or refused) inference request.
+type outcome struct {
+	entry      *modelEntry
+	req        *inferRequest
+	outs       map[string]*tensor.Tensor
+	label      string
+	confidence *float64
+	audited    bool
+	index      uint64
+	leaf       [32]byte
+}
+
+// infer serves one inference request, whichever protocol carried it, and
+// leaves its audit record, success or error. decode reads the request; it
+// runs only once the caller is authorized and the model found.
+func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferRequest, *apiError)) (*outcome, *apiError) {
+	s.mu.RLock()
+	draining := s.draining
+	if !draining {
+		s.inflght.Add(1)
+	}
+	s.mu.RUnlock()
+	if !draining {
+		defer s.inflght.Done()
+	}
+	s.m.inflight.Inc()
+	defer s.m.inflight.Dec()
+	rec := &Record{
+		SchemaVersion: 1, Kind: "inference", TraceID: c.trace.TraceID, TraceParent: c.trace.recorded(),
+		Time: c.start.UTC(), Principal: c.auth.name(), SourceAddr: c.source,
+		Model: c.model, ModelVersion: c.version, RequestID: c.requestID,
+	}
+	out := &outcome{}
+	aerr := s.serve(ctx, c, rec, out, draining, decode)
+	label := "_unknown"
+	if out.entry != nil {
+		label = out.entry.info.Name
+	}
+	lat := time.Since(c.start)
+	rec.LatencyMicros = lat.Microseconds()
+	rec.Status, rec.Code = StatusOK, 200
+	if aerr != nil {
+		rec.Status, rec.Code, rec.Error = StatusError, aerr.code, aerr.msg
+	}
+	if s.opt.Appender != nil {
+		s.m.auditDepth.Inc()
+		t := time.Now()
+		idx, leaf, err := s.opt.Appender.Append(context.WithoutCancel(ctx), rec)
+		s.m.audit.Observe(time.Since(t).Seconds())
+		s.m.auditDepth.Dec()
+		if err != nil {
+			s.m.auditErrs.Inc()
+			s.log.Error("audit append failed", "trace_id", rec.TraceID, "err", err.Error())
+			out, aerr = &outcome{entry: out.entry, req: out.req}, errf(503, "audit log unavailable; request refused so that nothing is served unaudited")
+		} else {
+			out.audited, out.index, out.leaf = true, idx, leaf
+		}
+	}
+	code := 200
+	if aerr != nil {
+		code = aerr.code
+	}
+	s.m.requests.WithLabelValues(label, c.protocol, fmt.Sprint(code)).Inc()
+	s.m.latency.WithLabelValues(label, c.protocol).Observe(lat.Seconds())
+	return out, aerr
+}
+
+// serve does the work of infer up to the audit record.
+func (s *Server) serve(ctx context.Context, c *call, rec *Record, out *outcome, draining bool, decode func() (*inferRequest, *apiError)) *apiError {
+	if c.auth.code != 0 {
+		return errf(c.auth.code, "%s", c.auth.msg)
+	}
+	if draining {
+		return errf(503, "server is shutting down")
+	}
+	e, aerr := s.lookup(c.model, c.version)
+	if aerr != nil {
+		return aerr
+	}
+	out.entry = e
+	info := e.info
+	rec.Model, rec.ModelVersion = info.Name, info.Version
+	rec.PlanDigest, rec.BundleDigest, rec.Precision = info.PlanDigest, info.BundleDigest, info.Precision
+	rec.Backend, rec.Device = info.Backend, info.Device
+	e.mu.Lock()
+	p, ready, why := e.pool, e.ready, e.why
+	e.mu.Unlock()
+	if !ready {
+		return errf(503, "model %s version %s is not ready (%s)", info.Name, info.Version, why)
+	}
+	req, aerr := decode()
+	if aerr != nil {
+		return aerr
+	}
+	out.req = req
+	if req.ID != "" {
+		rec.RequestID = req.ID
+	}
+	rec.InputDigest, rec.Inputs = Digest(req.Inputs)
+	profile, err := e.r.Check(req.Inputs)
+	if err != nil {
+		return errf(400, "%v", err)
+	}
+	rec.Profile = profile
+	for _, o := range req.Outputs {
+		if !slices.ContainsFunc(info.Outputs, func(t TensorSpec) bool { return t.Name == o.Name }) {
+			return errf(400, "unknown output %q of model %s", o.Name, info.Name)
+		}
+	}
+	s.m.queueDepth.WithLabelValues(info.Name).Set(float64(p.depth()))
+	res := p.submit(ctx, req.Inputs)
+	if res.err == nil || res.queue > 0 {
+		s.m.queue.WithLabelValues(info.Name).Observe(res.queue.Seconds())
+		s.m.compute.WithLabelValues(info.Name).Observe(res.compute.Seconds())
+	}
+	switch {
+	case res.err == nil:
+	case errors.Is(res.err, ErrQueueFull):
+		return errf(503, "model %s: queue full (%d waiting); retry later", info.Name, s.opt.Pool.withDefaults().Queue)
+	case errors.Is(res.err, ErrClosed):
+		return errf(503, "model %s is unloading", info.Name)
+	case errors.Is(res.err, ErrInput):
+		return errf(400, "%v", res.err)
+	case errors.Is(res.err, context.Canceled), errors.Is(res.err, context.DeadlineExceeded):
+		return errf(499, "client gave up: %v", res.err)
+	default:
+		return errf(500, "model %s: %v", info.Name, res.err)
+	}
+	out.outs = res.outs
+	rec.OutputDigest, rec.Outputs = Digest(res.outs)
+	if info.LabelOutput != "" {
+		if lbl, conf, ok := classify(res.outs[info.LabelOutput], info.Labels); ok {
+			out.label, out.confidence = lbl, &conf
+			rec.OutputLabel, rec.Confidence = lbl, &conf
+		}
+	}
+	return nil
+}
+
+// classify returns the label of the top class of the first row of t and its
+// confidence: the value itself when the row is a probability distribution
+// (every value in [0, 1], summing to 1 within 1e-3), else its softmax.
+func classify(t *tensor.Tensor, labels []string) (string, float64, bool) {
+	if t == nil || len(labels) == 0 || len(t.Shape) == 0 {
+		return "", 0, false
+	}
+	f, err := t.Float64s()
+	n := t.Shape[len(t.Shape)-1]
+	if err != nil || n != len(labels) || len(f) < n || n == 0 {
+		return "", 0, false
+	}
+	row := f[:n]
+	best := 0
+	sum, prob := 0.0, true
+	for i, v := range row {
+		if v > row[best] {
+			best = i
+		}
+		if !(v >= 0 && v <= 1) {
+			prob = false
+		}
+		sum += v
+	}
+	if prob && math.Abs(sum-1) <= 1e-3 {
+		return labels[best], row[best], true
+	}
+	var z float64
+	for _, v := range row {
+		z += math.Exp(v - row[best])
+	}
+	if z == 0 || math.IsNaN(z) {
+		return labels[best], 0, true
+	}
+	return labels[best], 1 / z, true
+}
+
+// selectOutputs returns the outputs to answer with, in the model's order
+// (or the order requested), with their binary flags.
+func selectOutputs(info ModelInfo, req *inferRequest) []outputRequest {
+	if len(req.Outputs) > 0 {
+		return req.Outputs
+	}
+	out := make([]outputRequest, len(info.Outputs))
+	for i, o := range info.Outputs {
+		out[i] = outputRequest{Name: o.Name, Binary: req.BinaryOutput}
+	}
+	return out
+}
