@@ -80,6 +80,8 @@ type PlanOptions struct {
 	// output, or the first).
 	Labels      []string
 	LabelOutput string
+	// BundleDigest is the digest of the verified bundle the plan came from.
+	BundleDigest string
 }
 
 // PlanRunner runs an engine plan with vouch's executor.
@@ -167,6 +169,13 @@ func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunne
 			break
 		}
 	}
+	if len(o.Labels) == 0 {
+		// A model may declare its classes in its ONNX metadata.
+		if l := p.Header.Source.Meta["vouch.labels"]; l != "" {
+			o.Labels = strings.Split(l, ",")
+		}
+	}
+	info.BundleDigest = o.BundleDigest
 	if len(o.Labels) > 0 {
 		info.Labels = o.Labels
 		info.LabelOutput = o.LabelOutput

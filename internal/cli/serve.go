@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -17,12 +19,19 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/vouchml/vouch/bundle"
+	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/registry"
 	"github.com/vouchml/vouch/server"
 )
 
 // ServeOptions are the settings of `vouch serve`.
 type ServeOptions struct {
 	Plans           []string // FILE[,NAME[@VERSION]]
+	Bundles         []string // signed bundle files
+	Models          []string // NAME@REF in the registry
+	Keys            string   // trusted public keys
+	DataDir         string
 	Labels          []string // MODEL=FILE, one label a line
 	Listen          string
 	GRPC            string
@@ -45,8 +54,9 @@ type ServeOptions struct {
 
 func runServe(ctx context.Context, m *Main, args []string) error {
 	o := ServeOptions{}
-	fs := m.newFlagSet("serve", "serve --plan FILE[,NAME[@VERSION]] ... [--listen ADDR] [--grpc ADDR] [flags]", `
-Serves engine plans over the Open Inference Protocol (KServe v2): HTTP/JSON
+	fs := m.newFlagSet("serve", "serve (--bundle FILE | --model NAME@REF | --plan FILE) ... --key PUB [--listen ADDR] [--grpc ADDR] [flags]", `
+Serves engine plans (from signed bundles, verified before they load:
+signature, digests, plan format, CPU features, vouch version) over the Open Inference Protocol (KServe v2): HTTP/JSON
 with the binary tensor extension on --listen, gRPC on --grpc, Prometheus
 metrics on --listen at /metrics. Every inference request, served or refused,
 leaves one audit record (--audit-log, JSON lines until the transparency log
@@ -61,7 +71,12 @@ Example:
   vouch serve --plan bc.plan,breast_cancer_mlp --labels breast_cancer_mlp=labels.txt \
       --listen 127.0.0.1:8080 --grpc 127.0.0.1:8081 --audit-log audit.jsonl`)
 	var plans, labels multiFlag
-	fs.Var(&plans, "plan", "a plan to serve as FILE[,NAME[@VERSION]]; repeat for each")
+	fs.Var(&plans, "plan", "an unsigned plan to serve as FILE[,NAME[@VERSION]]; repeat for each")
+	var bundles, models multiFlag
+	fs.Var(&bundles, "bundle", "a signed bundle to serve (verified with --key first); repeat for each")
+	fs.Var(&models, "model", "a model from the registry as NAME@VERSION or NAME@ALIAS (verified with --key); repeat")
+	fs.StringVar(&o.Keys, "key", "", "trusted public key(s) that bundles must be signed by")
+	fs.StringVar(&o.DataDir, "data", defaultDataDir(), "vouch's data directory (the registry for --model)")
 	fs.Var(&labels, "labels", "class labels as MODEL=FILE (one label a line, in output order); repeat")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&o.GRPC, "grpc", "127.0.0.1:8081", `gRPC listen address ("" for none)`)
@@ -86,9 +101,12 @@ Example:
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: unexpected argument %q (plans are given with --plan)", ErrUsage, pos[0])
 	}
-	o.Plans, o.Labels = plans, labels
-	if len(o.Plans) == 0 {
-		return fmt.Errorf("%w: no --plan given", ErrUsage)
+	o.Plans, o.Labels, o.Bundles, o.Models = plans, labels, bundles, models
+	if len(o.Plans)+len(o.Bundles)+len(o.Models) == 0 {
+		return fmt.Errorf("%w: nothing to serve: give --bundle FILE, --model NAME@REF (from the registry) or --plan FILE", ErrUsage)
+	}
+	if len(o.Bundles)+len(o.Models) > 0 && o.Keys == "" {
+		return fmt.Errorf("%w: bundles are verified before they are served: give --key PUB", ErrUsage)
 	}
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return fmt.Errorf("%w: --tls-cert and --tls-key go together", ErrUsage)
@@ -115,6 +133,11 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 		}
 	}
 	var runners []server.Runner
+	bundled, err := m.bundleRunners(ctx, o, labels)
+	if err != nil {
+		return err
+	}
+	runners = append(runners, bundled...)
 	for _, spec := range o.Plans {
 		file, nv, _ := strings.Cut(spec, ",")
 		name, version, _ := strings.Cut(nv, "@")
@@ -263,4 +286,64 @@ func shortDigest(digest string) string {
 		d = d[:16]
 	}
 	return d
+}
+
+// bundleRunners verifies and loads every --bundle and --model.
+func (m *Main) bundleRunners(ctx context.Context, o ServeOptions, labels map[string][]string) ([]server.Runner, error) {
+	if len(o.Bundles)+len(o.Models) == 0 {
+		return nil, nil
+	}
+	keys, err := readKeys(o.Keys)
+	if err != nil {
+		return nil, err
+	}
+	var out []server.Runner
+	add := func(l *bundle.Loaded, bundleDigest, where string) error {
+		meta := l.Bundle.Metadata()
+		p, err := plan.Decode(l.Bundle.Plan())
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		po := server.PlanOptions{Name: meta.Model.Name, Version: meta.Model.Version, BundleDigest: bundleDigest, Labels: labels[meta.Model.Name]}
+		r, err := server.NewPlanRunner(p, "sha256:"+plan.Digest(l.Bundle.Plan()), where, po)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stderr, "verified %s: %s@%s signed by %s\n", where, meta.Model.Name, meta.Model.Version, strings.Join(l.Provenance.SignedBy, ", "))
+		out = append(out, r)
+		return nil
+	}
+	for _, path := range o.Bundles {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		l, err := bundle.Load(bytes.NewReader(raw), bundle.LoadOptions{TrustedKeys: keys, Check: checkOptions(false)})
+		if err != nil {
+			return nil, fmt.Errorf("refusing %s: %w", path, err)
+		}
+		if err := add(l, "sha256:"+plan.Digest(raw), path); err != nil {
+			return nil, err
+		}
+	}
+	if len(o.Models) > 0 {
+		reg, err := registry.Open(registry.Options{Dir: filepath.Join(o.DataDir, "registry"), TrustedKeys: keys})
+		if err != nil {
+			return nil, err
+		}
+		defer reg.Close()
+		for _, ref := range o.Models {
+			l, err := reg.Load(ctx, ref, "vouch-serve")
+			if err != nil {
+				return nil, fmt.Errorf("refusing %s: %w", ref, err)
+			}
+			if _, err := bundle.Check(l.Bundle, checkOptions(false)); err != nil {
+				return nil, fmt.Errorf("refusing %s: %w", ref, err)
+			}
+			if err := add(&bundle.Loaded{Bundle: l.Bundle, Provenance: l.Provenance}, l.Version.Digest, ref); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }
