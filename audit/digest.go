@@ -1,0 +1,238 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"math"
+	"slices"
+
+	"github.com/vouchml/vouch/tensor"
+)
+
+// The canonical tensor encoding, version 1, from which input and output
+// digests are computed. A client can compute them without vouch.
+//
+// One tensor named name is encoded as, all integers little-endian:
+//
+//	u32 len(name) | name (UTF-8 bytes)
+//	u32 dtype     ONNX TensorProto.DataType number (FLOAT = 1, INT64 = 7, …)
+//	u32 rank      | rank × u64 dim
+//	u64 len(data) | data
+//
+// where data is the elements in row-major order, each as ONNX raw_data holds
+// it: IEEE 754 bits little-endian for float16, bfloat16, float32 and float64,
+// two's complement little-endian for integers, one byte 0x00 or 0x01 for
+// bool; a string element is u32 len | bytes.
+//
+// The digest of one tensor is SHA-256(encoding). The digest of a set of
+// tensors (a request's inputs, a response's outputs) is
+//
+//	SHA-256("vouch-tensors-v1\n" | encoding(t₁) | … | encoding(tₙ))
+//
+// with the tensors in ascending byte order of their names. Digests are
+// written "sha256:" followed by 64 lowercase hex digits.
+//
+// Worked example: the single input x, float32, shape [1 2], values 1 and
+// -2.5, encodes as the 45 bytes
+//
+//	01000000 78 01000000 02000000 0100000000000000 0200000000000000
+//	0800000000000000 0000803f 000020c0
+//
+// Its tensor digest is
+//
+//	sha256:e802f8801f685d67ccb368b2e2edeed01140e910d095aaa682febe53babda39b
+//
+// and the input digest of the set {x} is
+//
+//	sha256:1ecc0bdc29fb96d249c058166db012fe2c554016303a540d2ec4be6e05c48f04
+const tensorsHeader = "vouch-tensors-v1\n"
+
+// TensorDigestOf returns the digest of one tensor's canonical encoding, with
+// its name, dtype and shape.
+func TensorDigestOf(name string, t *tensor.Tensor) (TensorDigest, error) {
+	if err := t.Check(); err != nil {
+		return TensorDigest{}, fmt.Errorf("audit: tensor %q: %w", name, err)
+	}
+	h := sha256.New()
+	writeTensor(h, name, t)
+	return TensorDigest{Name: name, DType: t.DType.String(), Shape: shape64(t.Shape), Digest: formatDigest(h)}, nil
+}
+
+// InputDigest returns the digest of a set of named tensors and the digest of
+// each, sorted by name, as a record's input_digest and inputs (or
+// output_digest and outputs) hold them. A nil or invalid tensor is an error.
+func InputDigest(ts map[string]*tensor.Tensor) (string, []TensorDigest, error) {
+	names := make([]string, 0, len(ts))
+	for n, t := range ts {
+		if err := t.Check(); err != nil {
+			return "", nil, fmt.Errorf("audit: tensor %q: %w", n, err)
+		}
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	all := sha256.New()
+	all.Write([]byte(tensorsHeader))
+	per := make([]TensorDigest, 0, len(names))
+	for _, n := range names {
+		one := sha256.New()
+		writeTensor(&tee{all, one}, n, ts[n])
+		per = append(per, TensorDigest{Name: n, DType: ts[n].DType.String(), Shape: shape64(ts[n].Shape), Digest: formatDigest(one)})
+	}
+	return formatDigest(all), per, nil
+}
+
+type tee struct{ a, b hash.Hash }
+
+func (t *tee) Write(p []byte) (int, error) {
+	t.a.Write(p)
+	return t.b.Write(p)
+}
+
+func formatDigest(h hash.Hash) string {
+	var sum [sha256.Size]byte
+	return "sha256:" + hex.EncodeToString(h.Sum(sum[:0]))
+}
+
+func shape64(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, d := range s {
+		out[i] = int64(d)
+	}
+	return out
+}
+
+// writeTensor writes the canonical encoding of a checked tensor to w.
+func writeTensor(w io.Writer, name string, t *tensor.Tensor) {
+	le := binary.LittleEndian
+	b := make([]byte, 0, 4096)
+	b = le.AppendUint32(b, uint32(len(name)))
+	b = append(b, name...)
+	b = le.AppendUint32(b, uint32(t.DType))
+	b = le.AppendUint32(b, uint32(len(t.Shape)))
+	for _, d := range t.Shape {
+		b = le.AppendUint64(b, uint64(d))
+	}
+	b = le.AppendUint64(b, uint64(dataLen(t)))
+	flush := func() {
+		w.Write(b)
+		b = b[:0]
+	}
+	full := func() bool { return len(b) > cap(b)-8 }
+	switch d := t.Data.(type) {
+	case []float32:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = le.AppendUint32(b, math.Float32bits(v))
+		}
+	case []float64:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = le.AppendUint64(b, math.Float64bits(v))
+		}
+	case []tensor.Half:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = le.AppendUint16(b, uint16(v))
+		}
+	case []tensor.BHalf:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = le.AppendUint16(b, uint16(v))
+		}
+	case []int8:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = append(b, byte(v))
+		}
+	case []uint8:
+		flush()
+		w.Write(d)
+	case []bool:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			if v {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
+		}
+	case []int16:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = le.AppendUint16(b, uint16(v))
+		}
+	case []uint16:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = le.AppendUint16(b, v)
+		}
+	case []int32:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = le.AppendUint32(b, uint32(v))
+		}
+	case []uint32:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = le.AppendUint32(b, v)
+		}
+	case []int64:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = le.AppendUint64(b, uint64(v))
+		}
+	case []uint64:
+		for _, v := range d {
+			if full() {
+				flush()
+			}
+			b = le.AppendUint64(b, v)
+		}
+	case []string:
+		for _, v := range d {
+			flush()
+			b = le.AppendUint32(b, uint32(len(v)))
+			flush()
+			w.Write([]byte(v))
+		}
+	}
+	flush()
+}
+
+// dataLen is the byte length of the data part of t's encoding.
+func dataLen(t *tensor.Tensor) int {
+	if ss, ok := t.Data.([]string); ok {
+		n := 0
+		for _, s := range ss {
+			n += 4 + len(s)
+		}
+		return n
+	}
+	return t.Len() * t.DType.Size()
+}
