@@ -1,0 +1,259 @@
+// Package replay re-runs recorded inferences and proves, or disproves, that
+// the signed plan they name gives the output that was served.
+//
+// Replay takes a trace id and:
+//
+//  1. fetches the audit record with its inclusion proof and checks the proof
+//     against a checkpoint signed by a trusted log key;
+//  2. gets the input — the encrypted capture, or a file the caller gives —
+//     and requires its canonical digest (audit.InputDigest) to equal the
+//     record's input digest;
+//  3. loads the exact bundle the record names, by digest, from the registry,
+//     verifying its signature and digests, and checks that its plan has the
+//     record's plan digest;
+//  4. runs the plan and compares: an equal output digest is VERIFIED (the
+//     served output, bit for bit); anything else is MISMATCH, with the
+//     differing outputs named.
+//
+// Against runs the same recorded inputs through a second plan (a rebuilt or
+// quantized engine) and reports Polygraphy-style error statistics per
+// output. Reports are JSON (signable as a DSSE envelope), self-contained
+// HTML, and a terminal summary.
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/bundle"
+	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// Verdicts.
+const (
+	Verified = "VERIFIED"
+	Mismatch = "MISMATCH"
+)
+
+// Errors that name why a replay could not be carried out.
+var (
+	ErrRecord      = errors.New("replay: record")
+	ErrInputDigest = errors.New("replay: input digest mismatch")
+	ErrPlan        = errors.New("replay: plan")
+	ErrNoInput     = errors.New("replay: no input")
+)
+
+// Records finds a record and its inclusion proof by trace id. *audit.Log
+// implements it; so does an HTTP client of the server's audit API.
+type Records interface {
+	Show(ctx context.Context, trace string) (*audit.Inclusion, error)
+}
+
+// Inputs returns the inputs whose canonical digest is the given one.
+// capture.Store implements it.
+type Inputs interface {
+	Get(inputDigest string) (map[string]*tensor.Tensor, error)
+}
+
+// Plans returns the plan a record names, verified.
+type Plans interface {
+	Plan(ctx context.Context, rec *audit.Record) (*Engine, error)
+}
+
+// Engine is a loaded plan and where it came from.
+type Engine struct {
+	Plan         *plan.Plan
+	PlanDigest   string // "sha256:…"
+	BundleDigest string // "sha256:…" when it came from a bundle
+	Provenance   *bundle.Provenance
+	Source       string // for people: a path or a registry reference
+}
+
+// Options configure a replay.
+type Options struct {
+	Records Records
+	// LogKeys are the trusted verifier keys of the audit log.
+	LogKeys []string
+	Plans   Plans
+	// Inputs is where captured inputs are read; Input, when set, is used
+	// instead (a file the caller holds).
+	Inputs Inputs
+	Input  map[string]*tensor.Tensor
+	// Now stamps the report (time.Now when nil).
+	Now func() time.Time
+}
+
+// Replay re-runs the recorded inference trace and compares.
+func Replay(ctx context.Context, trace string, o Options) (*Report, error) {
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	inc, err := o.Records.Show(ctx, trace)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrRecord, trace, err)
+	}
+	rec, cp, err := inc.Verify(o.LogKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: inclusion proof: %w", ErrRecord, trace, err)
+	}
+	if rec.Status != "" && rec.Status != audit.StatusOK {
+		return nil, fmt.Errorf("%w %s: the request failed (%d %s); there is no output to replay", ErrRecord, trace, rec.Code, rec.Error)
+	}
+	r := &Report{
+		Schema:     ReportSchema,
+		TraceID:    trace,
+		ReplayedAt: now().UTC(),
+		Record:     rec,
+		RecordJSON: string(inc.Record),
+		LogIndex:   inc.Index,
+		LeafHash:   inc.LeafHash,
+		Checkpoint: cp,
+		Proof:      inc.Proof,
+	}
+	inputs, source, err := resolveInputs(rec, o)
+	if err != nil {
+		return nil, err
+	}
+	r.InputSource = source
+	eng, err := o.Plans.Plan(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("%w for %s: %w", ErrPlan, trace, err)
+	}
+	if eng.PlanDigest != rec.PlanDigest {
+		return nil, fmt.Errorf("%w: %s has digest %s, the record names %s", ErrPlan, eng.Source, eng.PlanDigest, rec.PlanDigest)
+	}
+	if rec.BundleDigest != "" && eng.BundleDigest != "" && eng.BundleDigest != rec.BundleDigest {
+		return nil, fmt.Errorf("%w: bundle %s has digest %s, the record names %s", ErrPlan, eng.Source, eng.BundleDigest, rec.BundleDigest)
+	}
+	r.Engine = engineInfo(eng)
+	outs, err := run(eng.Plan, inputs)
+	if err != nil {
+		return nil, fmt.Errorf("replay: running %s: %w", eng.Source, err)
+	}
+	digest, per, err := audit.InputDigest(outs)
+	if err != nil {
+		return nil, err
+	}
+	r.OutputDigest = digest
+	r.Verdict = Verified
+	if digest != rec.OutputDigest {
+		r.Verdict = Mismatch
+	}
+	recorded := map[string]string{}
+	for _, td := range rec.Outputs {
+		recorded[td.Name] = td.Digest
+	}
+	for _, td := range per {
+		r.Outputs = append(r.Outputs, OutputCheck{Name: td.Name, DType: td.DType, Shape: td.Shape,
+			Recorded: recorded[td.Name], Replayed: td.Digest, Equal: recorded[td.Name] == td.Digest})
+	}
+	return r, nil
+}
+
+func engineInfo(e *Engine) EngineInfo {
+	info := EngineInfo{Source: e.Source, PlanDigest: e.PlanDigest, BundleDigest: e.BundleDigest}
+	if p := e.Provenance; p != nil {
+		info.Model = p.Model.Name + "@" + p.Model.Version
+		info.SourceDigest = p.Source.Digest
+		info.Builder = p.BuilderID
+		info.BuiltOn = p.Environment.OS + "/" + p.Environment.Arch + " " + p.Environment.CPUModel
+		info.BuiltAt = p.FinishedOn
+		info.SignedBy = p.SignedBy
+	}
+	return info
+}
+
+// resolveInputs returns the inputs to replay, checked against the record's
+// input digest, and where they came from.
+func resolveInputs(rec *audit.Record, o Options) (map[string]*tensor.Tensor, string, error) {
+	var inputs map[string]*tensor.Tensor
+	source := "given by the caller"
+	switch {
+	case o.Input != nil:
+		inputs = o.Input
+	case o.Inputs != nil:
+		var err error
+		if inputs, err = o.Inputs.Get(rec.InputDigest); err != nil {
+			return nil, "", fmt.Errorf("%w for %s: the captured input %s: %w (give it with --input)", ErrNoInput, rec.TraceID, rec.InputDigest, err)
+		}
+		source = "captured (encrypted) at serving time"
+	default:
+		return nil, "", fmt.Errorf("%w for %s: inputs were not captured; give them with --input", ErrNoInput, rec.TraceID)
+	}
+	got, _, err := audit.InputDigest(inputs)
+	if err != nil {
+		return nil, "", err
+	}
+	if got != rec.InputDigest {
+		return nil, "", fmt.Errorf("%w: the input given has canonical digest %s, the record's input digest is %s (is it the request's input, with the same names, dtypes and shapes?)", ErrInputDigest, got, rec.InputDigest)
+	}
+	return inputs, source, nil
+}
+
+func run(p *plan.Plan, inputs map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
+	if _, err := p.SelectProfile(inputs); err != nil {
+		return nil, err
+	}
+	ex, err := exec.New(p.Graph, builtin.Registry())
+	if err != nil {
+		return nil, err
+	}
+	return ex.Run(inputs)
+}
+
+// Against runs the recorded inputs of trace through the record's own plan
+// and through other, and compares the two per output with the statistics
+// of Compare. It needs the inputs (captured or given).
+func Against(ctx context.Context, trace string, other *Engine, crit Criteria, o Options) (*Comparison, error) {
+	inc, err := o.Records.Show(ctx, trace)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrRecord, trace, err)
+	}
+	rec, _, err := inc.Verify(o.LogKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: inclusion proof: %w", ErrRecord, trace, err)
+	}
+	inputs, _, err := resolveInputs(rec, o)
+	if err != nil {
+		return nil, err
+	}
+	base, err := o.Plans.Plan(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("%w for %s: %w", ErrPlan, trace, err)
+	}
+	ref, err := run(base.Plan, inputs)
+	if err != nil {
+		return nil, err
+	}
+	got, err := run(other.Plan, inputs)
+	if err != nil {
+		return nil, fmt.Errorf("replay: running %s: %w", other.Source, err)
+	}
+	c := &Comparison{TraceID: trace, Pass: true}
+	names := make([]string, 0, len(ref))
+	for n := range ref {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		g, ok := got[n]
+		if !ok {
+			return nil, fmt.Errorf("replay: %s has no output %q", other.Source, n)
+		}
+		s, err := Compare(n, ref[n], g, crit)
+		if err != nil {
+			return nil, err
+		}
+		c.Outputs = append(c.Outputs, s)
+		c.Pass = c.Pass && s.Pass
+	}
+	return c, nil
+}

@@ -1,0 +1,251 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/bundle"
+	"github.com/vouchml/vouch/compile"
+	"github.com/vouchml/vouch/internal/demo/credit"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/onnx"
+	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/registry"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// fixture is a registry holding a signed credit-model bundle, an audit log,
+// and helpers to log served requests.
+type fixture struct {
+	ctx     context.Context
+	reg     *registry.Registry
+	log     *audit.Log
+	logKeys []string
+	bkey    *bundle.PrivateKey
+	plans   *RegistryPlans
+	engine  *Engine
+	dir     string
+}
+
+func buildCredit(t *testing.T, perturb bool) []byte {
+	src := credit.Model()
+	m, err := onnx.Decode(src, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perturb { // a different engine: one weight changed
+		w := m.Graph.Initializers["w1"].Data.([]float32)
+		w[0] += 0.25
+	}
+	opts := compile.DefaultOptions()
+	opts.Tactics = "heuristic"
+	res, err := compile.Build(m, src, "credit-risk", "test", opts, builtin.Registry(), buildlog.New(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Plan
+}
+
+func newFixture(t *testing.T) *fixture {
+	ctx := context.Background()
+	dir := t.TempDir()
+	skey, priv, err := bundle.GenerateKey(nil, "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = skey
+	planBytes := buildCredit(t, false)
+	b, err := bundle.New(bundle.Metadata{
+		Model:       bundle.Model{Name: "credit-risk", Version: "1.0.0"},
+		Source:      bundle.Artifact{Name: "credit.onnx", Digest: "sha256:" + plan.Digest(credit.Model())},
+		Plan:        bundle.PlanInfo{FormatVersion: "1"},
+		Options:     []byte(`{"precision":"fp32"}`),
+		Environment: bundle.HostEnvironment("test"),
+		StartedOn:   time.Unix(0, 0).UTC(), FinishedOn: time.Unix(1, 0).UTC(),
+	}, bundle.Contents{Plan: planBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bundle.Sign(b, priv); err != nil {
+		t.Fatal(err)
+	}
+	bpath := filepath.Join(dir, "credit.vouch")
+	if err := b.WriteFile(bpath); err != nil {
+		t.Fatal(err)
+	}
+	trusted := []*bundle.PublicKey{priv.Public()}
+	reg, err := registry.Open(registry.Options{Dir: filepath.Join(dir, "registry"), TrustedKeys: trusted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	if _, err := reg.PushFile(ctx, bpath, registry.PushOptions{Principal: "ci"}); err != nil {
+		t.Fatal(err)
+	}
+	lsk, lvk, err := audit.GenerateKey("test.local/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := audit.Open(ctx, filepath.Join(dir, "audit"), audit.Options{SignerKey: lsk, BatchMaxAge: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lg.Close(ctx) })
+	check := bundle.CheckOptions{PlanFormats: []string{"1"}, AllowTwinFallback: true, AnyVouchVersion: true}
+	eng, err := LoadEngine(bpath, trusted, check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{ctx: ctx, reg: reg, log: lg, logKeys: []string{lvk}, bkey: priv, dir: dir,
+		plans: &RegistryPlans{Registry: reg, Principal: "auditor", Check: check}, engine: eng}
+}
+
+// serve runs input through served (the engine that answers) and logs a
+// record claiming the fixture's engine, as a server would.
+func (f *fixture) serve(t *testing.T, trace string, served *plan.Plan, in map[string]*tensor.Tensor) {
+	outs, err := run(served, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ind, ins, _ := audit.InputDigest(in)
+	outd, outsd, _ := audit.InputDigest(outs)
+	rec := &audit.Record{TraceID: trace, RequestID: "req-" + trace, Time: time.Now(), Principal: "bank-app",
+		Model: "credit-risk", ModelVersion: "1.0.0", BundleDigest: f.engine.BundleDigest, PlanDigest: f.engine.PlanDigest,
+		InputDigest: ind, Inputs: ins, OutputDigest: outd, Outputs: outsd, Status: audit.StatusOK, Code: 200}
+	if _, _, err := f.log.Append(f.ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.log.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func applicant(seed uint64) map[string]*tensor.Tensor {
+	x, _ := credit.Applicants(seed, 1)
+	return map[string]*tensor.Tensor{"features": tensor.From(x, 1, 8)}
+}
+
+type memInputs map[string]map[string]*tensor.Tensor
+
+func (m memInputs) Get(d string) (map[string]*tensor.Tensor, error) {
+	in, ok := m[d]
+	if !ok {
+		return nil, errors.New("not captured")
+	}
+	return in, nil
+}
+
+func TestReplay(t *testing.T) {
+	f := newFixture(t)
+	in := applicant(42)
+	f.serve(t, "trace-ok", f.engine.Plan, in)
+	swapped, err := plan.Decode(buildCredit(t, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.serve(t, "trace-swapped", swapped, in) // served by another engine than it claims
+	d, _, _ := audit.InputDigest(in)
+	opts := Options{Records: f.log, LogKeys: f.logKeys, Plans: f.plans, Inputs: memInputs{d: in}}
+
+	t.Run("verified", func(t *testing.T) {
+		r, err := Replay(f.ctx, "trace-ok", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != Verified || !r.Outputs[0].Equal || r.Engine.BundleDigest == "" || len(r.Engine.SignedBy) != 1 {
+			t.Fatalf("report %+v", r)
+		}
+		var sum, page bytes.Buffer
+		r.Summary(&sum)
+		if err := r.HTML(&page, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(sum.String(), "VERIFIED  trace trace-ok") || !strings.Contains(page.String(), "bit-for-bit identical") {
+			t.Fatalf("summary %q", sum.String())
+		}
+		env, err := r.Sign(f.bkey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ, payload, by, err := bundle.VerifyEnvelope(env, []*bundle.PublicKey{f.bkey.Public()})
+		if err != nil || typ != PayloadType || len(by) != 1 || !bytes.Contains(payload, []byte(`"verdict": "VERIFIED"`)) {
+			t.Fatalf("signed report: %v %s %v", err, typ, by)
+		}
+	})
+	t.Run("mismatch when the engine that served was swapped", func(t *testing.T) {
+		r, err := Replay(f.ctx, "trace-swapped", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != Mismatch || r.Outputs[0].Equal {
+			t.Fatalf("verdict %s", r.Verdict)
+		}
+		exact := Criteria{Check: "elemwise"} // atol = rtol = 0: bit for bit
+		c, err := Against(f.ctx, "trace-ok", &Engine{Plan: swapped, Source: "swapped"}, exact, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Pass || c.Outputs[0].Exact || c.Outputs[0].AbsMax == 0 {
+			t.Fatalf("against a different engine: %+v", c)
+		}
+		c, err = Against(f.ctx, "trace-ok", f.engine, DefaultCriteria(), opts)
+		if err != nil || !c.Pass || !c.Outputs[0].Exact || c.Outputs[0].Top1 != 1 {
+			t.Fatalf("against the same engine: %+v %v", c, err)
+		}
+	})
+	t.Run("wrong input digest", func(t *testing.T) {
+		o := opts
+		o.Input = applicant(7)
+		_, err := Replay(f.ctx, "trace-ok", o)
+		if !errors.Is(err, ErrInputDigest) || !strings.Contains(err.Error(), "the record's input digest is sha256:") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("record missing", func(t *testing.T) {
+		_, err := Replay(f.ctx, "no-such-trace", opts)
+		if !errors.Is(err, ErrRecord) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("untrusted log key", func(t *testing.T) {
+		_, other, _ := audit.GenerateKey("test.local/audit")
+		o := opts
+		o.LogKeys = []string{other}
+		if _, err := Replay(f.ctx, "trace-ok", o); !errors.Is(err, ErrRecord) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("input not captured", func(t *testing.T) {
+		o := opts
+		o.Inputs = memInputs{}
+		if _, err := Replay(f.ctx, "trace-ok", o); !errors.Is(err, ErrNoInput) {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestCompareCriteria(t *testing.T) {
+	ref := tensor.From([]float32{0.1, 0.9, 0.7, 0.3}, 2, 2)
+	got := tensor.From([]float32{0.1, 0.9, 0.2, 0.8}, 2, 2)
+	s, err := Compare("p", ref, got, DefaultCriteria())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Pass || s.Top1 != 0.5 || s.AbsMax < 0.49 || s.KL <= 0 {
+		t.Fatalf("%+v", s)
+	}
+	loose := Criteria{ATol: 1, Check: "max"}
+	if s, _ := Compare("p", ref, got, loose); !s.Pass {
+		t.Fatal("max check with atol 1 must pass")
+	}
+	if _, err := Compare("p", ref, got, Criteria{Check: "nope"}); err == nil {
+		t.Fatal("bad check accepted")
+	}
+}
