@@ -152,14 +152,27 @@ func isBundle(b []byte) bool { return len(b) > 262 && string(b[257:262]) == "ust
 
 // readInputs loads NAME=FILE pairs (or a bare FILE for single-input graphs).
 func readInputs(g *ir.Graph, specs []string) (map[string]*tensor.Tensor, error) {
-	feeds := map[string]*tensor.Tensor{}
-	for _, s := range specs {
-		name, file, ok := strings.Cut(s, "=")
-		if !ok {
+	named := make([]string, len(specs))
+	for i, s := range specs {
+		if !strings.Contains(s, "=") {
 			if len(g.Inputs) != 1 {
 				return nil, fmt.Errorf("%w: --input %q: name the input (NAME=FILE); the model has %d inputs", ErrUsage, s, len(g.Inputs))
 			}
-			name, file = g.Inputs[0].Name, s
+			s = g.Inputs[0].Name + "=" + s
+		}
+		named[i] = s
+	}
+	return readInputFiles(named)
+}
+
+// readInputFiles loads NAME=FILE pairs without a graph to check them
+// against (replay checks them against the record's digest instead).
+func readInputFiles(specs []string) (map[string]*tensor.Tensor, error) {
+	feeds := map[string]*tensor.Tensor{}
+	for _, s := range specs {
+		name, file, ok := strings.Cut(s, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%w: --input %q: want NAME=FILE", ErrUsage, s)
 		}
 		t, err := ReadTensorFile(file)
 		if err != nil {

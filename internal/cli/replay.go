@@ -1,0 +1,290 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/audit/index"
+	"github.com/vouchml/vouch/bundle"
+	"github.com/vouchml/vouch/registry"
+	"github.com/vouchml/vouch/replay"
+)
+
+// ReplayOptions are the settings of `vouch replay`.
+type ReplayOptions struct {
+	Trace       string
+	DataDir     string
+	Keys        string   // trusted bundle keys
+	LogKeys     []string // trusted audit-log verifier keys (default: DIR/audit/log.pub)
+	Inputs      []string // NAME=FILE: the request's input, when not captured
+	Plan        string   // a plan or bundle to use instead of the registry's
+	Against     string   // a second engine to compare with
+	Since       time.Time
+	Until       time.Time
+	Model       string
+	Criteria    replay.Criteria
+	ReportDir   string
+	SignKey     string
+	Principal   string
+	inputSource replay.Inputs // tests and the demo: captured inputs
+}
+
+func runReplay(ctx context.Context, m *Main, args []string) error {
+	o := ReplayOptions{Criteria: replay.DefaultCriteria()}
+	fs := m.newFlagSet("replay", "replay TRACE [--input NAME=FILE] [--report DIR] | replay --against BUNDLE (TRACE | --since T --until T)", `
+Proves, months later, what a served decision was. For trace id TRACE it
+finds the audit record, checks its inclusion proof against a signed
+checkpoint, gets the input (the encrypted capture, or --input, whose
+canonical digest must equal the record's), loads the exact signed bundle the
+record names from the registry (verifying signature and digests), runs it
+and compares the output digest: VERIFIED (bit for bit) or MISMATCH.
+
+--report DIR writes report.json, report.html (for a compliance officer) and,
+with --sign KEY, report.dsse.json (the JSON in a DSSE envelope signed by you).
+
+--against BUNDLE runs recorded inputs through another engine (a rebuilt or
+quantized one) and reports error statistics per output (max, mean, median,
+p99 of absolute and relative error, KL divergence, top-1 agreement) with
+pass/fail under --atol, --rtol and --check elemwise|max|mean|quantile; over
+a time range with --since and --until (RFC 3339 or a duration like 24h).`)
+	fs.StringVar(&o.DataDir, "data", defaultDataDir(), "vouch's data directory (audit log and registry)")
+	fs.StringVar(&o.Keys, "key", "", "trusted public key(s) of bundle signers")
+	var logKeys multiFlag
+	fs.Var(&logKeys, "log-key", "trusted audit-log verifier key (default: DIR/audit/log.pub); repeatable")
+	var inputs multiFlag
+	fs.Var(&inputs, "input", "the request's input as NAME=FILE (.pb or .npy) when it was not captured; repeat")
+	fs.StringVar(&o.Plan, "plan", "", "replay with this plan or bundle instead of the registry's (its digest must be the record's)")
+	fs.StringVar(&o.Against, "against", "", "compare with this engine (bundle or plan) instead of proving the record")
+	since := fs.String("since", "", "with --against: first record time (RFC 3339, or a duration ago like 24h)")
+	until := fs.String("until", "", "with --against: last record time (RFC 3339, or a duration ago)")
+	fs.StringVar(&o.Model, "model", "", "with --against and a time range: only this model's records")
+	fs.Float64Var(&o.Criteria.ATol, "atol", o.Criteria.ATol, "absolute tolerance")
+	fs.Float64Var(&o.Criteria.RTol, "rtol", o.Criteria.RTol, "relative tolerance (elemwise check)")
+	fs.StringVar(&o.Criteria.Check, "check", o.Criteria.Check, "elemwise, max, mean or quantile")
+	fs.Float64Var(&o.Criteria.Quantile, "quantile", o.Criteria.Quantile, "the quantile of --check quantile")
+	fs.StringVar(&o.ReportDir, "report", "", "write report.json and report.html (and report.dsse.json with --sign) to DIR")
+	fs.StringVar(&o.SignKey, "sign", "", "sign the JSON report with this private key (vouch keygen)")
+	fs.StringVar(&o.Principal, "principal", defaultPrincipal(), "who is replaying, for the access trails")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	o.LogKeys, o.Inputs = logKeys, inputs
+	if o.Since, err = parseWhen(*since); err != nil {
+		return err
+	}
+	if o.Until, err = parseWhen(*until); err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 1:
+		o.Trace = pos[0]
+	case len(pos) == 0 && o.Against != "" && !o.Since.IsZero():
+	default:
+		return fmt.Errorf("%w: want one TRACE (or --against with --since)", ErrUsage)
+	}
+	return m.replay(ctx, o)
+}
+
+// parseWhen reads an RFC 3339 time or a duration ago ("" is zero).
+func parseWhen(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %q is neither an RFC 3339 time nor a duration", ErrUsage, s)
+	}
+	return t, nil
+}
+
+// openAuditReadOnly opens the data directory's audit log for reading, with
+// its verifier key(s).
+func openAuditReadOnly(ctx context.Context, dataDir string, keys []string) (*audit.Log, []string, error) {
+	dir := filepath.Join(dataDir, "audit")
+	if len(keys) == 0 {
+		b, err := os.ReadFile(filepath.Join(dir, "log.pub"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("no audit-log verifier key: give --log-key (reading %s: %w)", filepath.Join(dir, "log.pub"), err)
+		}
+		keys = []string{strings.TrimSpace(string(b))}
+	}
+	lg, err := audit.Open(ctx, dir, audit.Options{VerifierKeys: keys})
+	if err != nil {
+		return nil, nil, err
+	}
+	return lg, keys, nil
+}
+
+func (m *Main) replay(ctx context.Context, o ReplayOptions) error {
+	lg, logKeys, err := openAuditReadOnly(ctx, o.DataDir, o.LogKeys)
+	if err != nil {
+		return err
+	}
+	defer lg.Close(ctx)
+	var trusted []*bundle.PublicKey
+	if o.Keys != "" {
+		if trusted, err = readKeys(o.Keys); err != nil {
+			return err
+		}
+	}
+	ro := replay.Options{Records: lg, LogKeys: logKeys, Inputs: o.inputSource}
+	if len(o.Inputs) > 0 {
+		in, err := readInputFiles(o.Inputs)
+		if err != nil {
+			return err
+		}
+		ro.Input = in
+	}
+	switch {
+	case o.Plan != "":
+		eng, err := replay.LoadEngine(o.Plan, trusted, checkOptions(false))
+		if err != nil {
+			return err
+		}
+		ro.Plans = replay.FixedPlan{Engine: eng}
+	default:
+		if len(trusted) == 0 {
+			return fmt.Errorf("%w: give --key (the bundle signers you trust) to load the record's bundle from the registry, or --plan", ErrUsage)
+		}
+		reg, err := registry.Open(registry.Options{Dir: filepath.Join(o.DataDir, "registry"), TrustedKeys: trusted})
+		if err != nil {
+			return err
+		}
+		defer reg.Close()
+		ro.Plans = &replay.RegistryPlans{Registry: reg, Principal: o.Principal, Check: checkOptions(false)}
+	}
+	if o.Against != "" {
+		return m.replayAgainst(ctx, o, ro, lg, trusted)
+	}
+	r, err := replay.Replay(ctx, o.Trace, ro)
+	if err != nil {
+		return err
+	}
+	r.Replayer = o.Principal + " with vouch " + Version
+	r.Summary(m.Stdout)
+	if o.ReportDir != "" {
+		if err := writeReports(o, r, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stdout, "  report     %s\n", o.ReportDir)
+	}
+	if r.Verdict != replay.Verified {
+		return fmt.Errorf("trace %s: %s: the replayed output differs from the one served", o.Trace, r.Verdict)
+	}
+	return nil
+}
+
+func writeReports(o ReplayOptions, r *replay.Report, stats *replay.Comparison) error {
+	if err := os.MkdirAll(o.ReportDir, 0o755); err != nil {
+		return err
+	}
+	j, err := r.JSON()
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(o.ReportDir, "report.json"), j, 0o644); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(o.ReportDir, ".report-*.html")
+	if err != nil {
+		return err
+	}
+	if err := r.HTML(f, stats); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	f.Close()
+	if err := os.Rename(f.Name(), filepath.Join(o.ReportDir, "report.html")); err != nil {
+		return err
+	}
+	if o.SignKey != "" {
+		k, err := bundle.ReadPrivateKey(o.SignKey)
+		if err != nil {
+			return err
+		}
+		env, err := r.Sign(k)
+		if err != nil {
+			return err
+		}
+		return writeFileAtomic(filepath.Join(o.ReportDir, "report.dsse.json"), env, 0o644)
+	}
+	return nil
+}
+
+func (m *Main) replayAgainst(ctx context.Context, o ReplayOptions, ro replay.Options, lg *audit.Log, trusted []*bundle.PublicKey) error {
+	other, err := replay.LoadEngine(o.Against, trusted, checkOptions(false))
+	if err != nil {
+		return err
+	}
+	traces := []string{o.Trace}
+	if o.Trace == "" {
+		traces = nil
+		f := index.Filter{Model: o.Model, Since: o.Since, Until: o.Until, Status: audit.StatusOK, Kind: audit.KindInference}
+		if err := lg.Query(ctx, f, func(r index.Row) error { traces = append(traces, r.TraceID); return nil }); err != nil {
+			return err
+		}
+		if len(traces) == 0 {
+			return fmt.Errorf("no successful records between %s and %s", o.Since.Format(time.RFC3339), o.Until.Format(time.RFC3339))
+		}
+	}
+	bar := progressbar.NewOptions(len(traces), progressbar.OptionSetWriter(m.Stderr), progressbar.OptionSetDescription("replaying"),
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionSetVisibility(isTerminal(m.Stderr)))
+	pass, skipped := 0, 0
+	var failed []string
+	agg := map[string]*replay.Stats{}
+	for _, tr := range traces {
+		c, err := replay.Against(ctx, tr, other, o.Criteria, ro)
+		bar.Add(1)
+		if err != nil {
+			skipped++
+			fmt.Fprintf(m.Stderr, "skipped %s: %v\n", tr, err)
+			continue
+		}
+		if c.Pass {
+			pass++
+		} else {
+			failed = append(failed, tr)
+		}
+		for _, s := range c.Outputs {
+			a := agg[s.Name]
+			if a == nil {
+				a = &replay.Stats{Name: s.Name, Top1: 0}
+				agg[s.Name] = a
+			}
+			a.AbsMax = max(a.AbsMax, s.AbsMax)
+			a.RelMax = max(a.RelMax, s.RelMax)
+			a.AbsMean += s.AbsMean
+			a.KL += s.KL
+			a.Top1 += s.Top1
+		}
+	}
+	bar.Finish()
+	n := len(traces) - skipped
+	fmt.Fprintf(m.Stdout, "against %s: %d records, %d pass, %d fail, %d skipped (check %s, atol %g, rtol %g)\n",
+		other.Source, len(traces), pass, len(failed), skipped, o.Criteria.Check, o.Criteria.ATol, o.Criteria.RTol)
+	for name, a := range agg {
+		if n > 0 {
+			fmt.Fprintf(m.Stdout, "  %s: max abs %.3g, mean abs %.3g, max rel %.3g, mean KL %.3g, top-1 agreement %.2f%%\n",
+				name, a.AbsMax, a.AbsMean/float64(n), a.RelMax, a.KL/float64(n), 100*a.Top1/float64(n))
+		}
+	}
+	for _, tr := range failed {
+		fmt.Fprintf(m.Stdout, "  FAIL %s\n", tr)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d records fail the check", len(failed), n)
+	}
+	return nil
+}
