@@ -2,19 +2,20 @@ package buildlog
 
 // Report is the build report (JSON): what the build made of the model.
 type Report struct {
-	Model          string         `json:"model"`
-	SourceSHA256   string         `json:"source_sha256"`
-	PlanSHA256     string         `json:"plan_sha256"`
-	NodesIn        int            `json:"nodes_in"`
-	LayersOut      int            `json:"layers_out"`
-	Fusions        map[string]int `json:"fusions"`
-	FoldedConsts   int            `json:"folded_constants"`
-	Removed        int            `json:"removed_nodes"`
-	PeakArenaBytes int64          `json:"peak_arena_bytes"`
-	TotalFLOPs     int64          `json:"total_flops"`
-	BuildMillis    int64          `json:"build_ms"`
-	Layers         []LayerReport  `json:"layers"`
-	Warnings       []string       `json:"warnings,omitempty"`
+	Model          string           `json:"model"`
+	SourceSHA256   string           `json:"source_sha256"`
+	PlanSHA256     string           `json:"plan_sha256"`
+	NodesIn        int              `json:"nodes_in"`
+	LayersOut      int              `json:"layers_out"`
+	Fusions        map[string]int   `json:"fusions"`
+	FoldedConsts   int              `json:"folded_constants"`
+	Removed        int              `json:"removed_nodes"`
+	PeakArenaBytes int64            `json:"peak_arena_bytes"`
+	TotalFLOPs     int64            `json:"total_flops"`
+	BuildMillis    int64            `json:"build_ms"`
+	Layers         []LayerReport    `json:"layers"`
+	Warnings       []string         `json:"warnings,omitempty"`
+	Precision      *PrecisionReport `json:"precision,omitempty"`
 }
 
 // LayerReport is one layer's row in the report.

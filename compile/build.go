@@ -39,6 +39,9 @@ type Result struct {
 	Digest           string
 	Report           buildlog.Report
 	Graph            *ir.Graph // the layer graph, as encoded
+	// CalibrationCache is the calibration cache of an int8 build (nil
+	// otherwise), to be written beside the plan.
+	CalibrationCache []byte
 }
 
 // Build compiles m into a plan. source is the model file's bytes (for its
@@ -66,7 +69,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 		return nil, err
 	}
 	nodesIn := len(g.Nodes)
-	st := &state{g: g, reg: reg, log: log, origin: map[string][]string{}}
+	st := &state{g: g, reg: reg, log: log, origin: map[string][]string{}, opts: opts}
 	for _, p := range pipeline() {
 		if slices.Contains(opts.DisabledPasses, p.name) {
 			log.Info(p.name, "skipped", nil)
@@ -100,7 +103,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	info := map[string]plan.LayerInfo{}
 	rep := buildlog.Report{Model: name, SourceSHA256: hex.EncodeToString(sum[:]), NodesIn: nodesIn, LayersOut: len(g.Nodes), Fusions: map[string]int{}}
 	for _, n := range g.Nodes {
-		li := plan.LayerInfo{Origin: st.origin[n.Name], Tactic: tactics[n.Name], Precision: opts.Precision, FLOPs: flops(n, optTypes)}
+		li := plan.LayerInfo{Origin: st.origin[n.Name], Tactic: tactics[n.Name], Precision: st.layerPrecision(n), FLOPs: flops(n, optTypes)}
 		info[n.Name] = li
 		out := ""
 		if t, ok := g.Types[n.Outputs[0]]; ok {
@@ -127,6 +130,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 			rep.Removed++
 		}
 	}
+	st.finishReport(&rep)
 	arena := exec.PlanArena(g, maxTypes, reg)
 	rep.PeakArenaBytes = arena.PeakBytes
 	log.Info("memory", "arena", map[string]any{"peak_bytes": arena.PeakBytes, "values": len(arena.Slots), "at": "profile max shapes"})
@@ -145,7 +149,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	rep.PlanSHA256 = plan.Digest(b)
 	rep.BuildMillis = time.Since(start).Milliseconds()
 	log.Info("build", "done", map[string]any{"plan_sha256": rep.PlanSHA256, "layers": len(g.Nodes), "bytes": len(b)})
-	return &Result{Options: optJSON, RequiredFeatures: hdr.RequiredFeatures, Plan: b, Digest: rep.PlanSHA256, Report: rep, Graph: g}, nil
+	return &Result{Options: optJSON, RequiredFeatures: hdr.RequiredFeatures, Plan: b, Digest: rep.PlanSHA256, Report: rep, Graph: g, CalibrationCache: st.calibrationCache()}, nil
 }
 
 func fusedSuffix(n *ir.Node) string {

@@ -23,8 +23,12 @@ type Options struct {
 	// Profiles are optimization profiles; empty means the documented
 	// defaults (DefaultProfile).
 	Profiles []plan.Profile `json:"profiles,omitempty"`
-	// Precision is the default layer precision: "fp32" (the only one so far).
+	// Precision is the default layer precision: fp32, fp16 (weights stored
+	// as float16), int8 (post-training quantization) or best (int8 with
+	// fp32 fallbacks to meet Quant.MaxAccuracyDrop); see precision.go.
 	Precision string `json:"precision"`
+	// Quant holds the per-layer overrides, calibration and evaluation.
+	Quant QuantOptions `json:"quant,omitzero"`
 	// Tactics is the tactic policy: "timed" times every candidate of a
 	// layer at the first profile's opt shapes and keeps the fastest;
 	// "heuristic" takes each kernel's preferred candidate without timing.
@@ -49,9 +53,12 @@ func DefaultOptions() Options {
 
 func (o Options) valid() error {
 	switch o.Precision {
-	case "fp32":
+	case "fp32", "fp16", "int8", "best":
 	default:
-		return fmt.Errorf("compile: precision %q is not supported (fp32)", o.Precision)
+		return fmt.Errorf("compile: precision %q is not supported (fp32, fp16, int8, best)", o.Precision)
+	}
+	if err := o.Quant.valid(o.Precision); err != nil {
+		return err
 	}
 	switch o.Tactics {
 	case "heuristic", "timed":

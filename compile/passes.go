@@ -17,6 +17,8 @@ type state struct {
 	log    *buildlog.Log
 	origin map[string][]string // layer (node) name -> ONNX nodes it came from
 	pass   string              // the running pass's name, for the log
+	opts   Options
+	prec   *precisionResult // set by the precision pass
 }
 
 // pass is one named step of the pipeline. Names are stable: they appear in
@@ -39,6 +41,7 @@ func pipeline() []pass {
 		{"fuse-attention", fuseAttention},
 		{"fold-batchnorm", foldBatchNorm},
 		{"fuse-activation", fuseActivation},
+		{"precision", precisionPass},
 		{"eliminate-dead", eliminateDead},
 	}
 }

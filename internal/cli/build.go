@@ -35,6 +35,10 @@ type BuildOptions struct {
 	Compile  compile.Options
 
 	TimingCache    string // timing cache file
+	Calib          string // calibration data file or directory
+	CalibCache     string // calibration cache file (read if present, always written by int8 builds)
+	EvalData       string // evaluation inputs
+	EvalLabels     string // evaluation labels
 	Bundle         string // write a bundle here
 	Key            string // sign the bundle with this private key
 	ModelName      string
@@ -66,7 +70,16 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	fs.StringVar(&o.Compile.Tactics, "tactics", o.Compile.Tactics, "tactic policy: timed (time every candidate, keep the fastest) or heuristic (by rule, no timing)")
 	fs.IntVar(&o.Compile.TuneReps, "tune-reps", o.Compile.TuneReps, "timed runs per tactic candidate (the median is kept)")
 	fs.StringVar(&o.TimingCache, "timing-cache", "", "read timings from FILE if it exists and write them back: rebuilding with the same cache gives a byte-identical plan")
-	fs.StringVar(&o.Compile.Precision, "precision", o.Compile.Precision, "layer precision: fp32")
+	fs.StringVar(&o.Compile.Precision, "precision", o.Compile.Precision, "layer precision: fp32, fp16 (weights stored as float16), int8 (post-training quantization, needs --calib or --calib-cache) or best (int8, falling back to fp32 until within --max-accuracy-drop)")
+	layerPrec := map[string]string{}
+	fs.Func("layer-precision", "NAME=fp32|fp16|int8: override one layer's precision (repeatable)", func(v string) error { return compile.ParseLayerPrecision(layerPrec, v) })
+	fs.StringVar(&o.Calib, "calib", "", "int8 calibration data: a .pb/.npy batch file or a directory of them")
+	fs.StringVar(&o.CalibCache, "calib-cache", "", "calibration cache: read scales from FILE if it exists (skipping calibration for the tensors it holds); int8 builds write it (default PLAN.calib.txt)")
+	fs.StringVar(&o.Compile.Quant.Calibrator, "calibrator", "percentile", "activation calibrator: minmax, entropy (TensorRT style) or percentile")
+	fs.Float64Var(&o.Compile.Quant.Percentile, "percentile", 99.99, "percentile for --calibrator percentile")
+	fs.StringVar(&o.EvalData, "eval-data", "", "evaluation inputs (.pb/.npy file or directory): the report compares fp32 and reduced-precision accuracy")
+	fs.StringVar(&o.EvalLabels, "eval-labels", "", "evaluation labels (.pb/.npy, integer class per sample)")
+	fs.Float64Var(&o.Compile.Quant.MaxAccuracyDrop, "max-accuracy-drop", 0.5, "precision best: the largest accuracy drop (percentage points) allowed")
 	fs.StringVar(&o.Bundle, "bundle", "", "also write a bundle (plan, build log, report, metadata, provenance) to FILE.vouch")
 	fs.StringVar(&o.Key, "key", "", "sign the bundle with this private key (from vouch keygen)")
 	fs.StringVar(&o.ModelName, "name", "", "model name recorded in the bundle (default: from the file name)")
@@ -82,6 +95,18 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 		return fmt.Errorf("%w: want exactly one MODEL argument", ErrUsage)
 	}
 	o.Model, o.Profiles, o.Compile.DisabledPasses = pos[0], profiles, disable
+	if len(layerPrec) > 0 {
+		o.Compile.Quant.LayerPrecision = layerPrec
+	}
+	if o.Compile.Quant.Calibrator == "percentile" {
+		o.Compile.Quant.Calibrator = "" // the default, left out of the options
+	}
+	if o.Compile.Quant.Percentile == 99.99 {
+		o.Compile.Quant.Percentile = 0
+	}
+	if o.Compile.Quant.MaxAccuracyDrop == 0.5 || o.Compile.Precision != "best" {
+		o.Compile.Quant.MaxAccuracyDrop = 0
+	}
 	if o.Out == "" {
 		o.Out = strings.TrimSuffix(filepath.Base(o.Model), filepath.Ext(o.Model)) + ".plan"
 	}
@@ -141,6 +166,9 @@ func (m *Main) build(o BuildOptions) error {
 			return err
 		}
 	}
+	if err := loadQuantData(&o, log); err != nil {
+		return err
+	}
 	var bar *progressbar.ProgressBar
 	o.Compile.Progress = func(done, total int) {
 		if bar == nil {
@@ -169,6 +197,20 @@ func (m *Main) build(o BuildOptions) error {
 			return err
 		}
 	}
+	var calibBytes []byte
+	if res.CalibrationCache != nil {
+		if o.CalibCache == "" {
+			o.CalibCache = o.Out + ".calib.txt"
+		}
+		calibBytes = res.CalibrationCache
+		if err := writeFileAtomic(o.CalibCache, calibBytes, 0o644); err != nil {
+			return err
+		}
+		if res.Report.Precision != nil {
+			res.Report.Precision.CalibrationCache = plan.Digest(calibBytes)
+		}
+		defer fmt.Fprintf(m.Stdout, "calib   %s\n", o.CalibCache)
+	}
 	rep, err := json.MarshalIndent(res.Report, "", "  ")
 	if err != nil {
 		return err
@@ -187,7 +229,7 @@ func (m *Main) build(o BuildOptions) error {
 			Environment: bundle.HostEnvironment(Version),
 			StartedOn:   start.UTC(),
 			FinishedOn:  time.Now().UTC(),
-		}, bundle.Contents{Plan: res.Plan, BuildLog: logBuf.Bytes(), Report: append(rep, '\n'), TimingCache: cacheBytes})
+		}, bundle.Contents{Plan: res.Plan, BuildLog: logBuf.Bytes(), Report: append(rep, '\n'), TimingCache: cacheBytes, CalibrationCache: calibBytes})
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/kernel/image"
 	"github.com/vouchml/vouch/kernel/nn"
+	"github.com/vouchml/vouch/kernel/q8"
 	"github.com/vouchml/vouch/kernel/reduce"
 	"github.com/vouchml/vouch/kernel/rnn"
 	"github.com/vouchml/vouch/kernel/sequence"
@@ -33,5 +34,6 @@ func Registry() *kernel.Registry {
 		text.Ops(),
 	)
 	r.Add(fused.Domain, fused.Ops(r))
+	r.Add(fused.Domain, q8.Ops(r))
 	return r
 }

@@ -1,0 +1,264 @@
+package compile
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/fused"
+	"github.com/vouchml/vouch/quant"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// The precision pass chooses each weighted layer's precision (Conv, Gemm
+// and MatMul with constant float32 weights, fused or not) and rewrites the
+// layer:
+//
+//   - fp16: the layer becomes a "vouch" F16 layer whose float32 constant
+//     inputs are stored as float16 (round to nearest even); it computes in
+//     float32 on the rounded weights.
+//   - int8: the layer becomes a "vouch" Q8 layer: symmetric per-channel
+//     int8 weights, the input quantized per tensor with the calibrated
+//     scale, integer accumulation, float32 output (kernel/q8 documents the
+//     arithmetic).
+//   - fp32: unchanged.
+//
+// Options.Precision sets the default (best starts from int8);
+// Quant.LayerPrecision overrides named layers. Layers that cannot take the
+// precision (no kernel: transA Gemm, non-constant weights, depthwise or
+// non-2-D Conv for int8, weights beyond float16's range for fp16) stay
+// fp32, and the log says why.
+//
+// Every decision leaves a line in the build log: each calibrated tensor's
+// range, chosen threshold and clipped fraction (a warning from 1%), each
+// int8 layer's output SQNR against fp32, the accuracy comparison, and,
+// under best, each layer returned to fp32 and why.
+
+// precisionResult is what the pass hands back to Build.
+type precisionResult struct {
+	layer  map[string]string // layer name -> precision
+	report *buildlog.PrecisionReport
+	cache  *quant.Cache // the scales used (written beside every int8 plan)
+}
+
+// clipWarn is the clipped fraction from which a warning is logged.
+const clipWarn = 0.01
+
+// weighted describes one layer the pass may rewrite.
+type weighted struct {
+	n      *ir.Node
+	base   string // Conv, Gemm, MatMul
+	x      string // the activation input
+	reason string // why int8 is impossible ("" if possible)
+	fp16no string // why fp16 is impossible
+}
+
+func baseOf(n *ir.Node) string {
+	if n.Domain == fused.Domain && n.OpType == "Fused" {
+		return n.String("base", "")
+	}
+	if n.Domain == "" {
+		return n.OpType
+	}
+	return ""
+}
+
+// weightedLayers lists the layers with constant float32 weights.
+func weightedLayers(g *ir.Graph) []*weighted {
+	var out []*weighted
+	for _, n := range g.Nodes {
+		b := baseOf(n)
+		if (b != "Conv" && b != "Gemm" && b != "MatMul") || len(n.Inputs) < 2 {
+			continue
+		}
+		w, ok := g.Initializers[n.Inputs[1]]
+		if !ok || w.DType != tensor.Float32 {
+			continue
+		}
+		l := &weighted{n: n, base: b, x: n.Inputs[0]}
+		l.reason = int8Blocker(g, n, b, w)
+		out = append(out, l)
+	}
+	return out
+}
+
+// int8Blocker says why a layer cannot run in int8, or "".
+func int8Blocker(g *ir.Graph, n *ir.Node, base string, w *tensor.Tensor) string {
+	nbase := len(n.Inputs)
+	if l := n.Ints("layout", nil); n.OpType == "Fused" && len(l) == 3 {
+		nbase = int(l[0])
+	}
+	bias := ""
+	if nbase > 2 {
+		bias = n.Inputs[2]
+	}
+	if bias != "" {
+		if b, ok := g.Initializers[bias]; !ok || b.DType != tensor.Float32 {
+			return "bias is not a float32 constant"
+		}
+	}
+	switch base {
+	case "Conv":
+		if len(w.Shape) != 4 {
+			return "int8 convolutions are 2-D"
+		}
+		if grp := n.Int("group", 1); grp > 1 && w.Shape[1] == 1 {
+			return "depthwise convolution: no int8 kernel"
+		}
+		if w.Len()/w.Shape[0] > 131072 {
+			return "reduction too long for int32 accumulation"
+		}
+	case "Gemm":
+		if n.Int("transA", 0) != 0 {
+			return "Gemm with transA"
+		}
+		if len(w.Shape) != 2 {
+			return "Gemm weights not 2-D"
+		}
+		if bias != "" {
+			N := w.Shape[0]
+			if n.Int("transB", 0) == 0 {
+				N = w.Shape[1]
+			}
+			b := g.Initializers[bias]
+			if b.Len() != N && b.Len() != 1 {
+				return "Gemm C does not broadcast as a per-column bias"
+			}
+		}
+	case "MatMul":
+		if len(w.Shape) != 2 {
+			return "MatMul weights not 2-D"
+		}
+	}
+	return ""
+}
+
+func precisionPass(s *state) error {
+	o := s.opts
+	res := &precisionResult{layer: map[string]string{}, report: &buildlog.PrecisionReport{Precision: o.Precision}}
+	s.prec = res
+	layers := weightedLayers(s.g)
+	byName := map[string]*weighted{}
+	for _, l := range layers {
+		byName[l.n.Name] = l
+	}
+	for _, name := range quant.SortedNames(o.Quant.LayerPrecision) {
+		if byName[name] == nil {
+			var known []string
+			for _, l := range layers {
+				known = append(known, l.n.Name)
+			}
+			return fmt.Errorf("--layer-precision names %q, which is not a weighted layer of the built graph (layers: %s)", name, strings.Join(known, ", "))
+		}
+	}
+	want := map[string]string{}
+	for _, l := range layers {
+		p := o.Precision
+		if p == "best" {
+			p = "int8"
+		}
+		why := "default precision " + o.Precision
+		if lp, ok := o.Quant.LayerPrecision[l.n.Name]; ok {
+			p, why = lp, "--layer-precision"
+		}
+		switch {
+		case p == "int8" && l.reason != "":
+			s.log.Info("precision", "kept-fp32", map[string]any{"layer": l.n.Name, "wanted": "int8", "reason": l.reason})
+			res.report.Layers = append(res.report.Layers, buildlog.LayerPrecision{Layer: l.n.Name, Precision: "fp32", Reason: l.reason})
+			p = "fp32"
+		case p == "fp16":
+			if r := fp16Blocker(s.g, l.n); r != "" {
+				s.log.Info("precision", "kept-fp32", map[string]any{"layer": l.n.Name, "wanted": "fp16", "reason": r})
+				res.report.Layers = append(res.report.Layers, buildlog.LayerPrecision{Layer: l.n.Name, Precision: "fp32", Reason: r})
+				p = "fp32"
+			}
+		}
+		want[l.n.Name] = p
+		if p != "fp32" {
+			s.log.Info("precision", "chosen", map[string]any{"layer": l.n.Name, "precision": p, "reason": why})
+		}
+	}
+	anyReduced := false
+	for _, p := range want {
+		if p != "fp32" {
+			anyReduced = true
+		}
+	}
+	if !anyReduced {
+		s.log.Info("precision", "all-fp32", map[string]any{"layers": len(layers)})
+		res.report = nil
+		return nil
+	}
+	ref := cloneGraph(s.g)
+	var scales map[string]float32
+	needInt8 := false
+	for _, p := range want {
+		needInt8 = needInt8 || p == "int8"
+	}
+	if needInt8 {
+		var err error
+		if scales, err = calibrate(s, ref, layers, want, res); err != nil {
+			return err
+		}
+	}
+	conv := &converter{g: ref, scales: scales}
+	current := conv.apply(want)
+	if err := evaluate(s, ref, conv, layers, want, &current, res); err != nil {
+		return err
+	}
+	// Install the chosen graph.
+	s.g.Nodes = current.Nodes
+	s.g.Initializers = current.Initializers
+	for _, l := range layers {
+		res.layer[l.n.Name] = want[l.n.Name]
+	}
+	sort.Slice(res.report.Layers, func(i, j int) bool { return res.report.Layers[i].Layer < res.report.Layers[j].Layer })
+	return nil
+}
+
+// fp16Blocker says why a layer's weights cannot be stored as float16.
+func fp16Blocker(g *ir.Graph, n *ir.Node) string {
+	for _, in := range n.Inputs {
+		t, ok := g.Initializers[in]
+		if !ok || t.DType != tensor.Float32 {
+			continue
+		}
+		for _, v := range t.Data.([]float32) {
+			if math.Abs(float64(v)) > 65504 {
+				return fmt.Sprintf("weight %s holds %g, beyond float16's range", in, v)
+			}
+		}
+	}
+	return ""
+}
+
+// cloneGraph copies g's node list (nodes are copied) and initializer map.
+func cloneGraph(g *ir.Graph) *ir.Graph {
+	c := *g
+	c.Nodes = make([]*ir.Node, len(g.Nodes))
+	for i, n := range g.Nodes {
+		m := *n
+		c.Nodes[i] = &m
+	}
+	c.Initializers = make(map[string]*tensor.Tensor, len(g.Initializers))
+	for k, v := range g.Initializers {
+		c.Initializers[k] = v
+	}
+	return &c
+}
+
+// finite clamps ±Inf (and NaN) for JSON.
+func finite(v float64) float64 {
+	switch {
+	case math.IsNaN(v):
+		return 0
+	case v > 999:
+		return 999
+	case v < -999:
+		return -999
+	}
+	return math.Round(v*100) / 100
+}

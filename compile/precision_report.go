@@ -1,0 +1,53 @@
+package compile
+
+import (
+	"bytes"
+
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/ir"
+)
+
+// layerPrecision is a layer's precision for the plan and the report:
+// what the precision pass chose for weighted layers, fp32 for the rest
+// (layers without weights compute in float32 whatever the build's
+// precision).
+func (s *state) layerPrecision(n *ir.Node) string {
+	if s.prec != nil {
+		if p, ok := s.prec.layer[n.Name]; ok {
+			return p
+		}
+	}
+	return "fp32"
+}
+
+// finishReport adds the precision pass's findings to the build report.
+func (s *state) finishReport(r *buildlog.Report) {
+	if s.prec == nil || s.prec.report == nil {
+		return
+	}
+	r.Precision = s.prec.report
+	for _, rec := range s.log.Records {
+		if rec.Pass == "precision" && rec.Level == buildlog.Warn {
+			if m, ok := rec.Fields["message"].(string); ok {
+				r.Warnings = append(r.Warnings, m)
+			} else if why, ok := rec.Fields["reason"].(string); ok {
+				r.Warnings = append(r.Warnings, rec.Event+": "+why)
+			}
+		}
+	}
+}
+
+// calibrationCache returns the calibration cache file of an int8 build.
+func (s *state) calibrationCache() []byte {
+	if s.prec == nil || s.prec.cache == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	if err := s.prec.cache.Format(&b); err != nil {
+		return nil
+	}
+	if s.prec.report != nil {
+		s.prec.report.CalibrationCache = "" // set by the caller that writes it
+	}
+	return b.Bytes()
+}

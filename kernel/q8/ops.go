@@ -1,0 +1,480 @@
+package q8
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// Layout of a "vouch" Q8 node:
+//
+//	inputs:  X (float32), W (int8 constant), w_scale (float32 [M]), bias (float32 [M] or ""),
+//	         [add operand], activation inputs...
+//	attrs:   base         string  Conv, Gemm or MatMul
+//	         base_version int
+//	         x_scale      float   the input's scale (per tensor)
+//	         layout       ints    [4, 1 if an add operand follows, number of activation inputs]
+//	         activation, act_version, act_<name>: as in a Fused layer
+//	         every other attribute belongs to the base op (Conv: strides, pads, ...)
+//
+// For Conv, W is [M, C/group, KH, KW]. For Gemm and MatMul, W is [N, K]
+// (one row per output column: Gemm's B with transB=1, MatMul's B
+// transposed); alpha and beta are folded into w_scale and bias by the
+// compiler, and X is [..., K] (Gemm: rank 2, transA = 0).
+
+// Ops returns the reduced-precision layers; Add and activation parts run
+// through base.
+func Ops(base *kernel.Registry) kernel.Table {
+	q := &q8Op{reg: base}
+	h := &f16Op{reg: base}
+	return kernel.Table{
+		"Q8":  {Run: q.run, Infer: q.infer, Into: q.into},
+		"F16": {Run: h.run, Infer: h.infer, Into: h.into, Tactics: h.tactics},
+	}
+}
+
+type q8Op struct {
+	reg    *kernel.Registry
+	layers nodeCache[*layer]
+}
+
+// layer is a Q8 node's parsed form and its derived weights.
+type layer struct {
+	base         string
+	attrs        *ir.Node // the base op's attributes (for geometry)
+	add, act     *ir.Node
+	addOp, actOp *kernel.Op
+	nact         int
+	inv, xScale  float32
+	w            *tensor.Tensor // identity of the weights the packing came from
+	wShape       []int
+	packed       [][]int16 // Conv: packed A per group; linear: [0] is packed B
+	mult, bias   []float32
+	scratch      sync.Pool // *scratch, sized for this layer
+	geomMu       sync.Mutex
+	geom         *geom2
+	geomX        []int
+}
+
+func (q *q8Op) layer(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
+	if l, ok := q.layers.get(n); ok && len(in) > 1 && l.w == in[1] {
+		return l, nil
+	}
+	l, err := q.parse(n, in)
+	if err != nil {
+		return nil, err
+	}
+	return q.layers.put(n, l), nil
+}
+
+func (q *q8Op) parse(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
+	lay := n.Ints("layout", nil)
+	if len(lay) != 3 || lay[0] != 4 || lay[1] < 0 || lay[1] > 1 || lay[2] < 0 || int(4+lay[1]+lay[2]) != len(n.Inputs) {
+		return nil, fmt.Errorf("q8: bad layout %v for %d inputs", lay, len(n.Inputs))
+	}
+	l := &layer{base: n.String("base", ""), nact: int(lay[2])}
+	switch l.base {
+	case "Conv", "Gemm", "MatMul":
+	default:
+		return nil, fmt.Errorf("q8: base %q is not Conv, Gemm or MatMul", l.base)
+	}
+	l.xScale = n.Float("x_scale", 0)
+	if !(l.xScale > 0) || math.IsInf(float64(l.xScale), 0) {
+		return nil, fmt.Errorf("q8: x_scale %v must be positive and finite", l.xScale)
+	}
+	l.inv = 1 / l.xScale
+	l.attrs, l.add, l.act = splitAttrs(n, lay[1] == 1)
+	var err error
+	if l.add != nil {
+		if l.addOp, err = q.reg.Lookup(l.add); err != nil {
+			return nil, err
+		}
+	}
+	if l.act != nil {
+		if l.actOp, err = q.reg.Lookup(l.act); err != nil {
+			return nil, err
+		}
+	}
+	if in == nil {
+		return l, nil
+	}
+	if len(in) < 3 || in[1] == nil || in[2] == nil {
+		return nil, fmt.Errorf("q8: weights and scales are required")
+	}
+	w, ws, b := in[1], in[2], kernel.Input(in, 3)
+	wd, ok := w.Data.([]int8)
+	if !ok {
+		return nil, fmt.Errorf("q8: weights are %v, want int8", w.DType)
+	}
+	sd, ok := ws.Data.([]float32)
+	if !ok || len(w.Shape) < 2 || len(sd) != w.Shape[0] {
+		return nil, fmt.Errorf("q8: w_scale must be float32 [%d], got %v%v", w.Shape[0], ws.DType, ws.Shape)
+	}
+	M := w.Shape[0]
+	l.w, l.wShape = w, append([]int{}, w.Shape...)
+	l.mult = make([]float32, M)
+	for i, s := range sd {
+		l.mult[i] = float32(l.xScale * s)
+	}
+	if b != nil {
+		bd, ok := b.Data.([]float32)
+		if !ok || len(bd) != M {
+			return nil, fmt.Errorf("q8: bias must be float32 [%d], got %v%v", M, b.DType, b.Shape)
+		}
+		l.bias = bd
+	}
+	K := w.Len() / max(M, 1)
+	if K > MaxK {
+		return nil, fmt.Errorf("q8: reduction length %d exceeds the int8 kernel's bound %d", K, MaxK)
+	}
+	if l.base == "Conv" {
+		G := int(l.attrs.Int("group", 1))
+		if G < 1 || M%G != 0 {
+			return nil, fmt.Errorf("q8: Conv: group %d does not divide %d output channels", G, M)
+		}
+		Mg := M / G
+		w16 := make([]int16, Mg*K)
+		for gi := 0; gi < G; gi++ {
+			for i := range w16 {
+				w16[i] = int16(wd[gi*Mg*K+i])
+			}
+			al, _ := packedLen(Mg, 0, K)
+			p := make([]int16, al)
+			packA(p, w16, Mg, K, K)
+			l.packed = append(l.packed, p)
+		}
+		return l, nil
+	}
+	if len(w.Shape) != 2 {
+		return nil, fmt.Errorf("q8: %s weights must be [N, K], got %v", l.base, w.Shape)
+	}
+	_, bl := packedLen(0, M, K)
+	p := make([]int16, bl)
+	packBT(p, wd, M, K, K)
+	l.packed = [][]int16{p}
+	return l, nil
+}
+
+// splitAttrs separates the base op's attributes and builds the Add and
+// activation nodes.
+func splitAttrs(n *ir.Node, hasAdd bool) (base, add, act *ir.Node) {
+	base = &ir.Node{Name: n.Name + "/base", OpType: n.String("base", ""), Version: n.Int("base_version", 0), Attrs: map[string]*ir.Attr{}}
+	if a := n.String("activation", ""); a != "" {
+		act = &ir.Node{Name: n.Name + "/act", OpType: a, Version: n.Int("act_version", 0), Attrs: map[string]*ir.Attr{}, Outputs: []string{n.Name + "/act"}}
+	}
+	if hasAdd {
+		add = &ir.Node{Name: n.Name + "/add", OpType: "Add", Version: 14, Attrs: map[string]*ir.Attr{}, Outputs: []string{n.Name + "/add"}}
+	}
+	for k, a := range n.Attrs {
+		switch {
+		case k == "base" || k == "base_version" || k == "layout" || k == "activation" || k == "act_version" || k == "x_scale" || k == kernel.TacticAttr:
+		case strings.HasPrefix(k, "act_"):
+			if act != nil {
+				c := *a
+				c.Name = strings.TrimPrefix(k, "act_")
+				act.Attrs[c.Name] = &c
+			}
+		default:
+			base.Attrs[k] = a
+		}
+	}
+	base.Outputs = []string{n.Name + "/base"}
+	return base, add, act
+}
+
+// baseShape is the base op's output shape for input shape x.
+func (l *layer) baseShape(x []int) ([]int, *geom2, error) {
+	if l.base == "Conv" {
+		l.geomMu.Lock()
+		defer l.geomMu.Unlock()
+		if l.geom != nil && equalInts(l.geomX, x) {
+			return []int{l.geom.N, l.geom.M, l.geom.OH, l.geom.OW}, l.geom, nil
+		}
+		g, err := convGeom(l.attrs, x, l.wShape)
+		if err != nil {
+			return nil, nil, err
+		}
+		l.geom, l.geomX = g, append([]int{}, x...)
+		return []int{g.N, g.M, g.OH, g.OW}, g, nil
+	}
+	K, N := l.wShape[1], l.wShape[0]
+	if len(x) < 1 || x[len(x)-1] != K || (l.base == "Gemm" && len(x) != 2) {
+		return nil, nil, fmt.Errorf("q8: %s: X %v does not match weights [%d, %d]", l.base, x, N, K)
+	}
+	out := append(append([]int{}, x[:len(x)-1]...), N)
+	return out, nil, nil
+}
+
+// compute runs the base op into y (float32, the base output's shape).
+func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32) error {
+	xd, ok := x.Data.([]float32)
+	if !ok {
+		return fmt.Errorf("q8: X is %v, want float32", x.DType)
+	}
+	_, g, err := l.baseShape(x.Shape)
+	if err != nil {
+		return err
+	}
+	sc, _ := l.scratch.Get().(*scratch)
+	if sc == nil {
+		sc = &scratch{}
+	}
+	defer l.scratch.Put(sc)
+	xq := grow16(&sc.xq, len(xd))
+	quantize(*xq, xd, l.inv)
+	if g == nil {
+		N, K := l.wShape[0], l.wShape[1]
+		R := len(xd) / max(K, 1)
+		if K == 0 {
+			R = len(y) / max(N, 1)
+		}
+		al, _ := packedLen(R, 0, K)
+		ap := grow16(&sc.ap, al)
+		packA(*ap, *xq, R, K, K)
+		acc := grow32(&sc.acc, R*N)
+		igemm(pool, R, N, K, *ap, l.packed[0], *acc, N)
+		epilogue(pool, *acc, y, R, N, l.mult, l.bias, false)
+		return nil
+	}
+	K, P := g.K(), g.P()
+	_, bl := packedLen(0, P, K)
+	bp := grow16(&sc.bp, bl)
+	var col *[]int16
+	if !g.pointwise() {
+		col = grow16(&sc.col, K*P)
+	}
+	acc := grow32(&sc.acc, g.Mg*P)
+	np := (P + tileN - 1) / tileN
+	for ni := 0; ni < g.N; ni++ {
+		for gi := 0; gi < g.G; gi++ {
+			xg := (*xq)[(ni*g.C+gi*g.Cg)*g.H*g.W : (ni*g.C+(gi+1)*g.Cg)*g.H*g.W]
+			b := xg
+			if col != nil {
+				g.im2col(xg, *col)
+				b = *col
+			}
+			pool.Run(np, K*P, parallel.Func(func(lo, hi int) { packB(*bp, b, P, K, P, lo, hi) }))
+			igemm(pool, g.Mg, P, K, l.packed[gi], *bp, *acc, P)
+			o := (ni*g.M + gi*g.Mg) * P
+			var bias []float32
+			if l.bias != nil {
+				bias = l.bias[gi*g.Mg : (gi+1)*g.Mg]
+			}
+			epilogue(pool, *acc, y[o:o+g.Mg*P], g.Mg, P, l.mult[gi*g.Mg:(gi+1)*g.Mg], bias, true)
+		}
+	}
+	return nil
+}
+
+// epilogue dequantizes acc [rows×cols] into y: y = float32(float32(acc)·
+// mult) + bias, with mult and bias per row (byRow) or per column.
+func epilogue(pool *parallel.Pool, acc []int32, y []float32, rows, cols int, mult, bias []float32, byRow bool) {
+	pool.Run(rows, rows*cols, parallel.Func(func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a := acc[i*cols : (i+1)*cols]
+			o := y[i*cols : (i+1)*cols]
+			if byRow {
+				m := mult[i]
+				var b float32
+				if bias != nil {
+					b = bias[i]
+				}
+				for j, v := range a {
+					o[j] = float32(float32(v)*m) + b
+				}
+				continue
+			}
+			if bias != nil {
+				for j, v := range a {
+					o[j] = float32(float32(v)*mult[j]) + bias[j]
+				}
+			} else {
+				for j, v := range a {
+					o[j] = float32(float32(v) * mult[j])
+				}
+			}
+		}
+	}))
+}
+
+func poolOf(c *kernel.Ctx) *parallel.Pool {
+	if c != nil && c.Pool != nil {
+		return c.Pool
+	}
+	return parallel.Default()
+}
+
+func (q *q8Op) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	l, err := q.layer(n, in)
+	if err != nil {
+		return nil, err
+	}
+	if in[0] == nil {
+		return nil, fmt.Errorf("q8: X is missing")
+	}
+	shape, _, err := l.baseShape(in[0].Shape)
+	if err != nil {
+		return nil, err
+	}
+	y := tensor.New(tensor.Float32, shape...)
+	if err := l.compute(poolOf(c), in[0], y.Data.([]float32)); err != nil {
+		return nil, err
+	}
+	i := 4
+	if l.add != nil {
+		outs, err := l.addOp.Run(c, l.add, []*tensor.Tensor{y, in[i]})
+		if err != nil {
+			return nil, fmt.Errorf("Add part: %w", err)
+		}
+		y = outs[0]
+		i++
+	}
+	if l.act != nil {
+		outs, err := l.actOp.Run(c, l.act, append([]*tensor.Tensor{y}, in[i:]...))
+		if err != nil {
+			return nil, fmt.Errorf("%s part: %w", l.act.OpType, err)
+		}
+		y = outs[0]
+	}
+	return []*tensor.Tensor{y}, nil
+}
+
+func (q *q8Op) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
+	l, err := q.layer(n, in)
+	if err != nil {
+		return err
+	}
+	if in[0] == nil || len(out) == 0 || out[0] == nil {
+		return fmt.Errorf("q8: missing X or output slot")
+	}
+	shape, _, err := l.baseShape(in[0].Shape)
+	if err != nil {
+		return err
+	}
+	fits := equalInts(shape, out[0].Shape) && out[0].DType == tensor.Float32 &&
+		(l.add == nil || (l.addOp.Into != nil && l.addOp.InPlace)) &&
+		(l.act == nil || (l.actOp.Into != nil && l.actOp.InPlace))
+	if !fits {
+		res, err := q.run(c, n, in)
+		if err != nil {
+			return err
+		}
+		if r := res[0]; r.DType != out[0].DType || r.Len() != out[0].Len() {
+			return fmt.Errorf("q8: result is %v%v, output slot is %v%v", r.DType, r.Shape, out[0].DType, out[0].Shape)
+		}
+		reflect.Copy(reflect.ValueOf(out[0].Data), reflect.ValueOf(res[0].Data))
+		return nil
+	}
+	if err := l.compute(poolOf(c), in[0], out[0].Data.([]float32)); err != nil {
+		return err
+	}
+	y := out[:1]
+	part := func(op *kernel.Op, x *ir.Node, first, end int) error {
+		saved := in[first-1]
+		in[first-1] = y[0]
+		err := op.Into(c, x, in[first-1:end], y)
+		in[first-1] = saved
+		if err != nil {
+			return fmt.Errorf("%s part: %w", x.OpType, err)
+		}
+		return nil
+	}
+	next := 4
+	if l.add != nil {
+		if err := part(l.addOp, l.add, next, next+1); err != nil {
+			return err
+		}
+		next++
+	}
+	if l.act != nil {
+		return part(l.actOp, l.act, next, len(in))
+	}
+	return nil
+}
+
+func (q *q8Op) infer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
+	l, err := q.parse(n, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(in) < 2 || !in[1].Present || !in[1].Type.RankKnown {
+		return nil, fmt.Errorf("q8: weights of unknown shape")
+	}
+	w := in[1].Type
+	base := l.attrs
+	args := []ir.InferInput{in[0], {Present: true, Type: ir.Type{DType: tensor.Float32, Shape: w.Shape, RankKnown: true}}}
+	switch l.base {
+	case "Conv":
+		if len(in) > 3 && in[3].Present {
+			args = append(args, ir.InferInput{Present: true, Type: in[3].Type})
+		}
+	case "Gemm":
+		b := *base
+		b.Attrs = map[string]*ir.Attr{"transB": {Name: "transB", Kind: ir.AttrInt, I: 1}}
+		base = &b
+	case "MatMul":
+		if len(w.Shape) != 2 {
+			return nil, fmt.Errorf("q8: MatMul weights must be [N, K]")
+		}
+		args[1].Type.Shape = []ir.Dim{w.Shape[1], w.Shape[0]}
+	}
+	t, err := q.reg.InferNode(base, args)
+	if err != nil {
+		return nil, err
+	}
+	i := 4
+	if l.add != nil {
+		if t, err = q.reg.InferNode(l.add, []ir.InferInput{{Present: true, Type: t[0]}, in[i]}); err != nil {
+			return nil, err
+		}
+		i++
+	}
+	if l.act != nil {
+		if t, err = q.reg.InferNode(l.act, append([]ir.InferInput{{Present: true, Type: t[0]}}, in[i:]...)); err != nil {
+			return nil, err
+		}
+	}
+	return t[:1], nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// scratch holds one computation's buffers; each layer keeps a pool of
+// them, so warm runs reuse buffers of the right sizes.
+type scratch struct {
+	xq, ap, bp, col []int16
+	acc             []int32
+}
+
+func grow16(b *[]int16, n int) *[]int16 {
+	if cap(*b) < n {
+		*b = make([]int16, n)
+	}
+	*b = (*b)[:n]
+	return b
+}
+
+func grow32(b *[]int32, n int) *[]int32 {
+	if cap(*b) < n {
+		*b = make([]int32, n)
+	}
+	*b = (*b)[:n]
+	return b
+}

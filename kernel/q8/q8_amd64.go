@@ -1,0 +1,33 @@
+package q8
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2 reports whether the vector twins may run (AVX2 for the integer
+// tile and the quantizer, F16C for half conversion).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasAVX
+var hasF16C = hasAVX2 && cpu.X86.HasF16C
+
+// tile6x16 computes a 6x16 int32 tile from packed int16 panels over kp
+// k-pairs: a holds kp steps of 6 rows × 2 values, b kp steps of 16
+// columns × 2 values; c (row stride ldc int32s) receives the sums, added
+// to what c holds when load is 1.
+//
+//go:noescape
+func tile6x16(kp int, a, b *int16, c *int32, ldc int, load int)
+
+// halfToFloat converts n (a multiple of 8) float16 values with F16C.
+//
+//go:noescape
+func halfToFloat(dst *float32, src *uint16, n int)
+
+// quant8 quantizes n (a multiple of 8) float32 values (see quantize).
+//
+//go:noescape
+func quant8(dst *int16, src *float32, inv float32, n int)
+
+// interleave packs kp k-pairs of a full 16-column panel: for each kk,
+// rows src[2kk*ldb:][:16] and src[(2kk+1)*ldb:][:16] become dst[kk*32:]
+// as (r0[0], r1[0], r0[1], r1[1], ...).
+//
+//go:noescape
+func interleave(dst, src *int16, ldb int, kp int)
