@@ -118,7 +118,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	}
 	for _, r := range log.Records {
 		switch {
-		case r.Event == "fused" || (r.Pass == "fold-batchnorm" && r.Event == "folded"):
+		case r.Event == "fused" || (strings.HasPrefix(r.Pass, "fold-batchnorm") || r.Pass == "fold-layout") && r.Event == "folded":
 			k := r.Pass
 			if kk, ok := r.Fields["kind"].(string); ok {
 				k = r.Pass + ":" + kk

@@ -219,3 +219,91 @@ func anyUsed(u map[string]int, names []string) bool {
 }
 
 const fusedDomain = fused.Domain
+
+// foldBatchNormGemm folds an inference BatchNormalization over the feature
+// axis (1) of a 2-D Gemm or MatMul output into the constant weights and
+// bias, as foldBatchNorm does for Conv: column o of the product is scaled
+// by s[o] = gamma[o]/sqrt(var[o]+eps) and the bias becomes
+// (b[o] − mean[o])·s[o] + beta[o]. A MatMul becomes a Gemm (with the bias
+// as C).
+func foldBatchNormGemm(s *state) error {
+	g := s.g
+	removed := map[*ir.Node]bool{}
+	for _, mm := range g.Nodes {
+		if mm.Domain != "" || (mm.OpType != "Gemm" && mm.OpType != "MatMul") || len(mm.Outputs) != 1 {
+			continue
+		}
+		if mm.OpType == "Gemm" && (mm.Int("transA", 0) != 0 || mm.Float("alpha", 1) != 1 || mm.Float("beta", 1) != 1) {
+			continue
+		}
+		c, u := consumers(g), uses(g)
+		bn := soleConsumer(g, c, u, mm.Outputs[0])
+		if bn == nil || bn.OpType != "BatchNormalization" || bn.Domain != "" || bn.Inputs[0] != mm.Outputs[0] || len(bn.Inputs) != 5 {
+			continue
+		}
+		if bn.Int("training_mode", 0) != 0 || (len(bn.Outputs) > 1 && anyUsed(u, bn.Outputs[1:])) {
+			continue
+		}
+		if t, ok := g.Types[mm.Outputs[0]]; !ok || !t.RankKnown || len(t.Shape) != 2 {
+			continue
+		}
+		w, ok := g.Initializers[mm.Input(1)]
+		if !ok || w.DType != tensor.Float32 || len(w.Shape) != 2 {
+			continue
+		}
+		transB := mm.OpType == "Gemm" && mm.Int("transB", 0) == 1
+		k, n := w.Shape[0], w.Shape[1]
+		if transB {
+			k, n = n, k
+		}
+		params := make([][]float64, 4)
+		okAll := true
+		for i := range params {
+			t, ok := g.Initializers[bn.Inputs[i+1]]
+			if !ok || t.DType != tensor.Float32 || t.Len() != n {
+				okAll = false
+				break
+			}
+			params[i], _ = t.Float64s()
+		}
+		if !okAll {
+			continue
+		}
+		bias := make([]float64, n)
+		if b := mm.Input(2); b != "" {
+			bt, ok := g.Initializers[b]
+			if !ok || bt.DType != tensor.Float32 || bt.Len() != n {
+				continue
+			}
+			bias, _ = bt.Float64s()
+		}
+		eps := float64(bn.Float("epsilon", 1e-5))
+		wd := w.Data.([]float32)
+		nw := make([]float32, len(wd))
+		nb := make([]float32, n)
+		for o := 0; o < n; o++ {
+			sc := params[0][o] / math.Sqrt(params[3][o]+eps)
+			for j := 0; j < k; j++ {
+				idx := j*n + o // W[k][n]
+				if transB {
+					idx = o*k + j // W[n][k]
+				}
+				nw[idx] = float32(float64(wd[idx]) * sc)
+			}
+			nb[o] = float32((bias[o]-params[2][o])*sc + params[1][o])
+		}
+		wName, bName := mm.Name+"/folded_weight", mm.Name+"/folded_bias"
+		g.Initializers[wName] = tensor.From(nw, w.Shape...)
+		g.Initializers[bName] = tensor.From(nb, n)
+		if mm.OpType == "MatMul" {
+			mm.OpType, mm.Version = "Gemm", 13
+		}
+		mm.Inputs = []string{mm.Inputs[0], wName, bName}
+		mm.Outputs = []string{bn.Outputs[0]}
+		removed[bn] = true
+		s.origin[mm.Name] = append(s.origin[mm.Name], s.origin[bn.Name]...)
+		s.log.Info(s.pass, "folded", map[string]any{"layer": mm.Name, "batchnorm": bn.Name, "features": n})
+	}
+	g.Nodes = without(g.Nodes, removed)
+	return nil
+}

@@ -36,10 +36,13 @@ func pipeline() []pass {
 		{"fold-constants", foldConstants},
 		{"fold-shapes", foldShapes},
 		{"fold-constants-2", foldConstants},
+		{"fold-layout", foldLayout},
 		{"fuse-layernorm", fuseLayerNorm},
 		{"fuse-gelu", fuseGelu},
+		{"fuse-gelu-tanh", fuseGeluTanh},
 		{"fuse-attention", fuseAttention},
 		{"fold-batchnorm", foldBatchNorm},
+		{"fold-batchnorm-gemm", foldBatchNormGemm},
 		{"fuse-activation", fuseActivation},
 		{"precision", precisionPass},
 		{"eliminate-dead", eliminateDead},
@@ -51,7 +54,7 @@ func pipeline() []pass {
 // the last bits from the ONNX graph run node by node: BatchNormalization
 // folded into weights, LayerNorm and GELU chains computed by one kernel.
 // Every other pass preserves bits exactly (compile tests check it).
-var NumericPasses = []string{"fuse-layernorm", "fuse-gelu", "fold-batchnorm"}
+var NumericPasses = []string{"fuse-layernorm", "fuse-gelu", "fuse-gelu-tanh", "fold-batchnorm", "fold-batchnorm-gemm"}
 
 // PassNames lists the pipeline's pass names in order.
 func PassNames() []string {

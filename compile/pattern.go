@@ -320,3 +320,77 @@ func fuseAttention(s *state) error {
 	g.Nodes = without(g.Nodes, removed)
 	return nil
 }
+
+// fuseGeluTanh replaces the tanh approximation of GELU as PyTorch exports
+// it,
+//
+//	Mul(Mul(x, Add(Tanh(Mul(Add(x, Mul(Pow(x, 3), 0.044715)), √(2/π))), 1)), 0.5)
+//
+// with one Gelu layer (approximate "tanh").
+func fuseGeluTanh(s *state) error {
+	g := s.g
+	removed := map[*ir.Node]bool{}
+	for _, pow := range g.Nodes {
+		if removed[pow] || pow.Domain != "" || pow.OpType != "Pow" {
+			continue
+		}
+		m := newMatcher(g)
+		x := pow.Input(0)
+		if e, ok := m.scalar(pow.Input(1)); !ok || e != 3 || g.Types[x].DType != tensor.Float32 {
+			continue
+		}
+		isConst := func(n *ir.Node, v string, want, tol float64) bool {
+			c, _ := other(n, v)
+			got, ok := m.scalar(c)
+			return ok && near(got, want, tol)
+		}
+		cube := m.only(pow.Outputs[0], "Mul")
+		if cube == nil || !isConst(cube, pow.Outputs[0], 0.044715, 1e-6) {
+			continue
+		}
+		inner := m.only(cube.Outputs[0], "Add")
+		if inner == nil {
+			continue
+		}
+		if xx, _ := other(inner, cube.Outputs[0]); xx != x {
+			continue
+		}
+		scale := m.only(inner.Outputs[0], "Mul")
+		if scale == nil || !isConst(scale, inner.Outputs[0], math.Sqrt(2/math.Pi), 1e-5) {
+			continue
+		}
+		th := m.only(scale.Outputs[0], "Tanh")
+		if th == nil {
+			continue
+		}
+		one := m.only(th.Outputs[0], "Add")
+		if one == nil || !isConst(one, th.Outputs[0], 1, 0) {
+			continue
+		}
+		mul := m.only(one.Outputs[0], "Mul")
+		if mul == nil {
+			continue
+		}
+		if xx, _ := other(mul, one.Outputs[0]); xx != x {
+			continue
+		}
+		half := m.only(mul.Outputs[0], "Mul")
+		if half == nil || !isConst(half, mul.Outputs[0], 0.5, 0) {
+			continue
+		}
+		parts := []*ir.Node{pow, cube, inner, scale, th, one, mul, half}
+		gelu := &ir.Node{Name: pow.Name, OpType: "Gelu", Version: 20, Inputs: []string{x}, Outputs: []string{half.Outputs[0]},
+			Attrs: map[string]*ir.Attr{"approximate": {Name: "approximate", Kind: ir.AttrString, S: "tanh"}}}
+		var origin []string
+		for _, p := range parts {
+			origin = append(origin, s.origin[p.Name]...)
+			removed[p] = true
+		}
+		delete(removed, pow)
+		*pow = *gelu
+		s.origin[pow.Name] = origin
+		s.log.Info(s.pass, "fused", map[string]any{"layer": pow.Name, "from": origin, "kind": "gelu-tanh"})
+	}
+	g.Nodes = without(g.Nodes, removed)
+	return nil
+}
