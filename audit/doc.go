@@ -40,4 +40,18 @@
 // checkpoint the auditor saved. Records are found by trace id, time, model,
 // principal and status through an SQLite index (package index), which is
 // a cache rebuildable from the log ([Log.RebuildIndex]).
+//
+// # Keys, remote logs, access trail, inputs
+//
+// [LoadOrCreateKey] keeps a log's signer key in <dir>/log.key (0600),
+// made on first use; the origin is fixed then. [Log.Handler] serves the
+// public files and [HTTPFS] reads them back, so [Verify] checks a remote
+// log as it checks a directory. Reads of audit data are themselves logged
+// as records of kind "access" ([Access]: who, what, when), appended by the
+// process that holds the log — the server for its API and for reads
+// reported to it, the command line when no server runs. Inputs are not in
+// the log (only their digests); package capture keeps them encrypted, so
+// that erasing them (destroying a key) leaves the log intact and verifiable.
+// [EncodeTensors] is the canonical tensor encoding, whose SHA-256 is
+// the input digest.
 package audit

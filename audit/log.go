@@ -104,6 +104,9 @@ var (
 	ErrUnavailable = errors.New("audit: log unavailable")
 	ErrTooLarge    = errors.New("audit: record too large")
 	ErrNotFound    = errors.New("audit: not found")
+	// ErrLocked: another process (a running server) holds the log for
+	// appending; open it read-only, or append through that process.
+	ErrLocked = errors.New("audit: log is held by another process")
 )
 
 // maxEntry is the largest entry C2SP tlog-tiles allows.
@@ -268,7 +271,7 @@ func (l *Log) openWriter(ctx context.Context) (err error) {
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lock.Close()
-		return fmt.Errorf("audit: %s is in use by another process: %w", l.dir, err)
+		return fmt.Errorf("%w: %s (%s): %w", ErrLocked, l.dir, filepath.Join(l.dir, ".lock"), err)
 	}
 	w := &writer{
 		l: l, lock: lock,

@@ -14,6 +14,11 @@
 //	POST /v2/repository/index                         [{"name","version","state","reason"}]
 //	POST /v2/repository/models/{m}/load|unload        {} — models given at start only
 //	GET  /metrics                                     Prometheus, prefix vouch_
+//	GET  /v1/audit/records/{trace}                    role audit: record, index, inclusion proof, signed checkpoint
+//	GET  /v1/audit/records?model=&since=&…            role audit: JSON lines {"index","record"}
+//	GET  /v1/audit/export?model=&since=&…             role audit: export file (records, proofs, checkpoint)
+//	POST /v1/audit/access                             role audit: record a read of audit data done elsewhere
+//	GET  /log/checkpoint, /log/tile/…                 no auth: the log, C2SP tlog-tiles, read-only
 //
 // Errors are {"error": message, "trace_id": id} with 400 (bad request or
 // tensors), 401 (no or bad credentials; WWW-Authenticate: Bearer), 403 (role
@@ -36,7 +41,21 @@
 // The audit record ([Record]) follows DESIGN.md's schema version 1; its
 // input and output digests use the canonical tensor encoding of [Digest]
 // (docs/audit-digest.md). A record that cannot be appended fails the
-// request with 503, so nothing is served unaudited.
+// request with 503, so nothing is served unaudited — unless
+// Options.AuditFailOpen, which serves it, counts it in
+// vouch_audit_failures_total{outcome="served"} and raises vouch_audit_alarm
+// (and an error log line with alarm=audit_unavailable) until an append
+// succeeds again. [LogAppender] plugs the transparency log (package audit)
+// in; [FileAppender] keeps JSON lines without proofs.
+//
+// Every read of audit data through the API (show, query, export) first
+// appends an access record (kind "access": principal, source, action,
+// target, time) and is refused with 503 if it cannot; a caller without the
+// audit role is refused and the refusal recorded. POST /v1/audit/access
+// records a read done elsewhere — the command line reading the log's files
+// while this server holds the log, or a replay — under the caller's name.
+// With Options.Capture, the inputs of every served request are kept,
+// encrypted, keyed by input digest (package audit/capture).
 //
 // # Engine pool
 //

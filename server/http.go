@@ -51,6 +51,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v2/repository/models/{name}/load", s.repoLoad)
 	mux.HandleFunc("POST /v2/repository/models/{name}/unload", s.repoUnload)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	s.auditRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errf(404, "no endpoint %s %s", r.Method, r.URL.Path))
 	})

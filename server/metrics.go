@@ -7,17 +7,22 @@ import (
 
 // metrics are the server's Prometheus collectors, in a registry of its own.
 type metrics struct {
-	reg        *prometheus.Registry
-	requests   *prometheus.CounterVec   // model, protocol, code
-	latency    *prometheus.HistogramVec // model, protocol
-	queue      *prometheus.HistogramVec // model
-	compute    *prometheus.HistogramVec // model
-	audit      prometheus.Histogram
-	auditErrs  prometheus.Counter
-	inflight   prometheus.Gauge
-	batch      *prometheus.HistogramVec // model
-	queueDepth *prometheus.GaugeVec     // model
-	auditDepth prometheus.Gauge
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec   // model, protocol, code
+	latency   *prometheus.HistogramVec // model, protocol
+	queue     *prometheus.HistogramVec // model
+	compute   *prometheus.HistogramVec // model
+	audit     prometheus.Histogram
+	auditErrs prometheus.Counter
+	// auditFailures counts failed appends by what became of the request
+	// ("refused" or "served"); auditAlarm is 1 while the last append failed.
+	auditFailures *prometheus.CounterVec
+	auditAlarm    prometheus.Gauge
+	captureErrs   prometheus.Counter
+	inflight      prometheus.Gauge
+	batch         *prometheus.HistogramVec // model
+	queueDepth    *prometheus.GaugeVec     // model
+	auditDepth    prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -42,6 +47,15 @@ func newMetrics() *metrics {
 		auditErrs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vouch_audit_append_errors_total", Help: "Audit appends that failed (the request was refused).",
 		}),
+		auditFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vouch_audit_failures_total", Help: "Records the audit log could not take, by outcome: refused (503, fail closed) or served (unaudited, fail open).",
+		}, []string{"outcome"}),
+		auditAlarm: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vouch_audit_alarm", Help: "1 while the audit log is failing (the last append failed), else 0.",
+		}),
+		captureErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vouch_capture_failures_total", Help: "Inputs that could not be captured.",
+		}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vouch_inflight_requests", Help: "Inference requests being served.",
 		}),
@@ -55,7 +69,7 @@ func newMetrics() *metrics {
 			Name: "vouch_audit_queue_depth", Help: "Audit appends in progress.",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.audit, m.auditErrs,
+	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.audit, m.auditErrs, m.auditFailures, m.auditAlarm, m.captureErrs,
 		m.inflight, m.batch, m.queueDepth, m.auditDepth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -43,6 +43,15 @@ type Record struct {
 	Status        string         `json:"status"` // "ok" or "error"
 	Code          int            `json:"code,omitempty"`
 	Error         string         `json:"error,omitempty"`
+	Access        *Access        `json:"access,omitempty"` // kind "access" only
+}
+
+// Access describes one read of audit data, for a record of kind "access":
+// the action ("show", "query", "export", "replay", …) and its target (a
+// trace id, or the query as the reader gave it).
+type Access struct {
+	Action string `json:"action"`
+	Target string `json:"target,omitempty"`
 }
 
 // Record statuses.

@@ -21,9 +21,25 @@ type Options struct {
 	Name    string // server metadata name; default "vouch"
 	Version string // server metadata version
 
-	// Appender receives one record per inference request. Nil turns the
-	// audit hook off (responses still carry a trace id).
+	// Appender receives one record per inference request, and one access
+	// record per read of audit data. Nil turns the audit hook off
+	// (responses still carry a trace id).
 	Appender Appender
+	// AuditFailOpen serves requests whose record cannot be appended (the
+	// log is failing), counting them in vouch_audit_failures_total and
+	// raising vouch_audit_alarm; the default, fail closed, refuses them
+	// with 503 so that nothing is served unaudited.
+	AuditFailOpen bool
+	// Audit, when set, serves the audit API under /v1/audit (role audit;
+	// every read leaves an access record through Appender) and the log's
+	// checkpoint and tiles under /log/ (no auth).
+	Audit AuditStore
+	// Capture, when set, keeps the inputs of every served request
+	// (encrypted, keyed by input digest and model). A failure to capture
+	// is treated as an audit failure (AuditFailOpen decides).
+	Capture Capturer
+	// Logger receives alarms and errors; nil means AccessLog.
+	Logger *slog.Logger
 	// Credentials turn authentication on; nil lets every caller in as
 	// "anonymous" with every role.
 	Credentials *Credentials
@@ -42,6 +58,7 @@ type Server struct {
 	opt     Options
 	m       *metrics
 	log     *slog.Logger
+	alarm   *slog.Logger
 	inflght sync.WaitGroup
 
 	mu       sync.RWMutex
@@ -72,7 +89,11 @@ func New(o Options) *Server {
 	if log == nil {
 		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
-	return &Server{opt: o, m: newMetrics(), log: log, models: map[string]map[string]*modelEntry{}, latest: map[string]string{}}
+	alarm := o.Logger
+	if alarm == nil {
+		alarm = log
+	}
+	return &Server{opt: o, m: newMetrics(), log: log, alarm: alarm, models: map[string]map[string]*modelEntry{}, latest: map[string]string{}}
 }
 
 // Extensions lists the protocol extensions served.
@@ -272,6 +293,17 @@ func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferReques
 	}
 	out := &outcome{}
 	aerr := s.serve(ctx, c, rec, out, draining, decode)
+	if aerr == nil && s.opt.Capture != nil && out.req != nil {
+		if err := s.opt.Capture.Put(rec.Model, rec.InputDigest, out.req.Inputs); err != nil {
+			s.m.captureErrs.Inc()
+			if s.auditFailed(rec, fmt.Errorf("input capture: %w", err)) {
+				s.alarm.Error("input capture failed; served without its captured input", "trace_id", rec.TraceID, "err", err.Error())
+			} else {
+				out, aerr = &outcome{entry: out.entry, req: out.req}, errf(503, "input capture failed; request refused so that it can be replayed")
+				rec.OutputDigest, rec.Outputs, rec.OutputLabel, rec.Confidence = "", nil, "", nil
+			}
+		}
+	}
 	label := "_unknown"
 	if out.entry != nil {
 		label = out.entry.info.Name
@@ -289,10 +321,11 @@ func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferReques
 		s.m.audit.Observe(time.Since(t).Seconds())
 		s.m.auditDepth.Dec()
 		if err != nil {
-			s.m.auditErrs.Inc()
-			s.log.Error("audit append failed", "trace_id", rec.TraceID, "err", err.Error())
-			out, aerr = &outcome{entry: out.entry, req: out.req}, errf(503, "audit log unavailable; request refused so that nothing is served unaudited")
+			if !s.auditFailed(rec, err) {
+				out, aerr = &outcome{entry: out.entry, req: out.req}, errf(503, "audit log unavailable; request refused so that nothing is served unaudited")
+			}
 		} else {
+			s.m.auditAlarm.Set(0)
 			out.audited, out.index, out.leaf = true, idx, leaf
 		}
 	}

@@ -51,6 +51,7 @@ func (m *Main) commands() map[string]command {
 		"sign":        {"sign a bundle's provenance", runSign},
 		"verify":      {"verify a bundle's signature, digests and compatibility, and print its provenance", runVerify},
 		"registry":    {"push, pull, list, show and tag signed bundles in the local registry", runRegistry},
+		"audit":       {"verify, show, query and export the audit log; shred and purge captured inputs", runAudit},
 	}
 }
 

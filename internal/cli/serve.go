@@ -39,8 +39,14 @@ type ServeOptions struct {
 	TLSCert, TLSKey string
 	ClientCA        string
 	RequireCert     bool
-	AuditLog        string
+	AuditLog        string // JSON lines file instead of the transparency log
 	AuditFsync      bool
+	Audit           string // "on" (the transparency log under DataDir/audit) or "off"
+	AuditOrigin     string
+	AuditDurability string // durable or async
+	AuditFailure    string // closed or open
+	CaptureInputs   bool
+	Retain          string // capture retention: 7y, 30d, 36h; "" forever
 	Workers         int
 	Queue           int
 	MaxBatch        int
@@ -58,9 +64,21 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 Serves engine plans (from signed bundles, verified before they load:
 signature, digests, plan format, CPU features, vouch version) over the Open Inference Protocol (KServe v2): HTTP/JSON
 with the binary tensor extension on --listen, gRPC on --grpc, Prometheus
-metrics on --listen at /metrics. Every inference request, served or refused,
-leaves one audit record (--audit-log, JSON lines until the transparency log
-is plugged in). SIGINT or SIGTERM drains requests in flight, then exits.
+metrics on --listen at /metrics. SIGINT or SIGTERM drains requests in
+flight, then exits.
+
+Audit: every inference request, served or refused, leaves one record in the
+transparency log under DATA/audit (C2SP tlog-tiles, checkpoints signed with
+DATA/audit/log.key, made on first use; auditors get DATA/audit/log.pub).
+--audit-durability=durable answers only once the record is on disk; async
+queues it (bounded). When the log cannot take records, --audit-failure=closed
+answers 503; open serves, counts vouch_audit_failures_total and raises
+vouch_audit_alarm. The audit API (role audit) is under /v1/audit, every read
+itself recorded; the log's checkpoint and tiles are public under /log/.
+--audit-log FILE keeps plain JSON lines instead; --audit=off keeps nothing.
+--capture-inputs keeps every served input, AES-256-GCM encrypted with a key
+per model, under DATA/capture (vouch audit shred MODEL erases a model's;
+--retain bounds how long, vouch audit purge deletes the expired).
 
 Credentials (--credentials) turn on bearer-token and client-certificate
 auth; see the server package for the file format. Without them every
@@ -69,7 +87,7 @@ credentials are configured.
 
 Example:
   vouch serve --plan bc.plan,breast_cancer_mlp --labels breast_cancer_mlp=labels.txt \
-      --listen 127.0.0.1:8080 --grpc 127.0.0.1:8081 --audit-log audit.jsonl`)
+      --listen 127.0.0.1:8080 --grpc 127.0.0.1:8081`)
 	var plans, labels multiFlag
 	fs.Var(&plans, "plan", "an unsigned plan to serve as FILE[,NAME[@VERSION]]; repeat for each")
 	var bundles, models multiFlag
@@ -85,8 +103,14 @@ Example:
 	fs.StringVar(&o.TLSKey, "tls-key", "", "TLS private key (PEM)")
 	fs.StringVar(&o.ClientCA, "client-ca", "", "CA bundle (PEM) that verifies client certificates (mTLS)")
 	fs.BoolVar(&o.RequireCert, "require-client-cert", false, "refuse TLS clients without a verified certificate")
-	fs.StringVar(&o.AuditLog, "audit-log", "vouch-audit.jsonl", `audit records as JSON lines ("" turns the audit hook off)`)
-	fs.BoolVar(&o.AuditFsync, "audit-fsync", true, "fsync the audit file before answering each request")
+	fs.StringVar(&o.Audit, "audit", "on", `"on": the transparency log under DATA/audit; "off": no audit records`)
+	fs.StringVar(&o.AuditOrigin, "audit-origin", "vouch.local/audit", "the log's origin (its checkpoints' name), fixed when its key is made")
+	fs.StringVar(&o.AuditDurability, "audit-durability", "durable", "durable (answer once the record is on disk) or async (queued, bounded)")
+	fs.StringVar(&o.AuditFailure, "audit-failure", "closed", "when the log cannot take records: closed (503) or open (serve, count, alarm)")
+	fs.StringVar(&o.AuditLog, "audit-log", "", "keep audit records as JSON lines in FILE instead of the transparency log")
+	fs.BoolVar(&o.AuditFsync, "audit-fsync", true, "with --audit-log: fsync the file before answering each request")
+	fs.BoolVar(&o.CaptureInputs, "capture-inputs", false, "keep served inputs, encrypted per model, under DATA/capture (for replay)")
+	fs.StringVar(&o.Retain, "retain", "", "with --capture-inputs: keep inputs this long (7y, 30d, 36h; default forever)")
 	fs.IntVar(&o.Workers, "workers", runtime.GOMAXPROCS(0), "engine runs at once per model")
 	fs.IntVar(&o.Queue, "queue", 64, "requests that may wait per model; more get 503")
 	fs.IntVar(&o.MaxBatch, "max-batch", 0, "dynamic batching: rows per run (0 or 1: off)")
@@ -107,6 +131,9 @@ Example:
 	}
 	if len(o.Bundles)+len(o.Models) > 0 && o.Keys == "" {
 		return fmt.Errorf("%w: bundles are verified before they are served: give --key PUB", ErrUsage)
+	}
+	if err := checkAuditFlags(o); err != nil {
+		return err
 	}
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return fmt.Errorf("%w: --tls-cert and --tls-key go together", ErrUsage)
@@ -169,14 +196,11 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 	}
 	so := server.Options{Version: Version, MaxBodyBytes: o.MaxBody, AccessLog: access,
 		Pool: server.PoolOptions{Workers: o.Workers, Queue: o.Queue, MaxBatch: o.MaxBatch, MaxDelay: o.MaxDelay}}
-	if o.AuditLog != "" {
-		fa, err := server.OpenFileAppender(o.AuditLog, o.AuditFsync)
-		if err != nil {
-			return err
-		}
-		defer fa.Close()
-		so.Appender = fa
+	closeAudit, err := m.serveAudit(ctx, o, &so)
+	if err != nil {
+		return err
 	}
+	defer closeAudit()
 	if o.Credentials != "" {
 		c, err := server.LoadCredentials(o.Credentials)
 		if err != nil {

@@ -1,0 +1,605 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/audit/capture"
+	"github.com/vouchml/vouch/audit/index"
+	"github.com/vouchml/vouch/server"
+)
+
+var auditCommands = map[string]struct {
+	summary string
+	run     func(ctx context.Context, m *Main, args []string) error
+}{
+	"verify": {"check a log (DIR or URL) or an export file against its signed checkpoint", runAuditVerify},
+	"show":   {"print a record by trace id with its inclusion proof", runAuditShow},
+	"query":  {"list records by model, time, principal, status", runAuditQuery},
+	"export": {"write records with proofs and the checkpoint to one file", runAuditExport},
+	"index":  {"rebuild the SQLite index from the log (--rebuild)", runAuditIndex},
+	"shred":  {"erase a model's captured inputs by destroying its key", runAuditShred},
+	"purge":  {"delete captured inputs whose retention has expired", runAuditPurge},
+}
+
+// runAudit dispatches `vouch audit SUBCOMMAND`.
+func runAudit(ctx context.Context, m *Main, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		var b strings.Builder
+		b.WriteString("Usage: vouch audit <command> [flags]\n\nThe audit log: one record per inference, Merkle tree, signed checkpoints.\nEvery read (show, query, export) leaves an access record in the log.\n\nCommands:\n\n")
+		for _, n := range []string{"verify", "show", "query", "export", "index", "shred", "purge"} {
+			fmt.Fprintf(&b, "\t%-8s %s\n", n, auditCommands[n].summary)
+		}
+		fmt.Fprint(m.Stderr, b.String())
+		if len(args) == 0 {
+			return fmt.Errorf("%w: give a command", ErrUsage)
+		}
+		return flag.ErrHelp
+	}
+	c, ok := auditCommands[args[0]]
+	if !ok {
+		return fmt.Errorf("%w: unknown audit command %q", ErrUsage, args[0])
+	}
+	return c.run(ctx, m, args[1:])
+}
+
+// verifierKeys reads --key: key strings or files holding them, comma
+// separated.
+func verifierKeys(spec string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(spec, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if b, err := os.ReadFile(s); err == nil {
+			s = strings.TrimSpace(string(b))
+		} else if !strings.Contains(s, "+") {
+			return nil, fmt.Errorf("--key %q: %w", s, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func runAuditVerify(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("audit verify", "audit verify (--log DIR|URL [--checkpoint SAVED] | --export FILE) [--key PUB]", `
+Checks a log in C2SP tlog-tiles layout, from a directory or a URL (a
+server's /log/): the checkpoint's signature, every entry against the tiles,
+every tile, the tree root against the checkpoint. With --checkpoint SAVED,
+the log must extend the checkpoint saved there by an earlier run (a
+rewritten history is caught); the new checkpoint is then saved in its place.
+Tampering is reported with its evidence: index, expected and found hash.
+With --export FILE, checks an export file offline instead.
+
+Trust the key (--key), not the directory: DIR/log.pub is used only when no
+--key is given, and says so.`)
+	logArg := fs.String("log", "", "the log: a directory, or the URL of its tlog-tiles root (http://host:8080/log/)")
+	data := fs.String("data", defaultDataDir(), "data directory; the log defaults to DATA/audit")
+	saved := fs.String("checkpoint", "", "a checkpoint file saved by an earlier verify: check consistency, then update it")
+	keySpec := fs.String("key", "", "the log's verifier key, or a file holding it (default: the log's log.pub)")
+	export := fs.String("export", "", "verify an export file instead of a log")
+	records := fs.Bool("records", true, "also check that every entry is a canonical record")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	keys, err := verifierKeys(*keySpec)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if *export != "" {
+		if len(keys) == 0 {
+			if keys, err = verifierKeys(filepath.Join(auditDir(*data), "log.pub")); err != nil {
+				return fmt.Errorf("%w: give --key PUB, the log's verifier key", ErrUsage)
+			}
+			fmt.Fprintf(m.Stderr, "note: trusting %s (give --key to verify against a key you hold)\n", filepath.Join(auditDir(*data), "log.pub"))
+		}
+		f, err := os.Open(*export)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cp, n, err := audit.VerifyExport(bufio.NewReader(f), nil, keys...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", *export, err)
+		}
+		fmt.Fprintf(m.Stdout, "OK  %s: %d records proven against checkpoint %s size %d root %x\n", *export, n, cp.Origin, cp.Size, cp.Root[:])
+		return nil
+	}
+	where := *logArg
+	if where == "" {
+		where = auditDir(*data)
+	}
+	var fsys iofs.FS
+	if u, err := url.Parse(where); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		if fsys, err = audit.HTTPFS(ctx, where, nil); err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return fmt.Errorf("%w: verifying a remote log needs --key PUB, the log's verifier key", ErrUsage)
+		}
+	} else {
+		fsys = os.DirFS(where)
+		if len(keys) == 0 {
+			if keys, err = verifierKeys(filepath.Join(where, "log.pub")); err != nil {
+				return fmt.Errorf("%w: give --key PUB, the log's verifier key", ErrUsage)
+			}
+			fmt.Fprintf(m.Stderr, "note: trusting %s (give --key to verify against a key you hold)\n", filepath.Join(where, "log.pub"))
+		}
+	}
+	vo := audit.VerifyOptions{VerifierKeys: keys, CheckRecords: *records}
+	if *saved != "" {
+		b, err := os.ReadFile(*saved)
+		switch {
+		case err == nil:
+			vo.Saved = b
+		case errors.Is(err, os.ErrNotExist):
+			fmt.Fprintf(m.Stderr, "note: %s does not exist yet; it will hold this checkpoint for the next run\n", *saved)
+		default:
+			return err
+		}
+	}
+	start := time.Now()
+	rep, err := audit.Verify(ctx, fsys, vo)
+	if rep != nil && len(rep.Problems) > 0 {
+		fmt.Fprint(m.Stdout, "TAMPERED\n"+rep.String())
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	cp := rep.Checkpoint
+	fmt.Fprintf(m.Stdout, "OK  %s: %d entries, root %x, checkpoint %s signed (%v)\n", where, cp.Size, cp.Root[:], cp.Origin, time.Since(start).Round(time.Millisecond))
+	if rep.Saved != nil {
+		fmt.Fprintf(m.Stdout, "    extends the saved checkpoint of %d entries\n", rep.Saved.Size)
+	}
+	if *saved != "" {
+		if err := writeFileAtomic(*saved, cp.Note, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stdout, "    checkpoint saved to %s\n", *saved)
+	}
+	return nil
+}
+
+func runAuditShow(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("audit show", "audit show TRACE [--data DIR] [--url URL --token-file FILE] [--json]", `
+Prints the record with trace id TRACE, its index in the log, and checks its
+inclusion proof against the signed checkpoint. The read is recorded in the
+log (an access record) before the record is shown.`)
+	var af auditFlags
+	af.register(fs)
+	asJSON := fs.Bool("json", false, "print the evidence as JSON (record, index, proof, checkpoint)")
+	keySpec := fs.String("key", "", "verifier key for a remote log (default DATA/audit/log.pub)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: give one trace id", ErrUsage)
+	}
+	trace := pos[0]
+	c, err := openAuditConn(ctx, af)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	note, err := c.recordAccess(ctx, "show", trace)
+	if err != nil {
+		return err
+	}
+	var inc *audit.Inclusion
+	var keys []string
+	if c.remote() {
+		inc = &audit.Inclusion{}
+		if err := c.do(ctx, "GET", "/v1/audit/records/"+url.PathEscape(trace), nil, inc); err != nil {
+			return err
+		}
+		if keys, err = verifierKeys(*keySpec); err == nil && len(keys) == 0 {
+			keys, err = verifierKeys(filepath.Join(auditDir(af.DataDir), "log.pub"))
+		}
+		if err != nil || len(keys) == 0 {
+			return fmt.Errorf("%w: give --key PUB to check the server's proof", ErrUsage)
+		}
+	} else {
+		if inc, err = c.showLocal(ctx, trace); err != nil {
+			return err
+		}
+		keys = c.log.VerifierKeys()
+	}
+	rec, cp, err := inc.Verify(keys...)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetEscapeHTML(false)
+		// No indentation: the record member is the entry byte for byte, and
+		// its leaf hash is over those bytes.
+		if err := enc.Encode(inc); err != nil {
+			return err
+		}
+	} else {
+		printRecord(m.Stdout, inc.Index, inc.LeafHash, rec)
+		fmt.Fprintf(m.Stdout, "proof      %d hashes to root %x of checkpoint %s size %d: verified\n", len(inc.Proof), cp.Root[:], cp.Origin, cp.Size)
+	}
+	if note != "" {
+		fmt.Fprintln(m.Stderr, note)
+	}
+	return nil
+}
+
+func printRecord(w io.Writer, idx uint64, leaf string, r *audit.Record) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	p := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	p("index", fmt.Sprint(idx))
+	p("leaf hash", leaf)
+	p("kind", r.Kind)
+	p("trace id", r.TraceID)
+	p("time", r.Time.UTC().Format(time.RFC3339Nano))
+	p("principal", r.Principal)
+	p("source", r.SourceAddr)
+	if r.Model != "" {
+		p("model", r.Model+"@"+r.ModelVersion)
+	}
+	p("bundle", r.BundleDigest)
+	p("plan", r.PlanDigest)
+	p("input", r.InputDigest)
+	p("output", r.OutputDigest)
+	if r.OutputLabel != "" {
+		conf := ""
+		if r.Confidence != nil {
+			conf = fmt.Sprintf(" (%.4g)", *r.Confidence)
+		}
+		p("label", r.OutputLabel+conf)
+	}
+	if r.LatencyMicros != 0 {
+		p("latency", (time.Duration(r.LatencyMicros) * time.Microsecond).String())
+	}
+	status := r.Status
+	if r.Code != 0 {
+		status += fmt.Sprintf(" (%d)", r.Code)
+	}
+	p("status", status)
+	p("error", r.Error)
+	if r.Access != nil {
+		p("access", r.Access.Action+" "+r.Access.Target)
+	}
+	tw.Flush()
+}
+
+// filterFlags are the selection flags of query and export.
+type filterFlags struct {
+	model, version, principal, status, kind, label, since, until string
+	limit                                                        int
+}
+
+func (f *filterFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.model, "model", "", "model name")
+	fs.StringVar(&f.version, "version", "", "model version")
+	fs.StringVar(&f.principal, "principal", "", "caller")
+	fs.StringVar(&f.status, "status", "", "ok or error")
+	fs.StringVar(&f.kind, "kind", "", "inference or access")
+	fs.StringVar(&f.label, "label", "", "output label")
+	fs.StringVar(&f.since, "since", "", "from this time (RFC 3339, or a duration ago: 24h)")
+	fs.StringVar(&f.until, "until", "", "before this time (RFC 3339, or a duration ago)")
+	fs.IntVar(&f.limit, "limit", 0, "at most this many records (0: all)")
+}
+
+func parseAuditTime(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%w: time %q: want RFC 3339 (2025-06-01T12:00:00Z), a date, or a duration ago (24h)", ErrUsage, s)
+}
+
+func (f *filterFlags) filter() (index.Filter, error) {
+	out := index.Filter{Model: f.model, Version: f.version, Principal: f.principal, Status: f.status,
+		Kind: f.kind, Label: f.label, Limit: f.limit}
+	now := time.Now()
+	var err error
+	if out.Since, err = parseAuditTime(f.since, now); err != nil {
+		return out, err
+	}
+	out.Until, err = parseAuditTime(f.until, now)
+	return out, err
+}
+
+func runAuditQuery(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("audit query", "audit query [--model M] [--since T] [--until T] [--principal P] [--status S] [--format table|jsonl]", `
+Lists the records that the filters select, in log order: a table, or the
+records as JSON lines ({"index":N,"record":{…}}). The query is recorded in
+the log (an access record) before anything is shown.`)
+	var af auditFlags
+	af.register(fs)
+	var ff filterFlags
+	ff.register(fs)
+	format := fs.String("format", "table", "table or jsonl")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	if *format != "table" && *format != "jsonl" {
+		return fmt.Errorf("%w: --format %q: want table or jsonl", ErrUsage, *format)
+	}
+	f, err := ff.filter()
+	if err != nil {
+		return err
+	}
+	c, err := openAuditConn(ctx, af)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	note, err := c.recordAccess(ctx, "query", server.FilterQuery(f))
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(m.Stdout)
+	defer bw.Flush()
+	var tw *tabwriter.Writer
+	if *format == "table" {
+		tw = tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "INDEX\tTIME\tKIND\tMODEL\tPRINCIPAL\tSTATUS\tLABEL\tTRACE")
+	}
+	n := 0
+	emit := func(line server.QueryLine) error {
+		n++
+		if tw == nil {
+			b, _ := json.Marshal(line)
+			bw.Write(b)
+			return bw.WriteByte('\n')
+		}
+		r, err := audit.Parse(line.Record)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", line.Index, err)
+		}
+		model := r.Model
+		if r.ModelVersion != "" {
+			model += "@" + r.ModelVersion
+		}
+		if r.Access != nil {
+			model = r.Access.Action + " " + r.Access.Target
+		}
+		status := r.Status
+		if r.Code != 0 {
+			status = fmt.Sprintf("%s %d", r.Status, r.Code)
+		}
+		_, err = fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", line.Index, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"),
+			r.Kind, model, r.Principal, status, r.OutputLabel, r.TraceID)
+		return err
+	}
+	if c.remote() {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(c.do(ctx, "GET", "/v1/audit/records?"+server.FilterQuery(f), nil, pw)) }()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 0, 1<<16), 1<<22)
+		for sc.Scan() {
+			var line server.QueryLine
+			if err := json.Unmarshal(sc.Bytes(), &line); err != nil || line.Record == nil {
+				pr.Close()
+				return fmt.Errorf("server answered %q", sc.Text())
+			}
+			if err := emit(line); err != nil {
+				pr.Close()
+				return err
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+	} else {
+		err = c.log.Query(ctx, f, func(row index.Row) error {
+			b, err := c.log.Entry(row.Index)
+			if err != nil {
+				return err
+			}
+			return emit(server.QueryLine{Index: row.Index, Record: b})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if tw != nil {
+		tw.Flush()
+		fmt.Fprintf(bw, "%d records\n", n)
+	}
+	if note != "" {
+		fmt.Fprintln(m.Stderr, note)
+	}
+	return nil
+}
+
+func runAuditExport(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("audit export", "audit export --out FILE [filters]", `
+Writes the records that the filters select, each with its inclusion proof,
+and the signed checkpoint they are proven against, to one file that
+vouch audit verify --export FILE --key PUB checks offline. The export is
+recorded in the log (an access record) first.`)
+	var af auditFlags
+	af.register(fs)
+	var ff filterFlags
+	ff.register(fs)
+	out := fs.String("out", "", "the export file (required)")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("%w: give --out FILE", ErrUsage)
+	}
+	f, err := ff.filter()
+	if err != nil {
+		return err
+	}
+	c, err := openAuditConn(ctx, af)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	note, err := c.recordAccess(ctx, "export", server.FilterQuery(f))
+	if err != nil {
+		return err
+	}
+	if c.writable {
+		// The access record itself (and anything before it) under a checkpoint.
+		if err := c.log.Sync(ctx); err != nil {
+			return err
+		}
+	}
+	file, err := os.OpenFile(*out, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	n := 0
+	if c.remote() {
+		err = c.do(ctx, "GET", "/v1/audit/export?"+server.FilterQuery(f), nil, file)
+	} else {
+		n, err = c.log.Export(ctx, file, f)
+	}
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if c.remote() {
+		if k, kerr := verifierKeys(filepath.Join(auditDir(af.DataDir), "log.pub")); kerr == nil {
+			r, _ := os.Open(*out)
+			_, n, err = audit.VerifyExport(r, nil, k...)
+			r.Close()
+			if err != nil {
+				return fmt.Errorf("the server's export does not verify: %w", err)
+			}
+		}
+	}
+	fmt.Fprintf(m.Stdout, "wrote %s: %d records with proofs\n", *out, n)
+	if note != "" {
+		fmt.Fprintln(m.Stderr, note)
+	}
+	return nil
+}
+
+func runAuditIndex(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("audit index", "audit index --rebuild [--data DIR]", `
+Drops the SQLite index and rebuilds it from the log's entries (the index is
+a cache; the log is the truth). The log must not be held by a server.`)
+	data := fs.String("data", defaultDataDir(), "data directory (the log is DATA/audit)")
+	rebuild := fs.Bool("rebuild", false, "rebuild the index from the log")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	if !*rebuild {
+		return fmt.Errorf("%w: give --rebuild", ErrUsage)
+	}
+	dir := auditDir(*data)
+	skey, err := audit.LoadOrCreateKey(dir, "")
+	if err != nil {
+		return err
+	}
+	l, err := audit.Open(ctx, dir, audit.Options{SignerKey: skey})
+	if errors.Is(err, audit.ErrLocked) {
+		return fmt.Errorf("%w: stop the server first", err)
+	}
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = l.RebuildIndex(ctx)
+	cerr := l.Close(ctx)
+	if err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
+	cp, _ := l.Checkpoint()
+	size := uint64(0)
+	if cp != nil {
+		size = cp.Size
+	}
+	fmt.Fprintf(m.Stdout, "index rebuilt: %d entries (%v)\n", size, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func runAuditShred(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("audit shred", "audit shred MODEL [--data DIR] [--url URL --token-file FILE]", `
+Erases every captured input of MODEL by destroying its encryption key
+(crypto-shredding) and deleting its blobs. Copies elsewhere (backups) stay
+unreadable. The audit log, which holds only digests, still verifies. The
+erasure is itself recorded in the log (an access record, action "shred").`)
+	var af auditFlags
+	af.register(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: give one model name", ErrUsage)
+	}
+	store, err := capture.Open(filepath.Join(af.DataDir, "capture"))
+	if err != nil {
+		return err
+	}
+	c, err := openAuditConn(ctx, af)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if c.remote() {
+		return fmt.Errorf("the capture store is local: run shred on the machine that holds %s", filepath.Join(af.DataDir, "capture"))
+	}
+	note, err := c.recordAccess(ctx, "shred", pos[0])
+	if err != nil {
+		return err
+	}
+	n, err := store.Shred(pos[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "shredded %d key(s) of %s: its captured inputs are unreadable\n", n, pos[0])
+	fmt.Fprintln(m.Stderr, note)
+	return nil
+}
+
+func runAuditPurge(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("audit purge", "audit purge [--data DIR]", `
+Deletes captured inputs whose retention (vouch serve --retain) has expired,
+and any left under a shredded key. A running server also purges daily.`)
+	data := fs.String("data", defaultDataDir(), "data directory (captures are DATA/capture)")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	store, err := capture.Open(filepath.Join(*data, "capture"))
+	if err != nil {
+		return err
+	}
+	n, err := store.Purge()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "purged %d expired inputs\n", n)
+	return nil
+}
