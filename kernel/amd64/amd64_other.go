@@ -5,8 +5,46 @@ package amd64
 // Enabled is false off amd64: callers use the portable kernels.
 const Enabled = false
 
-func Sgemm6x16(k int, a, b, c *float32, ldc int, load int) { panic("amd64: not available") }
+func Sgemm6x16(k int, a, b, c *float32, ldc int, load int, bias *float32) {
+	panic("amd64: not available")
+}
 
-func Dw3x3S1(x0, x1, x2, w, y *float32, n int) { panic("amd64: not available") }
+func Dw3x3S1(x0, x1, x2, w, y *float32, n int, bias *float32) { panic("amd64: not available") }
 
 func FMALoop(n int) { panic("amd64: not available") }
+
+func Dw3x3S2(x0, x1, x2, w, y *float32, n int, bias *float32) { panic("amd64: not available") }
+
+func MaxRowS1(x *float32, kw int, y *float32, n int) { panic("amd64: not available") }
+
+func MaxRowS2(x *float32, kw int, y *float32, n int) { panic("amd64: not available") }
+
+func MaxInto(dst, src *float32, n int) { panic("amd64: not available") }
+
+func NaNFirstS1(x, y *float32, n int) { panic("amd64: not available") }
+
+func NaNFirstS2(x, y *float32, n int) { panic("amd64: not available") }
+
+func GemvG16(k int, x *float32, xs int, b *float32, brs int, idx, mask *int32, y *float32) {
+	panic("amd64: not available")
+}
+
+func GemvC16(k int, x *float32, xs int, b *float32, brs int, mask *int32, y *float32) {
+	panic("amd64: not available")
+}
+
+func Sgemm6x16R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, bias *float32) {
+	panic("amd64: not available")
+}
+
+func Copy16s(dst *float32, stride int, src *float32, n int) { panic("amd64: not available") }
+
+func Sgemm6x16RB(k int, rows *[6]*float32, b *float32, ldb int, c *float32, ldc int, load int, bias *float32) {
+	panic("amd64: not available")
+}
+
+func Even(dst, src *float32, n int) { panic("amd64: not available") }
+
+func Sgemm6x8R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, bias *float32) {
+	panic("amd64: not available")
+}

@@ -1,12 +1,10 @@
 package nn
 
 import (
-	"math"
 	"sync"
 
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/parallel"
-	"github.com/vouchml/vouch/kernel/vmath"
 )
 
 // convF32 computes a float32 Conv into y (N*M*P values): the chains
@@ -17,10 +15,14 @@ func convF32(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32) {
 	P := prod(s.g.out)
 	dw := s.Cg == 1 && s.Mg == 1 && (s.tactic == "" || s.tactic == TacticDepthwise)
 	switch {
-	case dw && fastKernels && dw3x3S1(s):
-		depthwise3x3(pool, s, x, w, y)
+	case dw && fastKernels && dw3x3Vec(s):
+		depthwise3x3(pool, s, x, w, bias, y)
+		return
 	case dw:
 		depthwiseInto(s, x, w, y)
+	case fastKernels:
+		convGEMMFast(pool, s, x, w, bias, y)
+		return
 	default:
 		convGEMMF32(pool, s, x, w, y)
 	}
@@ -64,29 +66,32 @@ func convGEMMF32(pool *parallel.Pool, s *convSetup, x, w, y []float32) {
 	}
 }
 
-// dw3x3S1 reports whether the depthwise convolution is the 2-D 3x3,
-// stride 1, dilation 1 case that has a vector kernel.
-func dw3x3S1(s *convSetup) bool {
+// dw3x3Vec reports whether the depthwise convolution is the 2-D 3x3,
+// dilation 1 case with column stride 1 or 2 that has vector kernels.
+func dw3x3Vec(s *convSetup) bool {
 	g := s.g
-	return len(g.in) == 2 && g.k[0] == 3 && g.k[1] == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
+	return len(g.in) == 2 && g.k[0] == 3 && g.k[1] == 3 && (g.stride[1] == 1 || g.stride[1] == 2) &&
 		g.dil[0] == 1 && g.dil[1] == 1
 }
 
 // dwJob runs depthwise3x3 over (image, channel) planes.
 type dwJob struct {
-	s       *convSetup
-	x, w, y []float32
+	s             *convSetup
+	x, w, bias, y []float32
 }
 
 var dwJobs = sync.Pool{New: func() any { return new(dwJob) }}
 
-// depthwise3x3 is the vector twin of depthwise for dw3x3S1: outputs whose
-// nine taps all lie inside the input go through amd64.Dw3x3S1 eight at a
-// time; the border goes through dwPoint. Both are the chain over the taps
-// in row-major order from +0, padding taps included as FMA(0, w, acc).
-func depthwise3x3(pool *parallel.Pool, s *convSetup, x, w, y []float32) {
+// depthwise3x3 is the vector twin of depthwiseInto for dw3x3Vec: each
+// plane is copied into a zero-padded plane, and every output row runs
+// through amd64.Dw3x3S1 or Dw3x3S2, eight outputs at a time (the last
+// block into a scratch row). Each output is the chain over the nine taps
+// in row-major order from +0, padding taps included as FMA(0, w, acc):
+// depthwiseInto's chain. The bias, when given, is then added by the
+// kernels as each vector is stored (y = acc + B[c], convF32's addition).
+func depthwise3x3(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32) {
 	j := dwJobs.Get().(*dwJob)
-	*j = dwJob{s: s, x: x, w: w, y: y}
+	*j = dwJob{s: s, x: x, w: w, bias: bias, y: y}
 	pool.Run(s.N*s.C, s.N*s.C*prod(s.g.out)*9, j)
 	*j = dwJob{}
 	dwJobs.Put(j)
@@ -95,108 +100,254 @@ func depthwise3x3(pool *parallel.Pool, s *convSetup, x, w, y []float32) {
 func (j *dwJob) Run(lo, hi int) {
 	g := j.s.g
 	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
-	pt, pl := g.padB[0], g.padB[1]
+	sh, sw, pt, pl := g.stride[0], g.stride[1], g.padB[0], g.padB[1]
+	OWr := (OW + 7) &^ 7
+	// The padded plane: Hp rows of Wp floats, the input at (pt, pl).
+	Hp := max(pt+H, (OH-1)*sh+3)
+	Wp := max(pl+W, (OWr-1)*sw+3, 2*OWr+2)
+	pbuf, tbuf := getF32(Hp*Wp), getF32(8)
+	xp, tail := *pbuf, *tbuf
+	clear(xp)
+	full := OW &^ 7
 	for nc := lo; nc < hi; nc++ {
 		c := nc % j.s.C
 		xc := j.x[nc*H*W : (nc+1)*H*W]
-		wc := (*[9]float32)(j.w[c*9:])
+		for iy := 0; iy < H; iy++ {
+			copy(xp[(pt+iy)*Wp+pl:], xc[iy*W:(iy+1)*W])
+		}
+		wc := &j.w[c*9]
 		yc := j.y[nc*OH*OW : (nc+1)*OH*OW]
+		var bp *float32
+		if j.bias != nil {
+			bp = &j.bias[c]
+		}
 		for oy := 0; oy < OH; oy++ {
-			iy := oy - pt
+			r := xp[oy*sh*Wp:]
+			x0, x1, x2 := r[0:], r[Wp:], r[2*Wp:]
 			yr := yc[oy*OW : (oy+1)*OW]
-			vlo, vhi := 0, 0 // columns done by the vector kernel
-			if iy >= 0 && iy+2 < H {
-				// Columns whose taps ix..ix+2 all lie inside the row.
-				lo := min(pl, OW)
-				hi := max(lo, min(OW, W-2+pl))
-				if n8 := (hi - lo) &^ 7; n8 > 0 {
-					x0 := xc[iy*W+lo-pl:]
-					amd64.Dw3x3S1(&x0[0], &x0[W], &x0[2*W], &wc[0], &yr[lo], n8)
-					vlo, vhi = lo, lo+n8
+			if oy*OW+OWr <= OH*OW {
+				// Whole vectors straight into the plane: the lanes past
+				// the row fall on later rows of this plane, which are
+				// computed (and so overwritten) after this one.
+				if sw == 1 {
+					amd64.Dw3x3S1(&x0[0], &x1[0], &x2[0], wc, &yc[oy*OW], OWr, bp)
+				} else {
+					amd64.Dw3x3S2(&x0[0], &x1[0], &x2[0], wc, &yc[oy*OW], OWr, bp)
 				}
+				continue
 			}
-			for ox := 0; ox < vlo; ox++ {
-				yr[ox] = dwPoint(xc, H, W, iy, ox-pl, wc)
+			if sw == 1 {
+				if full > 0 {
+					amd64.Dw3x3S1(&x0[0], &x1[0], &x2[0], wc, &yr[0], full, bp)
+				}
+				if full < OW {
+					amd64.Dw3x3S1(&x0[full], &x1[full], &x2[full], wc, &tail[0], 8, bp)
+					copy(yr[full:], tail)
+				}
+				continue
 			}
-			for ox := vhi; ox < OW; ox++ {
-				yr[ox] = dwPoint(xc, H, W, iy, ox-pl, wc)
+			if full > 0 {
+				amd64.Dw3x3S2(&x0[0], &x1[0], &x2[0], wc, &yr[0], full, bp)
+			}
+			if full < OW {
+				amd64.Dw3x3S2(&x0[2*full], &x1[2*full], &x2[2*full], wc, &tail[0], 8, bp)
+				copy(yr[full:], tail)
 			}
 		}
 	}
-}
-
-// dwPoint is one 3x3 depthwise output: the chain over the nine taps of the
-// window whose top-left tap is (iy, ix), padding read as zero.
-func dwPoint(xc []float32, H, W, iy, ix int, w *[9]float32) float32 {
-	var acc float32
-	for r := 0; r < 3; r++ {
-		for t := 0; t < 3; t++ {
-			var xv float32
-			if y, x := iy+r, ix+t; uint(y) < uint(H) && uint(x) < uint(W) {
-				xv = xc[y*W+x]
-			}
-			acc = fma32(xv, w[3*r+t], acc)
-		}
-	}
-	return canonNaN(acc)
-}
-
-// fma32 is vmath.FMA32 with its fast path inlined (see gemm.go's micro).
-func fma32(a, b, c float32) float32 {
-	s := float64(a)*float64(b) + float64(c)
-	if fmaFast(math.Float64bits(s)) || s == 0 {
-		return float32(s)
-	}
-	return vmath.FMA32(a, b, c)
+	putF32(pbuf)
+	putF32(tbuf)
 }
 
 // im2col2D is im2col for two spatial dimensions: the same matrix, built
-// row segment by row segment (a contiguous copy where the stride is 1).
+// row by row with im2colRow2D.
 func im2col2D(x []float32, C int, g *geom, col []float32) {
-	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
-	KH, KW := g.k[0], g.k[1]
-	sh, sw, dh, dw, pt, pl := g.stride[0], g.stride[1], g.dil[0], g.dil[1], g.padB[0], g.padB[1]
-	P := OH * OW
+	P, KH, KW, inSz := g.out[0]*g.out[1], g.k[0], g.k[1], g.in[0]*g.in[1]
 	row := 0
 	for c := 0; c < C; c++ {
-		xc := x[c*H*W : (c+1)*H*W]
 		for ky := 0; ky < KH; ky++ {
 			for kx := 0; kx < KW; kx++ {
-				dst := col[row*P : (row+1)*P]
+				im2colRow2D(x[c*inSz:(c+1)*inSz], g, ky, kx, col[row*P:(row+1)*P])
 				row++
-				// Output columns ox whose input column ix = ox*sw + kx*dw - pl
-				// lies in [0, W): [lo, hi).
-				off := kx*dw - pl
-				lo := 0
-				if off < 0 {
-					lo = (-off + sw - 1) / sw
-				}
-				hi := OW
-				if last := W - 1 - off; last < 0 {
-					hi = 0
-				} else {
-					hi = min(OW, last/sw+1)
-				}
-				lo = min(lo, hi)
-				for oy := 0; oy < OH; oy++ {
-					seg := dst[oy*OW : (oy+1)*OW]
-					iy := oy*sh + ky*dh - pt
-					if iy < 0 || iy >= H {
-						clear(seg)
-						continue
-					}
-					xr := xc[iy*W : (iy+1)*W]
-					clear(seg[:lo])
-					if sw == 1 {
-						copy(seg[lo:hi], xr[lo+off:hi+off])
-					} else {
-						for ox := lo; ox < hi; ox++ {
-							seg[ox] = xr[ox*sw+off]
-						}
-					}
-					clear(seg[hi:])
-				}
 			}
 		}
 	}
+}
+
+// im2colRow2D writes the im2col row of kernel tap (ky, kx) of one input
+// channel xc: dst[oy*ow+ox] = xc[iy, ix] with iy = oy*sh + ky*dh - pt and
+// ix = ox*sw + kx*dw - pl, zero where that is padding. Row segments are
+// contiguous copies where the stride is 1.
+func im2colRow2D(xc []float32, g *geom, ky, kx int, dst []float32) {
+	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
+	sh, sw, dh, dw, pt, pl := g.stride[0], g.stride[1], g.dil[0], g.dil[1], g.padB[0], g.padB[1]
+	// Output columns ox whose input column ix = ox*sw + kx*dw - pl lies in
+	// [0, W): [lo, hi).
+	off := kx*dw - pl
+	lo, hi := validCols(W, OW, sw, off)
+	for oy := 0; oy < OH; oy++ {
+		seg := dst[oy*OW : (oy+1)*OW]
+		iy := oy*sh + ky*dh - pt
+		if iy < 0 || iy >= H {
+			clear(seg)
+			continue
+		}
+		xr := xc[iy*W : (iy+1)*W]
+		clear(seg[:lo])
+		if sw == 1 {
+			copy(seg[lo:hi], xr[lo+off:hi+off])
+		} else {
+			for ox := lo; ox < hi; ox++ {
+				seg[ox] = xr[ox*sw+off]
+			}
+		}
+		clear(seg[hi:])
+	}
+}
+
+// convGEMMFast is convGEMMF32 on the vector GEMM: for two spatial
+// dimensions the GEMM packs its B blocks straight from the input
+// (im2colB), so the im2col matrix is never materialised; the bias is added
+// as each output tile is finished.
+func convGEMMFast(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32) {
+	g := s.g
+	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
+	K := s.Cg * kn
+	direct := s.pointwise() && s.tactic != TacticIm2col
+	var col *[]float32
+	var tabs [][]int
+	if !direct && len(g.in) != 2 {
+		col = getF32(K * P)
+		if tabs = s.tabs; tabs == nil {
+			tabs = g.taps(false)
+		}
+	}
+	mb, ib := matBs.Get().(*matB), im2colBs.Get().(*im2colB)
+	for ni := 0; ni < s.N; ni++ {
+		for gi := 0; gi < s.G; gi++ {
+			xg := x[(ni*s.C+gi*s.Cg)*inSz : (ni*s.C+(gi+1)*s.Cg)*inSz]
+			var bg []float32
+			if bias != nil {
+				bg = bias[gi*s.Mg : (gi+1)*s.Mg]
+			}
+			wg, yg := w[gi*s.Mg*K:], y[(ni*s.M+gi*s.Mg)*P:]
+			var src bSource
+			switch {
+			case direct:
+				*mb = matB{b: xg, brs: P, bcs: 1}
+				src = mb
+			case col != nil:
+				im2col(xg, s.Cg, g, tabs, *col)
+				*mb = matB{b: *col, brs: P, bcs: 1}
+				src = mb
+			default:
+				*ib = im2colB{x: xg, g: g}
+				src = ib
+			}
+			sgemmFastB(pool, s.Mg, P, K, wg, K, 1, src, bg, yg, P)
+		}
+	}
+	*mb, *ib = matB{}, im2colB{}
+	matBs.Put(mb)
+	im2colBs.Put(ib)
+	if col != nil {
+		putF32(col)
+	}
+}
+
+// im2colB is the im2col matrix of a 2-D convolution input as a GEMM B
+// source: row kk = (channel, ky, kx), column p = oy*ow + ox, the values
+// im2colRow2D writes.
+type im2colB struct {
+	x []float32
+	g *geom
+}
+
+var im2colBs = sync.Pool{New: func() any { return new(im2colB) }}
+
+func (m *im2colB) packB(dst []float32, k0, kb, j0, cols int) {
+	g := m.g
+	H, W, OW, KH, KW := g.in[0], g.in[1], g.out[1], g.k[0], g.k[1]
+	sh, sw, dh, dw, pt, pl := g.stride[0], g.stride[1], g.dil[0], g.dil[1], g.padB[0], g.padB[1]
+	inSz := H * W
+	// The output rows that columns [j0, j0+cols) cross: piece i covers
+	// output row oy0+i, columns [ox0[i], ox1[i]) at seg[at[i]:].
+	var ox0, ox1, at [gemmNC]int
+	np := 0
+	oy0 := j0 / OW
+	for p := j0; p < j0+cols; np++ {
+		o := p % OW
+		e := min(OW, o+j0+cols-p)
+		ox0[np], ox1[np], at[np] = o, e, p-j0
+		p += e - o
+	}
+	var seg [gemmNC]float32
+	nq := (cols + gemmNR - 1) / gemmNR
+	clear(seg[cols:])
+	c, t := k0/(KH*KW), k0%(KH*KW)
+	ky, kx := t/KW, t%KW
+	for kk := 0; kk < kb; kk++ {
+		xc := m.x[c*inSz : (c+1)*inSz]
+		off := kx*dw - pl
+		lo, hi := validCols(W, OW, sw, off)
+		for i := 0; i < np; i++ {
+			o0, o1 := ox0[i], ox1[i]
+			sg := seg[at[i] : at[i]+o1-o0]
+			iy := (oy0+i)*sh + ky*dh - pt
+			a, b := max(lo, o0), min(hi, o1)
+			if iy < 0 || iy >= H || a >= b {
+				clear(sg)
+				continue
+			}
+			xr := xc[iy*W : (iy+1)*W]
+			for j := range sg[:a-o0] {
+				sg[j] = 0
+			}
+			switch sw {
+			case 1:
+				copy(sg[a-o0:b-o0], xr[a+off:b+off])
+			case 2:
+				// Whole vectors while they read inside the row.
+				ox := a
+				if n := (b - a - 1) &^ 7; n > 0 {
+					amd64.Even(&sg[a-o0], &xr[2*a+off], n)
+					ox += n
+				}
+				for ; ox < b; ox++ {
+					sg[ox-o0] = xr[2*ox+off]
+				}
+			default:
+				for ox := a; ox < b; ox++ {
+					sg[ox-o0] = xr[ox*sw+off]
+				}
+			}
+			for j := b - o0; j < len(sg); j++ {
+				sg[j] = 0
+			}
+		}
+		_ = dst[(nq-1)*gemmNR*kb+kk*gemmNR+gemmNR-1]
+		amd64.Copy16s(&dst[kk*gemmNR], gemmNR*kb, &seg[0], nq)
+		if kx++; kx == KW {
+			kx = 0
+			if ky++; ky == KH {
+				ky = 0
+				c++
+			}
+		}
+	}
+}
+
+// validCols returns the output columns [lo, hi) whose input column
+// ox*sw + off lies in [0, W).
+func validCols(W, OW, sw, off int) (lo, hi int) {
+	if off < 0 {
+		lo = (-off + sw - 1) / sw
+	}
+	hi = OW
+	if last := W - 1 - off; last < 0 {
+		hi = 0
+	} else {
+		hi = min(OW, last/sw+1)
+	}
+	return min(lo, hi), hi
 }

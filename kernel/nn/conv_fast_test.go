@@ -34,6 +34,27 @@ func convCases(r *rand.Rand) []convCase {
 		cs = append(cs, convCase{[]int{1 + r.Intn(2), c, h + 2 - 2*p, w + 2 - 2*p}, []int{c, 1, 3, 3},
 			[]*ir.Attr{intAttr("group", int64(c)), ints("pads", int64(p), int64(r.Intn(2)), int64(p), int64(r.Intn(2)))}})
 	}
+	// General convolutions (im2col packed straight into the GEMM's panels):
+	// kernels 1-5, strides 1-3, dilations 1-2, wide rows (vector and
+	// scalar segments), M around the 6-row tile.
+	for i := 0; i < 12; i++ {
+		c, m := 1+r.Intn(4), 1+r.Intn(14)
+		kh, kw := 1+r.Intn(5), 1+r.Intn(5)
+		dh, dw := 1+r.Intn(2), 1+r.Intn(2)
+		h, w := (kh-1)*dh+1+r.Intn(20), (kw-1)*dw+1+r.Intn(70)
+		cs = append(cs, convCase{[]int{1 + r.Intn(2), c, h, w}, []int{m, c, kh, kw},
+			[]*ir.Attr{ints("strides", int64(1+r.Intn(3)), int64(1+r.Intn(3))), ints("dilations", int64(dh), int64(dw)),
+				ints("pads", int64(r.Intn(kh)), int64(r.Intn(kw)), int64(r.Intn(kh)), int64(r.Intn(kw)))}})
+	}
+	// Depthwise 3x3 at strides 1 and 2 in either dimension, odd widths
+	// (vector blocks plus a tail), pads on either side.
+	for i := 0; i < 16; i++ {
+		c := 1 + r.Intn(5)
+		h, w := 3+r.Intn(30), 3+r.Intn(45)
+		cs = append(cs, convCase{[]int{1 + r.Intn(2), c, h, w}, []int{c, 1, 3, 3},
+			[]*ir.Attr{intAttr("group", int64(c)), ints("strides", int64(1+r.Intn(2)), int64(1+r.Intn(2))),
+				ints("pads", int64(r.Intn(2)), int64(r.Intn(2)), int64(r.Intn(2)), int64(r.Intn(2)))}})
+	}
 	return cs
 }
 
@@ -48,32 +69,50 @@ func TestConvTwin(t *testing.T) {
 			p.Close()
 		}
 	}()
-	for i, c := range convCases(r) {
-		n := node("Conv", c.attrs...)
-		x := tensor.From(specialF32(r, prod(c.x), i%2 == 0), c.x...)
-		w := tensor.From(specialF32(r, prod(c.w), i%3 == 0), c.w...)
-		b := tensor.From(specialF32(r, c.w[0], false), c.w[0])
+	for ci, c := range convCases(r) {
+		x := tensor.From(specialF32(r, prod(c.x), ci%2 == 0), c.x...)
+		w := tensor.From(specialF32(r, prod(c.w), ci%3 == 0), c.w...)
+		b := tensor.From(specialF32(r, c.w[0], ci%4 == 1), c.w[0])
 		in := []*tensor.Tensor{x, w, b}
-		UsePortable(true)
-		want, err := runConv(nil, n, in)
-		UsePortable(false)
-		if err != nil {
-			t.Fatalf("case %d: %v", i, err)
+		if ci%5 == 4 {
+			in = in[:2] // no bias
 		}
-		for _, p := range pools {
-			got, err := runConv(&kernel.Ctx{Pool: p}, n, in)
+		// Every tactic the compiler may choose, and the default.
+		tactics := append([]string{""}, convTactics(node("Conv", c.attrs...),
+			[]ir.Type{ir.StaticType(tensor.Float32, c.x), ir.StaticType(tensor.Float32, c.w)})...)
+		var ref []float32
+		for ti, tac := range tactics {
+			i := ci*10 + ti
+			n := node("Conv", c.attrs...)
+			if tac != "" {
+				n = node("Conv", append(append([]*ir.Attr{}, c.attrs...), strAttr(kernel.TacticAttr, tac))...)
+			}
+			UsePortable(true)
+			want, err := runConv(nil, n, in)
+			UsePortable(false)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("case %d: %v", i, err)
 			}
-			if d := sameF32(got[0].Data.([]float32), want[0].Data.([]float32)); d >= 0 {
-				t.Fatalf("case %d (%v * %v), %d workers: y[%d] = %g, portable %g", i, c.x, c.w, p.Workers(), d, got[0].Data.([]float32)[d], want[0].Data.([]float32)[d])
+			if ti == 0 {
+				ref = want[0].Data.([]float32)
+			} else if d := sameF32(want[0].Data.([]float32), ref); d >= 0 {
+				t.Fatalf("case %d: tactic %q: y[%d] differs from the default tactic's", i, tac, d)
 			}
-			y := tensor.New(tensor.Float32, want[0].Shape...)
-			if err := intoConv(&kernel.Ctx{Pool: p}, n, in, []*tensor.Tensor{y}); err != nil {
-				t.Fatal(err)
-			}
-			if d := sameF32(y.Data.([]float32), want[0].Data.([]float32)); d >= 0 {
-				t.Fatalf("case %d: Into y[%d] = %g, Run %g", i, d, y.Data.([]float32)[d], want[0].Data.([]float32)[d])
+			for _, p := range pools {
+				got, err := runConv(&kernel.Ctx{Pool: p}, n, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := sameF32(got[0].Data.([]float32), want[0].Data.([]float32)); d >= 0 {
+					t.Fatalf("case %d (%v * %v), %d workers: y[%d] = %g, portable %g", i, c.x, c.w, p.Workers(), d, got[0].Data.([]float32)[d], want[0].Data.([]float32)[d])
+				}
+				y := tensor.New(tensor.Float32, want[0].Shape...)
+				if err := intoConv(&kernel.Ctx{Pool: p}, n, in, []*tensor.Tensor{y}); err != nil {
+					t.Fatal(err)
+				}
+				if d := sameF32(y.Data.([]float32), want[0].Data.([]float32)); d >= 0 {
+					t.Fatalf("case %d: Into y[%d] = %g, Run %g", i, d, y.Data.([]float32)[d], want[0].Data.([]float32)[d])
+				}
 			}
 		}
 	}

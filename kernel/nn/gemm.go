@@ -56,6 +56,15 @@ func fmaFast(u uint64) bool {
 	return (u>>52)&0x7ff-(1023-125) < 252 && u&(1<<29-1) != 1<<28
 }
 
+// fma32 is vmath.FMA32 with its fast path inlined (as in micro).
+func fma32(a, b, c float32) float32 {
+	s := float64(a)*float64(b) + float64(c)
+	if fmaFast(math.Float64bits(s)) || s == 0 {
+		return float32(s)
+	}
+	return vmath.FMA32(a, b, c)
+}
+
 // sgemm sets c[i*ldc+j] for i < m, j < n to the FMA chain over k of
 // A(i,kk) = a[i*ars+kk*acs] and B(kk,j) = b[kk*brs+j*bcs], on the default
 // worker pool.
@@ -76,6 +85,10 @@ func sgemmP(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []flo
 		return
 	}
 	if fastKernels {
+		if m < gemmMR && n*bcs < 1<<31-16*bcs {
+			sgemvFast(pool, m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
+			return
+		}
 		sgemmFast(pool, m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
 		return
 	}

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"math/bits"
 	"sync"
 
 	"github.com/vouchml/vouch/kernel"
@@ -11,19 +12,26 @@ import (
 // The AVX2+FMA GEMM (kernel/amd64.Sgemm6x16) is the vector twin of sgemm's
 // portable path. It computes the same chains: each output is
 // acc = FMA(A[i,k], B[k,j], acc) over k ascending from +0, one rounding per
-// step (VFMADD231PS is vmath.FMA32 lane-wise). The blocking is MLAS/BLIS
-// style and only decides which chains run together:
+// step (VFMADD231PS is vmath.FMA32 lane-wise). The blocking is
+// GotoBLAS/BLIS style and only decides which chains run together:
 //
-//   - A is packed into panels of 6 rows (a[kk*6+i]) and B into panels of 16
-//     columns (b[kk*16+j]), zero-padded; padded lanes are computed and
-//     thrown away.
-//   - Outputs are split into macro tiles of gemmMC rows by gemmNC columns;
-//     the pool's workers take contiguous ranges of macro tiles.
-//   - Inside a macro tile k is walked in blocks of gemmKC: after the first
-//     block each 6x16 register tile is reloaded from C, where the float32
-//     accumulators were parked, and continued at the next k. Storing and
-//     reloading a float32 is exact, so this is still one chain in k order
-//     (no split-K, no partial sums added together).
+//   - A with contiguous rows (convolution weights, MatMul's A) is read in
+//     place, six row pointers per tile (amd64.Sgemm6x16R); other A views
+//     are packed once, up front, into panels of 6 rows (a[kk*6+i]),
+//     zero-padded. Rows past M (a repeated row, or padding) are computed
+//     and thrown away.
+//   - Outputs are split into column blocks of gemmNC columns (and, when
+//     there are fewer column blocks than twice the workers, row chunks);
+//     the pool's workers take contiguous ranges of these units.
+//   - A unit walks k in blocks of gemmKC. For each k block it packs its
+//     columns of B for those k steps into a block of 16-column panels
+//     (b[kk*16+j], zero-padded) that stays in L2 (from a matrix, or
+//     straight from the convolution input: im2col is never materialised),
+//     then runs the 6x16 microkernel over its rows in groups of gemmMC.
+//     After the first k block each register tile is reloaded from C, where
+//     the float32 accumulators were parked, and continued at the next k.
+//     Storing and reloading a float32 is exact, so this is still one chain
+//     in k order (no split-K, no partial sums added together).
 const (
 	gemmMR = 6
 	gemmNR = 16
@@ -50,74 +58,175 @@ func poolOf(c *kernel.Ctx) *parallel.Pool {
 	return parallel.Default()
 }
 
-// scratch buffers, reused across calls so that warm runs do not allocate.
-var f32Bufs sync.Pool
+// scratch buffers, reused across calls so that warm runs do not allocate:
+// one pool per power-of-two capacity, so that a pooled buffer always fits
+// (a single pool can keep handing back a buffer too small for the caller).
+var f32Bufs [48]sync.Pool
 
 func getF32(n int) *[]float32 {
-	if v, ok := f32Bufs.Get().(*[]float32); ok {
-		if cap(*v) >= n {
-			*v = (*v)[:n]
-			return v
-		}
-		f32Bufs.Put(v)
+	c := bits.Len(uint(max(n, 1) - 1))
+	if v, ok := f32Bufs[c].Get().(*[]float32); ok {
+		*v = (*v)[:n]
+		return v
 	}
-	s := make([]float32, n, n+n/8)
+	s := make([]float32, n, 1<<c)
 	return &s
 }
 
-func putF32(v *[]float32) { f32Bufs.Put(v) }
+func putF32(v *[]float32) { f32Bufs[bits.Len(uint(max(cap(*v), 1)-1))].Put(v) }
 
-// gemmJob is one fast sgemm call; it is both the packing and the compute
-// task (phase selects which).
+// bSource fills a block of packed B panels: for the columns
+// [j0, j0+cols) and the k steps [k0, k0+kb), panel qq (columns
+// j0+16qq ..) at dst[qq*16*kb:], step kk at [kk*16:], lanes past cols zero.
+type bSource interface {
+	packB(dst []float32, k0, kb, j0, cols int)
+}
+
+// matB is a B matrix: B(kk, j) = b[kk*brs + j*bcs].
+type matB struct {
+	b        []float32
+	brs, bcs int
+}
+
+func (m *matB) packB(dst []float32, k0, kb, j0, cols int) {
+	for qq := 0; qq*gemmNR < cols; qq++ {
+		pan := dst[qq*gemmNR*kb : (qq+1)*gemmNR*kb]
+		c0 := j0 + qq*gemmNR
+		w := min(gemmNR, j0+cols-c0)
+		if m.bcs == 1 {
+			src := m.b[k0*m.brs+c0:]
+			if w == gemmNR {
+				for kk := 0; kk < kb; kk++ {
+					*(*[gemmNR]float32)(pan[kk*gemmNR:]) = *(*[gemmNR]float32)(src[kk*m.brs:])
+				}
+				continue
+			}
+			for kk := 0; kk < kb; kk++ {
+				d := pan[kk*gemmNR : kk*gemmNR+gemmNR]
+				copy(d, src[kk*m.brs:kk*m.brs+w])
+				clear(d[w:])
+			}
+			continue
+		}
+		for jj := 0; jj < gemmNR; jj++ {
+			if jj >= w {
+				for kk := 0; kk < kb; kk++ {
+					pan[kk*gemmNR+jj] = 0
+				}
+				continue
+			}
+			src := m.b[(c0+jj)*m.bcs+k0*m.brs:]
+			for kk := 0; kk < kb; kk++ {
+				pan[kk*gemmNR+jj] = src[kk*m.brs]
+			}
+		}
+	}
+}
+
+// gemmJob is one fast sgemm call; it is both the A packing and the
+// compute task (phase selects which).
 type gemmJob struct {
-	m, n, k            int
-	a                  []float32
-	ars, acs           int
-	b                  []float32
-	brs, bcs           int
-	c                  []float32
-	ldc                int
-	ap, bp             []float32
-	mp, np, mblk, nblk int
-	phase              int
+	m, n, k  int
+	a        []float32
+	ars, acs int
+	src      bSource
+	c        []float32
+	ldc      int
+	ap       []float32
+	mp       int
+	nblk     int       // column blocks
+	mchunks  int       // row chunks per column block
+	mcp      int       // row panels per chunk
+	bias     []float32 // per row of C, added after the chain, or nil
+	phase    int
 }
 
 var gemmJobs = sync.Pool{New: func() any { return new(gemmJob) }}
 
+// bBlocks is a free list of the units' packed B blocks (one size; at most
+// one per concurrently running unit, kept for good: a sync.Pool would drop
+// them at every GC and allocate 256 KiB again).
+var bBlocks struct {
+	sync.Mutex
+	free []*[gemmNC * gemmKC]float32
+}
+
+func getBBlock() *[gemmNC * gemmKC]float32 {
+	bBlocks.Lock()
+	defer bBlocks.Unlock()
+	if n := len(bBlocks.free); n > 0 {
+		b := bBlocks.free[n-1]
+		bBlocks.free = bBlocks.free[:n-1]
+		return b
+	}
+	return new([gemmNC * gemmKC]float32)
+}
+
+func putBBlock(b *[gemmNC * gemmKC]float32) {
+	bBlocks.Lock()
+	bBlocks.free = append(bBlocks.free, b)
+	bBlocks.Unlock()
+}
+
+var matBs = sync.Pool{New: func() any { return new(matB) }}
+
 func sgemmFast(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
+	mb := matBs.Get().(*matB)
+	*mb = matB{b: b, brs: brs, bcs: bcs}
+	sgemmFastB(pool, m, n, k, a, ars, acs, mb, nil, c, ldc)
+	*mb = matB{}
+	matBs.Put(mb)
+}
+
+// sgemmFastB is sgemmFast with B given by src. bias, when not nil, is
+// added to each output after its chain, c[i,j] = acc + bias[i], as its
+// tile is finished (the same float32 addition a later pass would do).
+func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src bSource, bias []float32, c []float32, ldc int) {
 	j := gemmJobs.Get().(*gemmJob)
-	mp, np := (m+gemmMR-1)/gemmMR, (n+gemmNR-1)/gemmNR
-	*j = gemmJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, b: b, brs: brs, bcs: bcs, c: c, ldc: ldc,
-		mp: mp, np: np, mblk: (m + gemmMC - 1) / gemmMC, nblk: (n + gemmNC - 1) / gemmNC}
-	abuf, bbuf := getF32(mp*gemmMR*k), getF32(np*gemmNR*k)
-	j.ap, j.bp = *abuf, *bbuf
-	j.phase = 0
-	pool.Run(mp+np, (m+n)*k*8, j)
+	mp := (m + gemmMR - 1) / gemmMR
+	nblk := (n + gemmNC - 1) / gemmNC
+	// Row chunks only where column blocks are fewer than the workers (each
+	// chunk packs its own copy of its B blocks).
+	mchunks := 1
+	if w := pool.Workers(); w > 1 && nblk < w {
+		mchunks = min(mp, (w+nblk-1)/nblk)
+	}
+	mcp := (mp + mchunks - 1) / mchunks
+	mchunks = (mp + mcp - 1) / mcp
+	*j = gemmJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, src: src, c: c, ldc: ldc,
+		mp: mp, nblk: nblk, mchunks: mchunks, mcp: mcp, bias: bias}
+	// A with contiguous rows is read in place (Sgemm6x16R); otherwise it
+	// is packed into panels first.
+	var abuf *[]float32
+	if acs != 1 {
+		abuf = getF32(mp * gemmMR * k)
+		j.ap = *abuf
+		j.phase = 0
+		pool.Run(mp, m*k*8, j)
+	}
 	j.phase = 1
-	pool.Run(j.mblk*j.nblk, m*n*k, j)
-	putF32(abuf)
-	putF32(bbuf)
+	pool.Run(nblk*mchunks, m*n*k, j)
+	if abuf != nil {
+		putF32(abuf)
+	}
 	*j = gemmJob{}
 	gemmJobs.Put(j)
 }
 
-// Run implements parallel.Task: packing panels [lo, hi) (A's then B's) in
-// phase 0, macro tiles [lo, hi) in phase 1.
+// Run implements parallel.Task: packing A's panels [lo, hi) in phase 0,
+// units (column block, row chunk) [lo, hi) in phase 1.
 func (j *gemmJob) Run(lo, hi int) {
 	if j.phase == 0 {
 		for u := lo; u < hi; u++ {
-			if u < j.mp {
-				j.packA(u)
-			} else {
-				j.packB(u - j.mp)
-			}
+			j.packA(u)
 		}
 		return
 	}
-	var tile [gemmMR * gemmNR]float32
+	bbuf := getBBlock()
 	for u := lo; u < hi; u++ {
-		j.macro(u/j.nblk, u%j.nblk, &tile)
+		j.unit(u/j.mchunks, u%j.mchunks, bbuf[:])
 	}
+	putBBlock(bbuf)
 }
 
 func (j *gemmJob) packA(p int) {
@@ -159,74 +268,151 @@ func (j *gemmJob) packA(p int) {
 	}
 }
 
-func (j *gemmJob) packB(q int) {
-	k := j.k
-	dst := j.bp[q*gemmNR*k : (q+1)*gemmNR*k]
-	cols := min(gemmNR, j.n-q*gemmNR)
-	j0 := q * gemmNR
-	if j.bcs == 1 && cols == gemmNR {
-		for kk := 0; kk < k; kk++ {
-			*(*[gemmNR]float32)(dst[kk*gemmNR:]) = *(*[gemmNR]float32)(j.b[kk*j.brs+j0:])
-		}
-		return
-	}
-	if j.bcs == 1 {
-		for kk := 0; kk < k; kk++ {
-			d := dst[kk*gemmNR : kk*gemmNR+gemmNR]
-			src := j.b[kk*j.brs+j0 : kk*j.brs+j0+cols]
-			copy(d, src)
-			clear(d[cols:])
-		}
-		return
-	}
-	for jj := 0; jj < gemmNR; jj++ {
-		if jj >= cols {
-			for kk := 0; kk < k; kk++ {
-				dst[kk*gemmNR+jj] = 0
-			}
-			continue
-		}
-		src := (j0 + jj) * j.bcs
-		for kk := 0; kk < k; kk++ {
-			dst[kk*gemmNR+jj] = j.b[src+kk*j.brs]
-		}
-	}
-}
-
-// macro computes the outputs of macro tile (bi, bj).
-func (j *gemmJob) macro(bi, bj int, tile *[gemmMR * gemmNR]float32) {
+// unit computes the outputs of column block bj and row chunk mc.
+func (j *gemmJob) unit(bj, mc int, bblk []float32) {
+	var tile [gemmMR * gemmNR]float32
+	var arows [gemmMR]*float32
+	var btile [gemmMR]float32
 	k, ldc := j.k, j.ldc
-	p0, p1 := bi*(gemmMC/gemmMR), min(j.mp, (bi+1)*(gemmMC/gemmMR))
-	q0, q1 := bj*(gemmNC/gemmNR), min(j.np, (bj+1)*(gemmNC/gemmNR))
+	j0 := bj * gemmNC
+	ncols := min(gemmNC, j.n-j0)
+	nq := (ncols + gemmNR - 1) / gemmNR
+	pA, pZ := mc*j.mcp, min(j.mp, (mc+1)*j.mcp)
+	// A B matrix with contiguous rows is read in place too
+	// (Sgemm6x16RB), all but a last partial panel, which is packed.
+	mb, _ := j.src.(*matB)
+	directB := mb != nil && mb.bcs == 1 && j.ap == nil
 	for pc := 0; pc < k; pc += gemmKC {
 		kb := min(gemmKC, k-pc)
+		switch {
+		case !directB:
+			j.src.packB(bblk, pc, kb, j0, ncols)
+		case ncols%gemmNR != 0:
+			e := (nq - 1) * gemmNR
+			mb.packB(bblk, pc, kb, j0+e, ncols-e)
+		}
 		load := 0
 		if pc > 0 {
 			load = 1
 		}
-		for q := q0; q < q1; q++ {
-			bpan := j.bp[q*gemmNR*k+pc*gemmNR:]
-			cols := min(gemmNR, j.n-q*gemmNR)
-			for p := p0; p < p1; p++ {
-				apan := j.ap[p*gemmMR*k+pc*gemmMR:]
-				rows := min(gemmMR, j.m-p*gemmMR)
-				off := p*gemmMR*ldc + q*gemmNR
-				if rows == gemmMR && cols == gemmNR {
-					amd64.Sgemm6x16(kb, &apan[0], &bpan[0], &j.c[off], ldc, load)
-					continue
+		last := pc+kb == k && j.bias != nil
+		for p0 := pA; p0 < pZ; p0 += gemmMC / gemmMR {
+			p1 := min(pZ, p0+gemmMC/gemmMR)
+			for qq := 0; qq < nq; qq++ {
+				q := j0/gemmNR + qq
+				cols := min(gemmNR, j.n-q*gemmNR)
+				var bpan []float32
+				var bdir *float32
+				switch {
+				case directB && cols == gemmNR:
+					bdir = &mb.b[pc*mb.brs+q*gemmNR]
+				case directB:
+					bpan = bblk
+				default:
+					bpan = bblk[qq*gemmNR*kb:]
 				}
-				// Edge tile: run the full 6x16 tile on a copy and keep the
-				// valid part (padding lanes are separate chains).
-				if load != 0 {
-					for ii := 0; ii < rows; ii++ {
-						copy(tile[ii*gemmNR:ii*gemmNR+cols], j.c[off+ii*ldc:off+ii*ldc+cols])
+				for p := p0; p < p1; p++ {
+					rows := min(gemmMR, j.m-p*gemmMR)
+					off := p*gemmMR*ldc + q*gemmNR
+					var apan []float32
+					if j.ap != nil {
+						apan = j.ap[p*gemmMR*k+pc*gemmMR:]
+					} else {
+						for ii := range arows {
+							arows[ii] = &j.a[(p*gemmMR+min(ii, rows-1))*j.ars+pc]
+						}
 					}
-				}
-				amd64.Sgemm6x16(kb, &apan[0], &bpan[0], &tile[0], gemmNR, load)
-				for ii := 0; ii < rows; ii++ {
-					copy(j.c[off+ii*ldc:off+ii*ldc+cols], tile[ii*gemmNR:ii*gemmNR+cols])
+					full := rows == gemmMR && cols == gemmNR
+					dst, ld := &j.c[off], ldc
+					if !full {
+						// Edge tile: run the full 6x16 tile on a copy and
+						// keep the valid part (padding lanes are separate
+						// chains).
+						if load != 0 {
+							for ii := 0; ii < rows; ii++ {
+								copy(tile[ii*gemmNR:ii*gemmNR+cols], j.c[off+ii*ldc:off+ii*ldc+cols])
+							}
+						}
+						dst, ld = &tile[0], gemmNR
+					}
+					// The bias goes in with the last k block's store.
+					var bias *float32
+					if last {
+						if rows == gemmMR {
+							bias = &j.bias[p*gemmMR]
+						} else {
+							var bt [gemmMR]float32
+							copy(bt[:], j.bias[p*gemmMR:p*gemmMR+rows])
+							btile = bt
+							bias = &btile[0]
+						}
+					}
+					switch {
+					case apan != nil:
+						amd64.Sgemm6x16(kb, &apan[0], &bpan[0], dst, ld, load, bias)
+					case bdir != nil:
+						amd64.Sgemm6x16RB(kb, &arows, bdir, mb.brs, dst, ld, load, bias)
+					case cols <= gemmNR/2:
+						amd64.Sgemm6x8R(kb, &arows, &bpan[0], dst, ld, load, bias)
+					default:
+						amd64.Sgemm6x16R(kb, &arows, &bpan[0], dst, ld, load, bias)
+					}
+					if full {
+						continue
+					}
+					for ii := 0; ii < rows; ii++ {
+						copy(j.c[off+ii*ldc:off+ii*ldc+cols], tile[ii*gemmNR:ii*gemmNR+cols])
+					}
 				}
 			}
 		}
+	}
+}
+
+// gemvJob is a GEMM of fewer rows than the 6x16 tile: each row of C is
+// computed in blocks of 16 outputs straight from B (amd64.GemvG16 or
+// GemvC16), without packing either operand. Units are (row, block).
+type gemvJob struct {
+	m, n, k  int
+	a        []float32
+	ars, acs int
+	b        []float32
+	brs, bcs int
+	c        []float32
+	ldc, nb  int
+}
+
+var gemvJobs = sync.Pool{New: func() any { return new(gemvJob) }}
+
+func sgemvFast(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
+	j := gemvJobs.Get().(*gemvJob)
+	nb := (n + gemmNR - 1) / gemmNR
+	*j = gemvJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, b: b, brs: brs, bcs: bcs, c: c, ldc: ldc, nb: nb}
+	pool.Run(m*nb, m*n*k*4, j)
+	*j = gemvJob{}
+	gemvJobs.Put(j)
+}
+
+func (j *gemvJob) Run(lo, hi int) {
+	var idx, mask [gemmNR]int32
+	var out [gemmNR]float32
+	for u := lo; u < hi; u++ {
+		i, q := u/j.nb, u%j.nb
+		j0 := q * gemmNR
+		cols := min(gemmNR, j.n-j0)
+		for jj := range mask {
+			mask[jj], idx[jj] = 0, 0
+			if jj < cols {
+				mask[jj], idx[jj] = -1, int32(jj*j.bcs)
+			}
+		}
+		x := &j.a[i*j.ars]
+		b := &j.b[j0*j.bcs]
+		if j.bcs == 1 {
+			amd64.GemvC16(j.k, x, j.acs, b, j.brs, &mask[0], &out[0])
+		} else {
+			amd64.GemvG16(j.k, x, j.acs, b, j.brs, &idx[0], &mask[0], &out[0])
+		}
+		copy(j.c[i*j.ldc+j0:i*j.ldc+j0+cols], out[:cols])
 	}
 }

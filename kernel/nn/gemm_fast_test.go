@@ -136,3 +136,59 @@ func TestSGEMMWorkersInvariant(t *testing.T) {
 		t.Fatalf("row 77 alone: C[%d] = %g, want %g", d, row[d], first[77*n+d])
 	}
 }
+
+// TestSGEMVTwin: GEMMs of fewer rows than the 6x16 tile (the gather and
+// masked-load kernels, B read in place) give the portable bits and the
+// chain's, for every transposition of A and B, odd n (masked tails).
+func TestSGEMVTwin(t *testing.T) {
+	if !amd64.Enabled {
+		t.Skip("no AVX2+FMA: only the portable path exists here")
+	}
+	r := rand.New(rand.NewSource(9))
+	pool := parallel.New(3)
+	defer pool.Close()
+	for i := 0; i < 80; i++ {
+		m, n, k := 1+r.Intn(5), 1+r.Intn(90), r.Intn(300)
+		if i == 0 {
+			m, n, k = 1, 1000, 1280 // a classifier
+		}
+		a := specialF32(r, m*k, i%2 == 0)
+		b := specialF32(r, k*n, i%3 == 0)
+		ta, tb := i%4 >= 2, i%2 == 1
+		ars, acs, brs, bcs := k, 1, n, 1
+		av, bv := a, b
+		if ta { // A stored as [k][m]
+			av = make([]float32, m*k)
+			for ii := 0; ii < m; ii++ {
+				for kk := 0; kk < k; kk++ {
+					av[kk*m+ii] = a[ii*k+kk]
+				}
+			}
+			ars, acs = 1, m
+		}
+		if tb { // B stored as [n][k]
+			bv = make([]float32, k*n)
+			for kk := 0; kk < k; kk++ {
+				for jj := 0; jj < n; jj++ {
+					bv[jj*k+kk] = b[kk*n+jj]
+				}
+			}
+			brs, bcs = 1, k
+		}
+		if k == 0 {
+			continue
+		}
+		fast, port := bothGEMM(pool, m, n, k, av, ars, acs, bv, brs, bcs)
+		if d := sameF32(fast, port); d >= 0 {
+			t.Fatalf("case %d (%dx%dx%d, transA %v, transB %v): C[%d] fast %#x, portable %#x", i, m, n, k, ta, tb, d, math.Float32bits(fast[d]), math.Float32bits(port[d]))
+		}
+		for ii := 0; ii < m; ii++ {
+			for jj := 0; jj < n; jj++ {
+				want := canonNaN(refChain(k, func(kk int) float32 { return a[ii*k+kk] }, func(kk int) float32 { return b[kk*n+jj] }))
+				if got := fast[ii*n+jj]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("case %d: C[%d,%d] = %#x, want the chain's %#x", i, ii, jj, math.Float32bits(got), math.Float32bits(want))
+				}
+			}
+		}
+	}
+}

@@ -377,6 +377,10 @@ func intoMaxPool(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if out[0].Len() != NC*prod(g.out) {
 		return fmt.Errorf("nn: MaxPool: preallocated output has %d elements, want %d", out[0].Len(), NC*prod(g.out))
 	}
+	if !wantIdx && maxPool2DOK(g) {
+		maxPool2D(poolOf(c), g, NC, x.Data.([]float32), out[0].Data.([]float32))
+		return nil
+	}
 	var idx []int64
 	if wantIdx {
 		if idx, _ = out[1].Data.([]int64); len(idx) != out[0].Len() {

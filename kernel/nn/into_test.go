@@ -41,12 +41,17 @@ func TestIntoMatchesRun(t *testing.T) {
 		{"AveragePool", []*ir.Attr{ints("kernel_shape", 2, 2), ints("strides", 2, 2)}, []*tensor.Tensor{f(1, 4, 9, 9)}, 1},
 		{"GlobalAveragePool", nil, []*tensor.Tensor{f(2, 5, 7, 7)}, 1},
 		{"GlobalMaxPool", nil, []*tensor.Tensor{f(2, 5, 7, 7)}, 1},
+		{"LayerNormalization", nil, []*tensor.Tensor{f(2, 5, 33), f(33), f(33)}, 1},
+		{"LayerNormalization", []*ir.Attr{intAttr("axis", 1), floatAttr("epsilon", 1e-3)}, []*tensor.Tensor{f(3, 4, 9), f(4, 9)}, 3},
 	}
 	ops := Ops()
 	for i, c := range cases {
 		n := node(c.op, c.attrs...)
-		if c.outs == 2 {
+		switch c.outs {
+		case 2:
 			n.Outputs = []string{"y", "idx"}
+		case 3:
+			n.Outputs = []string{"y", "mean", "inv"}
 		}
 		op := ops[c.op]
 		want, err := op.Run(nil, n, c.in)
@@ -69,7 +74,14 @@ func TestIntoMatchesRun(t *testing.T) {
 		if d := sameF32(out[0].Data.([]float32), want[0].Data.([]float32)); d >= 0 {
 			t.Fatalf("case %d %s: Into y[%d] = %g, Run %g", i, c.op, d, out[0].Data.([]float32)[d], want[0].Data.([]float32)[d])
 		}
-		if c.outs == 2 {
+		for k := 1; k < c.outs; k++ {
+			if d, ok := out[k].Data.([]float32); ok {
+				if j := sameF32(d, want[k].Data.([]float32)); j >= 0 {
+					t.Fatalf("case %d %s: Into output %d [%d] = %g, Run %g", i, c.op, k, j, d[j], want[k].Data.([]float32)[j])
+				}
+			}
+		}
+		if c.outs == 2 && c.op == "MaxPool" {
 			gi, wi := out[1].Data.([]int64), want[1].Data.([]int64)
 			for k := range wi {
 				if gi[k] != wi[k] {

@@ -37,7 +37,7 @@ func Ops() kernel.Table {
 		"GlobalMaxPool":             {Run: runGlobalPool, Infer: inferGlobalPool, Into: intoGlobalPool},
 		"BatchNormalization":        {Run: runBatchNorm, Infer: inferBatchNorm},
 		"InstanceNormalization":     {Run: runInstanceNorm, Infer: same},
-		"LayerNormalization":        {Run: runLayerNorm, Infer: inferLayerNorm},
+		"LayerNormalization":        {Run: runLayerNorm, Infer: inferLayerNorm, Into: intoLayerNorm},
 		"LRN":                       {Run: runLRN, Infer: inferSameFloat},
 		"LpNormalization":           {Run: runLpNorm, Infer: inferSameFloat},
 		"MeanVarianceNormalization": {Run: runMVN, Infer: inferSameFloat},

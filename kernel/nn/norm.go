@@ -310,7 +310,10 @@ func runLayerNorm(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Ten
 		if err != nil {
 			return nil, err
 		}
-		return layerNorm(xv, p[0], p[1], idx, D, eps), nil
+		R := len(xv) / max(D, 1)
+		y, mean, inv := make([]float32, len(xv)), make([]float32, R), make([]float32, R)
+		layerNorm32(xv, p[0], p[1], idx[0], idx[1], D, eps, y, mean, inv)
+		return [][]float32{y, mean, inv}, nil
 	}, func(xv []float64) ([][]float64, error) {
 		p, err := params64([]*tensor.Tensor{in[1], kernel.Input(in, 2)}, "LayerNormalization parameters")
 		if err != nil {
@@ -373,4 +376,99 @@ func inferLayerNorm(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 	}
 	s := ir.Type{DType: sdt, Shape: st, RankKnown: true}
 	return []ir.Type{t, s, s}, nil
+}
+
+// layerNorm32 is layerNorm for float32 into y (and mean, inv when not
+// nil), with the same operations in the same order: the sequential sum,
+// m = s/D, the sequential chain q = FMA32(x-m, x-m, q), v = q/D,
+// inv = 1/sqrt(v+eps), y = float32(float32((x-m)*inv) * scale) + bias.
+// si and bi map a normalized index to scale's and bias's; nil is the
+// identity.
+func layerNorm32(x, scale, bias []float32, si, bi []int, D int, eps float32, y, mean, inv []float32) {
+	R := len(x) / max(D, 1)
+	for r := 0; r < R; r++ {
+		row, yr := x[r*D:(r+1)*D], y[r*D:(r+1)*D]
+		var sum float32
+		for _, v := range row {
+			sum += v
+		}
+		m := sum / float32(D)
+		var q float32
+		for _, v := range row {
+			q = fma32(v-m, v-m, q)
+		}
+		iv := 1 / float32(math.Sqrt(float64(q/float32(D)+eps)))
+		if mean != nil {
+			mean[r], inv[r] = m, iv
+		}
+		if si == nil && (bias == nil || bi == nil) {
+			sc := scale[:len(row)]
+			if bias == nil {
+				for j, v := range row {
+					yr[j] = float32((v-m)*iv) * sc[j]
+				}
+				continue
+			}
+			bs := bias[:len(row)]
+			for j, v := range row {
+				yr[j] = float32(float32((v-m)*iv)*sc[j]) + bs[j]
+			}
+			continue
+		}
+		for j, v := range row {
+			t := float32(float32((v-m)*iv) * scale[at(si, j)])
+			if bias != nil {
+				t += bias[at(bi, j)]
+			}
+			yr[j] = t
+		}
+	}
+}
+
+func at(idx []int, j int) int {
+	if idx == nil {
+		return j
+	}
+	return idx[j]
+}
+
+// intoLayerNorm is LayerNormalization's Into for float32 with scale and
+// bias of the normalized shape (others go through Run).
+func intoLayerNorm(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
+	if err := need(in, 2, "LayerNormalization"); err != nil {
+		return err
+	}
+	x, sc, b := in[0], in[1], kernel.Input(in, 2)
+	ok := allF32(x, sc, b, out[0])
+	for i := 1; i < len(out); i++ {
+		ok = ok && allF32(out[i])
+	}
+	axis, err := kernel.NormAxis(n.Int("axis", -1), len(x.Shape))
+	if err != nil {
+		return fmt.Errorf("nn: LayerNormalization: %w", err)
+	}
+	norm := x.Shape[axis:]
+	if !ok || !equalInts(sc.Shape, norm) || (b != nil && !equalInts(b.Shape, norm)) {
+		return viaRun(runLayerNorm)(c, n, in, out)
+	}
+	D := prod(norm)
+	R := x.Len() / max(D, 1)
+	if out[0].Len() != x.Len() {
+		return fmt.Errorf("nn: LayerNormalization: preallocated output has %d elements, want %d", out[0].Len(), x.Len())
+	}
+	var mean, inv []float32
+	if len(out) > 2 && out[1] != nil && out[2] != nil {
+		mean, inv = out[1].Data.([]float32), out[2].Data.([]float32)
+		if len(mean) != R || len(inv) != R {
+			return fmt.Errorf("nn: LayerNormalization: preallocated Mean/InvStdDev do not hold %d values", R)
+		}
+	} else if len(out) > 1 && (out[1] != nil || (len(out) > 2 && out[2] != nil)) {
+		return viaRun(runLayerNorm)(c, n, in, out)
+	}
+	var bf []float32
+	if b != nil {
+		bf = b.Data.([]float32)
+	}
+	layerNorm32(x.Data.([]float32), sc.Data.([]float32), bf, nil, nil, D, n.Float("epsilon", 1e-5), out[0].Data.([]float32), mean, inv)
+	return nil
 }

@@ -192,7 +192,7 @@ func root32(s, p float32) float32 {
 	return vmath.Exp32(vmath.Log32(s) / p)
 }
 
-func runMaxPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runMaxPool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if err := need(in, 1, "MaxPool"); err != nil {
 		return nil, err
 	}
@@ -204,6 +204,12 @@ func runMaxPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tenso
 	out := append([]int{x.Shape[0], x.Shape[1]}, g.out...)
 	colMajor := n.Int("storage_order", 0) != 0
 	NC, inSz, P := x.Shape[0]*x.Shape[1], prod(g.in), prod(g.out)
+	wantIdx := len(n.Outputs) > 1 && n.Outputs[1] != ""
+	if xf, ok := x.Data.([]float32); ok && !wantIdx && maxPool2DOK(g) {
+		y := make([]float32, NC*P)
+		maxPool2D(poolOf(c), g, NC, xf, y)
+		return []*tensor.Tensor{tensor.From(y, out...)}, nil
+	}
 	idx := make([]int64, NC*P)
 	var y *tensor.Tensor
 	switch d := x.Data.(type) {
@@ -222,7 +228,7 @@ func runMaxPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tenso
 		return nil, fmt.Errorf("nn: MaxPool: unsupported type %v", x.DType)
 	}
 	res := []*tensor.Tensor{y}
-	if len(n.Outputs) > 1 && n.Outputs[1] != "" {
+	if wantIdx {
 		if colMajor {
 			// Re-express each in-channel row-major offset column-major.
 			inStr := tensor.Strides(g.in)

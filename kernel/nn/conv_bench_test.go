@@ -1,0 +1,66 @@
+package nn
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// BenchmarkConvResNetStem is resnet18's first convolution (3->64, 7x7,
+// stride 2, pads 3, 224x224) through Into, one worker.
+func BenchmarkConvResNetStem(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	n := node("Conv", ints("strides", 2, 2), ints("pads", 3, 3, 3, 3))
+	x := tensor.From(randF32(r, 3*224*224), 1, 3, 224, 224)
+	w := tensor.From(randF32(r, 64*3*49), 64, 3, 7, 7)
+	bias := tensor.From(randF32(r, 64), 64)
+	y := tensor.New(tensor.Float32, 1, 64, 112, 112)
+	p := parallel.New(1)
+	defer p.Close()
+	c := &kernel.Ctx{Pool: p}
+	for i := 0; i < b.N; i++ {
+		if err := intoConv(c, n, []*tensor.Tensor{x, w, bias}, []*tensor.Tensor{y}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLayerNormBERT is tiny_bert's LayerNormalization (64 x 128) through
+// Run.
+func BenchmarkLayerNormBERT(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	n := node("LayerNormalization")
+	in := []*tensor.Tensor{tensor.From(randF32(r, 64*128), 1, 64, 128), tensor.From(randF32(r, 128), 128), tensor.From(randF32(r, 128), 128)}
+	for i := 0; i < b.N; i++ {
+		if _, err := runLayerNorm(nil, n, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkConv3x3 is resnet18's 3x3 stride-1 convolutions at each stage
+// (no bias) through Into, one worker; GFLOP/s counts 2 per multiply-add.
+func BenchmarkConv3x3(b *testing.B) {
+	for _, c := range []struct{ ch, hw int }{{64, 56}, {128, 28}, {256, 14}, {512, 7}} {
+		b.Run(fmt.Sprintf("%dx%d", c.ch, c.hw), func(b *testing.B) {
+			r := rand.New(rand.NewSource(1))
+			n := node("Conv", ints("pads", 1, 1, 1, 1))
+			x := tensor.From(randF32(r, c.ch*c.hw*c.hw), 1, c.ch, c.hw, c.hw)
+			w := tensor.From(randF32(r, c.ch*c.ch*9), c.ch, c.ch, 3, 3)
+			y := tensor.New(tensor.Float32, 1, c.ch, c.hw, c.hw)
+			p := parallel.New(1)
+			defer p.Close()
+			ctx := &kernel.Ctx{Pool: p}
+			for i := 0; i < b.N; i++ {
+				if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(2*float64(c.ch*c.ch*9*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
