@@ -11,6 +11,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"k8s.io/klog/v2"
 )
 
 // Exit codes.
@@ -51,12 +53,27 @@ func (m *Main) commands() map[string]command {
 		"sign":        {"sign a bundle's provenance", runSign},
 		"verify":      {"verify a bundle's signature, digests and compatibility, and print its provenance", runVerify},
 		"registry":    {"push, pull, list, show and tag signed bundles in the local registry", runRegistry},
+		"demo":        {"run the whole story on embedded defaults: build, sign, serve, audit, replay, catch tampering", runDemo},
+		"replay":      {"prove a past decision: re-run a recorded request on its signed engine and compare bit for bit", runReplay},
 		"audit":       {"verify, show, query and export the audit log; shred and purge captured inputs", runAudit},
 	}
 }
 
+// quietKlog keeps the transparency-log library's informational klog lines
+// (it logs every directory initialization and checkpoint) off the terminal;
+// its errors still reach stderr.
+func quietKlog() {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	_ = fs.Set("stderrthreshold", "ERROR")
+	klog.SetOutput(io.Discard)
+}
+
 // Run executes the command named by args[0].
 func (m *Main) Run(ctx context.Context, args []string) int {
+	quietKlog()
 	cmds := m.commands()
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {

@@ -3,12 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/vouchml/vouch/onnx"
+	"time"
 )
 
 // readmeCommands returns the lines of the README's first sh block.
@@ -25,8 +23,9 @@ func readmeCommands(t *testing.T) []string {
 	return strings.Split(strings.TrimSpace(block), "\n")
 }
 
-// TestREADMEFirstCommand runs the README's first command through the CLI
-// (from the repository root, as a reader would) and checks its output.
+// TestREADMEFirstCommand runs the README's first command (the demo)
+// through the CLI, from the repository root as a reader would, and checks
+// that it tells the whole story.
 func TestREADMEFirstCommand(t *testing.T) {
 	cmds := readmeCommands(t)
 	if len(cmds) != 2 {
@@ -45,27 +44,22 @@ func TestREADMEFirstCommand(t *testing.T) {
 	}
 	defer os.Chdir(wd)
 	var out, errb bytes.Buffer
+	start := time.Now()
 	code := NewMain(&out, &errb).Run(context.Background(), strings.Fields(strings.TrimPrefix(cmds[0], prefix)))
+	text := out.String()
+	if _, dir, ok := strings.Cut(text, "Everything is in "); ok {
+		dir, _, _ = strings.Cut(dir, ":")
+		defer os.RemoveAll(strings.TrimSpace(dir))
+	}
 	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
+		t.Fatalf("exit %d: %s\n%s", code, errb.String(), text)
 	}
-	// The predicted classes are those of the PyTorch reference output.
-	want, _, err := onnx.DecodeTensorFile("../shared/models/digits_cnn/test_data_set_0/output_0.pb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := want.Data.([]float32)
-	var classes []string
-	for r := 0; r < want.Shape[0]; r++ {
-		best := 0
-		for c, v := range ref[r*10 : (r+1)*10] {
-			if v > ref[r*10+best] {
-				best = c
-			}
+	for _, want := range []string{"signed by demo-signer+", "answered   300 requests", "VERIFIED  trace", "verification FAILS", "entry does not match the tiles", "report.html"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, text)
 		}
-		classes = append(classes, fmt.Sprint(best))
 	}
-	if w := "argmax per row=[" + strings.Join(classes, " ") + "]"; !strings.Contains(out.String(), w) {
-		t.Fatalf("output lacks %q:\n%s", w, out.String())
+	if d := time.Since(start); d > time.Minute {
+		t.Logf("the demo took %v; the README promises under a minute", d)
 	}
 }

@@ -3,14 +3,15 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/audit/capture"
 	"github.com/vouchml/vouch/audit/index"
 	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/registry"
@@ -20,6 +21,7 @@ import (
 // ReplayOptions are the settings of `vouch replay`.
 type ReplayOptions struct {
 	Trace       string
+	Audit       auditFlags // where the record is: the data directory or a server
 	DataDir     string
 	Keys        string   // trusted bundle keys
 	LogKeys     []string // trusted audit-log verifier keys (default: DIR/audit/log.pub)
@@ -54,7 +56,7 @@ quantized one) and reports error statistics per output (max, mean, median,
 p99 of absolute and relative error, KL divergence, top-1 agreement) with
 pass/fail under --atol, --rtol and --check elemwise|max|mean|quantile; over
 a time range with --since and --until (RFC 3339 or a duration like 24h).`)
-	fs.StringVar(&o.DataDir, "data", defaultDataDir(), "vouch's data directory (audit log and registry)")
+	o.Audit.register(fs)
 	fs.StringVar(&o.Keys, "key", "", "trusted public key(s) of bundle signers")
 	var logKeys multiFlag
 	fs.Var(&logKeys, "log-key", "trusted audit-log verifier key (default: DIR/audit/log.pub); repeatable")
@@ -76,7 +78,7 @@ a time range with --since and --until (RFC 3339 or a duration like 24h).`)
 	if err != nil {
 		return err
 	}
-	o.LogKeys, o.Inputs = logKeys, inputs
+	o.LogKeys, o.Inputs, o.DataDir = logKeys, inputs, o.Audit.DataDir
 	if o.Since, err = parseWhen(*since); err != nil {
 		return err
 	}
@@ -108,37 +110,65 @@ func parseWhen(s string) (time.Time, error) {
 	return t, nil
 }
 
-// openAuditReadOnly opens the data directory's audit log for reading, with
-// its verifier key(s).
-func openAuditReadOnly(ctx context.Context, dataDir string, keys []string) (*audit.Log, []string, error) {
-	dir := filepath.Join(dataDir, "audit")
-	if len(keys) == 0 {
-		b, err := os.ReadFile(filepath.Join(dir, "log.pub"))
-		if err != nil {
-			return nil, nil, fmt.Errorf("no audit-log verifier key: give --log-key (reading %s: %w)", filepath.Join(dir, "log.pub"), err)
-		}
-		keys = []string{strings.TrimSpace(string(b))}
+// connRecords finds records through an audit connection: the local log
+// when there is one, else the server's audit API.
+type connRecords struct{ c *auditConn }
+
+func (r connRecords) Show(ctx context.Context, trace string) (*audit.Inclusion, error) {
+	if !r.c.remote() {
+		return r.c.showLocal(ctx, trace)
 	}
-	lg, err := audit.Open(ctx, dir, audit.Options{VerifierKeys: keys})
-	if err != nil {
-		return nil, nil, err
+	var inc audit.Inclusion
+	if err := r.c.do(ctx, "GET", "/v1/audit/records/"+url.PathEscape(trace), nil, &inc); err != nil {
+		return nil, err
 	}
-	return lg, keys, nil
+	return &inc, nil
 }
 
 func (m *Main) replay(ctx context.Context, o ReplayOptions) error {
-	lg, logKeys, err := openAuditReadOnly(ctx, o.DataDir, o.LogKeys)
+	logKeys := o.LogKeys
+	if len(logKeys) == 0 {
+		pub := filepath.Join(auditDir(o.Audit.DataDir), "log.pub")
+		k, err := verifierKeys(pub)
+		if err != nil {
+			return fmt.Errorf("no audit-log verifier key: give --log-key (reading %s: %w)", pub, err)
+		}
+		fmt.Fprintf(m.Stderr, "note: trusting %s (give --log-key to verify against a key you hold)\n", pub)
+		logKeys = k
+	}
+	conn, err := openAuditConn(ctx, o.Audit)
 	if err != nil {
 		return err
 	}
-	defer lg.Close(ctx)
+	defer conn.close()
+	target := o.Trace
+	if target == "" {
+		target = fmt.Sprintf("records %s..%s", o.Since.Format(time.RFC3339), o.Until.Format(time.RFC3339))
+	}
+	note, err := conn.recordAccess(ctx, "replay", target)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		fmt.Fprintln(m.Stderr, note)
+	}
+	if o.inputSource == nil {
+		dir := filepath.Join(o.DataDir, "capture")
+		if _, err := os.Stat(dir); err == nil {
+			st, err := capture.Open(dir)
+			if err != nil {
+				return err
+			}
+			o.inputSource = st
+		}
+	}
 	var trusted []*bundle.PublicKey
 	if o.Keys != "" {
 		if trusted, err = readKeys(o.Keys); err != nil {
 			return err
 		}
 	}
-	ro := replay.Options{Records: lg, LogKeys: logKeys, Inputs: o.inputSource}
+	ro := replay.Options{Records: connRecords{conn}, LogKeys: logKeys, Inputs: o.inputSource}
 	if len(o.Inputs) > 0 {
 		in, err := readInputFiles(o.Inputs)
 		if err != nil {
@@ -165,7 +195,7 @@ func (m *Main) replay(ctx context.Context, o ReplayOptions) error {
 		ro.Plans = &replay.RegistryPlans{Registry: reg, Principal: o.Principal, Check: checkOptions(false)}
 	}
 	if o.Against != "" {
-		return m.replayAgainst(ctx, o, ro, lg, trusted)
+		return m.replayAgainst(ctx, o, ro, conn, trusted)
 	}
 	r, err := replay.Replay(ctx, o.Trace, ro)
 	if err != nil {
@@ -223,7 +253,7 @@ func writeReports(o ReplayOptions, r *replay.Report, stats *replay.Comparison) e
 	return nil
 }
 
-func (m *Main) replayAgainst(ctx context.Context, o ReplayOptions, ro replay.Options, lg *audit.Log, trusted []*bundle.PublicKey) error {
+func (m *Main) replayAgainst(ctx context.Context, o ReplayOptions, ro replay.Options, conn *auditConn, trusted []*bundle.PublicKey) error {
 	other, err := replay.LoadEngine(o.Against, trusted, checkOptions(false))
 	if err != nil {
 		return err
@@ -232,7 +262,10 @@ func (m *Main) replayAgainst(ctx context.Context, o ReplayOptions, ro replay.Opt
 	if o.Trace == "" {
 		traces = nil
 		f := index.Filter{Model: o.Model, Since: o.Since, Until: o.Until, Status: audit.StatusOK, Kind: audit.KindInference}
-		if err := lg.Query(ctx, f, func(r index.Row) error { traces = append(traces, r.TraceID); return nil }); err != nil {
+		if conn.remote() {
+			return fmt.Errorf("%w: --since/--until need the local log (--data)", ErrUsage)
+		}
+		if err := conn.log.Query(ctx, f, func(r index.Row) error { traces = append(traces, r.TraceID); return nil }); err != nil {
 			return err
 		}
 		if len(traces) == 0 {
