@@ -27,6 +27,7 @@ type TensorRange struct {
 	Scale     float32 `json:"scale"`
 	Clipped   float64 `json:"clipped_fraction"`
 	FromCache bool    `json:"from_cache,omitempty"`
+	FromModel bool    `json:"from_model,omitempty"` // a QDQ model's scale
 }
 
 // LayerPrecision is one weighted layer's precision decision.

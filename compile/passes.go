@@ -19,6 +19,7 @@ type state struct {
 	pass   string              // the running pass's name, for the log
 	opts   Options
 	prec   *precisionResult // set by the precision pass
+	qdq    *qdqInfo         // set by import-qdq for a pre-quantized model
 }
 
 // pass is one named step of the pipeline. Names are stable: they appear in
@@ -33,6 +34,7 @@ func pipeline() []pass {
 	return []pass{
 		{"name-nodes", nameNodes},
 		{"eliminate-identity", eliminateIdentity},
+		{"import-qdq", importQDQ},
 		{"fold-constants", foldConstants},
 		{"fold-shapes", foldShapes},
 		{"fold-constants-2", foldConstants},

@@ -161,6 +161,10 @@ func precisionPass(s *state) error {
 			p = "int8"
 		}
 		why := "default precision " + o.Precision
+		if s.qdq != nil && s.qdq.weights[l.n.Inputs[1]] != nil && s.qdq.act[l.x] > 0 {
+			// A pre-quantized layer runs in int8 at any build precision.
+			p, why = "int8", "QDQ model"
+		}
 		if lp, ok := o.Quant.LayerPrecision[l.n.Name]; ok {
 			p, why = lp, "--layer-precision"
 		}
@@ -204,7 +208,7 @@ func precisionPass(s *state) error {
 			return err
 		}
 	}
-	conv := &converter{g: ref, scales: scales}
+	conv := &converter{g: ref, scales: scales, qdq: s.qdq}
 	current := conv.apply(want)
 	if err := evaluate(s, ref, conv, layers, want, &current, res); err != nil {
 		return err

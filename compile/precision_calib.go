@@ -139,6 +139,13 @@ func calibrate(s *state, ref *ir.Graph, layers []*weighted, want map[string]stri
 	rep.Calibrator = out.Calibrator
 	var missing []string
 	for _, t := range need {
+		if s.qdq != nil && s.qdq.act[t] > 0 {
+			sc := s.qdq.act[t]
+			scales[t] = sc
+			s.log.Info("precision", "scale-from-model", map[string]any{"tensor": t, "scale": sc})
+			rep.Tensors = append(rep.Tensors, buildlog.TensorRange{Tensor: t, Scale: sc, Threshold: float64(sc) * 127, FromModel: true})
+			continue
+		}
 		if q.Cache != nil {
 			if sc, ok := q.Cache.Scales[t]; ok {
 				scales[t] = sc

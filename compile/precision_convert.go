@@ -14,6 +14,7 @@ import (
 type converter struct {
 	g      *ir.Graph
 	scales map[string]float32
+	qdq    *qdqInfo // a pre-quantized model's int8 weights
 	memo   map[string]*conversion
 }
 
@@ -128,9 +129,16 @@ func (c *converter) toQ8(n *ir.Node) *conversion {
 	var ws []float32
 	wshape := w.Shape
 	var b []float32
+	qw := (*qdqWeight)(nil)
+	if c.qdq != nil {
+		qw = c.qdq.weights[n.Inputs[1]]
+	}
 	switch base {
 	case "Conv":
 		q, ws = quant.WeightScales(wd, w.Shape[0])
+		if qw != nil {
+			q, ws = qw.q, qw.perChannel(w.Shape[0])
+		}
 		b = bias
 	case "Gemm", "MatMul":
 		K, N := w.Shape[0], w.Shape[1]
@@ -147,6 +155,17 @@ func (c *converter) toQ8(n *ir.Node) *conversion {
 		}
 		wshape = []int{N, K}
 		q, ws = quant.WeightScales(wt, N)
+		if qw != nil {
+			q, ws = qw.q, qw.perChannel(N)
+			if !(base == "Gemm" && n.Int("transB", 0) == 1) {
+				q = make([]int8, len(qw.q))
+				for k := 0; k < K; k++ {
+					for j := 0; j < N; j++ {
+						q[j*K+k] = qw.q[k*N+j]
+					}
+				}
+			}
+		}
 		if base == "Gemm" {
 			alpha, beta := n.Float("alpha", 1), n.Float("beta", 1)
 			if alpha != 1 {
@@ -189,4 +208,16 @@ func (c *converter) toQ8(n *ir.Node) *conversion {
 	attrs["x_scale"] = &ir.Attr{Name: "x_scale", Kind: ir.AttrFloat, F: c.scales[n.Inputs[0]]}
 	cv.node = m
 	return cv
+}
+
+// perChannel returns the weights' scales, one per output channel.
+func (w *qdqWeight) perChannel(n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = w.scales[0]
+		if len(w.scales) == n {
+			out[i] = w.scales[i]
+		}
+	}
+	return out
 }

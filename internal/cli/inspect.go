@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/plan"
 )
 
@@ -15,7 +16,11 @@ func runInspect(ctx context.Context, m *Main, args []string) error {
 	fs := m.newFlagSet("inspect", "inspect NAME.plan [--json | --dot FILE]", `
 Prints a plan's header (digest, format, producer, source model, profiles,
 arena) and its layer table: name, kind, the ONNX nodes it was fused from,
-tactic, precision, output shape and FLOPs.
+tactic, precision, output shape and FLOPs; reduced-precision layers show
+what they compute (Q8(Conv+Relu): an int8 convolution with its Relu).
+When NAME.plan.report.json lies beside the plan, its precision section
+follows: calibrator, layer precisions, fallbacks, and the accuracy
+against fp32 (accuracy, drop, top-1 agreement, mean KL, per class).
 
 --json prints the plan header as JSON; --dot writes a Graphviz graph of the
 fused plan (render it with: dot -Tsvg FILE -o plan.svg).`)
@@ -67,12 +72,7 @@ fused plan (render it with: dot -Tsvg FILE -o plan.svg).`)
 	fmt.Fprintln(tw, "LAYER\tKIND\tFUSED FROM\tTACTIC\tPRECISION\tOUTPUT\tFLOPS")
 	var total int64
 	for _, l := range h.Graph.Layers {
-		kind := l.Kind
-		for _, a := range l.Attrs {
-			if a.Name == "base" {
-				kind = "Fused(" + a.S + ")"
-			}
-		}
+		kind := layerKind(l)
 		out := strings.Join(l.OutputShapes, " ")
 		from := ""
 		if len(l.Origin) > 1 {
@@ -83,7 +83,105 @@ fused plan (render it with: dot -Tsvg FILE -o plan.svg).`)
 	}
 	tw.Flush()
 	fmt.Fprintf(m.Stdout, "\n%d layers, %.3g FLOPs at the first profile's opt shapes\n", len(h.Graph.Layers), float64(total))
+	rp := pos[0] + ".report.json"
+	switch rb, err := os.ReadFile(rp); {
+	case err == nil:
+		var rep buildlog.Report
+		if err := json.Unmarshal(rb, &rep); err != nil {
+			return fmt.Errorf("%s: %w", rp, err)
+		}
+		if rep.PlanSHA256 != "" && rep.PlanSHA256 != plan.Digest(b) {
+			fmt.Fprintf(m.Stdout, "\n%s describes another plan (sha256:%s); precision section skipped\n", rp, rep.PlanSHA256)
+			return nil
+		}
+		printPrecision(m, rep.Precision)
+	case !os.IsNotExist(err):
+		return err
+	}
 	return nil
+}
+
+// layerKind names a layer's kind, with the ops a fused or reduced-
+// precision layer computes: Fused(Conv+Add+Relu), Q8(Conv+Relu),
+// F16(Gemm).
+func layerKind(l plan.Layer) string {
+	attr := map[string]plan.AttrHeader{}
+	for _, a := range l.Attrs {
+		attr[a.Name] = a
+	}
+	base, ok := attr["base"]
+	if !ok {
+		if in, ok := attr["inner_op"]; ok && strings.HasSuffix(l.Kind, "F16") {
+			return "F16(" + in.S + ")"
+		}
+		return l.Kind
+	}
+	parts := base.S
+	if lay, ok := attr["layout"]; ok && len(lay.Ints) == 3 && lay.Ints[1] == 1 {
+		parts += "+Add"
+	}
+	if a, ok := attr["activation"]; ok && a.S != "" {
+		parts += "+" + a.S
+	}
+	switch {
+	case strings.HasSuffix(l.Kind, "Q8"):
+		return "Q8(" + parts + ")"
+	case strings.HasSuffix(l.Kind, "F16"):
+		return "F16(" + parts + ")"
+	}
+	return "Fused(" + parts + ")"
+}
+
+// printPrecision prints the report's reduced-precision section: what was
+// quantized, how, and what it cost against fp32.
+func printPrecision(m *Main, p *buildlog.PrecisionReport) {
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(m.Stdout, "\nprecision  %s", p.Precision)
+	if p.Calibrator != "" {
+		fmt.Fprintf(m.Stdout, ", calibrator %s", p.Calibrator)
+	}
+	if p.CalibrationSamples > 0 {
+		fmt.Fprintf(m.Stdout, ", %d calibration samples", p.CalibrationSamples)
+	}
+	fmt.Fprintln(m.Stdout)
+	counts := map[string]int{}
+	for _, l := range p.Layers {
+		counts[l.Precision]++
+	}
+	var cs []string
+	for _, k := range []string{"int8", "fp16", "fp32"} {
+		if counts[k] > 0 {
+			cs = append(cs, fmt.Sprintf("%d %s", counts[k], k))
+		}
+	}
+	if len(cs) > 0 {
+		fmt.Fprintf(m.Stdout, "layers     %s\n", strings.Join(cs, ", "))
+	}
+	for _, f := range p.Fallbacks {
+		fmt.Fprintf(m.Stdout, "fallback   %s to fp32: %s\n", f.Layer, f.Reason)
+	}
+	a := p.Accuracy
+	if a == nil {
+		fmt.Fprintln(m.Stdout, "accuracy   not evaluated (no evaluation or calibration data)")
+		return
+	}
+	fmt.Fprintf(m.Stdout, "accuracy   on %d samples of %s\n", a.Samples, p.EvalData)
+	tw := tabwriter.NewWriter(m.Stdout, 2, 4, 2, ' ', 0)
+	if !strings.Contains(p.EvalData, "no labels") {
+		fmt.Fprintf(tw, "  fp32\t%.2f%%\n  %s\t%.2f%%\n  drop\t%.2f pp\n", a.FP32, p.Precision, a.Reduced, a.Drop)
+	}
+	fmt.Fprintf(tw, "  top-1 agreement\t%.2f%%\n  mean KL\t%.3g\n", a.Agreement, a.MeanKL)
+	tw.Flush()
+	if len(a.PerClass) > 0 {
+		tw = tabwriter.NewWriter(m.Stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  CLASS\tCOUNT\tFP32\t"+strings.ToUpper(p.Precision)+"\tDELTA")
+		for _, c := range a.PerClass {
+			fmt.Fprintf(tw, "  %d\t%d\t%.2f%%\t%.2f%%\t%+.2f pp\n", c.Class, c.Count, c.FP32, c.Reduced, c.Delta)
+		}
+		tw.Flush()
+	}
 }
 
 // dotGraph renders the layer graph in Graphviz's dot language.

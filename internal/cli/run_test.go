@@ -68,7 +68,7 @@ func TestBuildInspectRunPlan(t *testing.T) {
 		}
 	}
 	code, out, errs := run(t, "inspect", pl)
-	if code != 0 || !strings.Contains(out, "Fused(Conv)") || !strings.Contains(out, "/c1/Conv + /Relu") {
+	if code != 0 || !strings.Contains(out, "Fused(Conv+Relu)") || !strings.Contains(out, "/c1/Conv + /Relu") {
 		t.Fatalf("inspect: %d %s %s", code, out, errs)
 	}
 	code, out, errs = run(t, "run", pl, "--input", digits+"/test_data_set_0/input_0.pb")

@@ -106,16 +106,44 @@ func convGeom(n *ir.Node, x, w []int) (*geom2, error) {
 	return g, nil
 }
 
-// im2col writes the K×P matrix of channel group xg ([Cg,H,W] int16) into
-// col, row (c, ky, kx), column (oy, ox), padding as 0.
-func (g *geom2) im2col(xg, col []int16) {
-	P := g.P()
+// phases returns the source im2col reads for channel group xg
+// ([Cg,H,W]) and its row length: xg itself, or for a strided convolution
+// each input row split into its sw phases (written to ph), phase r of row
+// iy holding x[iy, j*sw+r], so that every im2col segment is a contiguous
+// copy.
+func (g *geom2) phases(xg []int16, ph *[]int16) ([]int16, int) {
+	if g.sw == 1 {
+		return xg, g.W
+	}
+	Wp := (g.W + g.sw - 1) / g.sw
+	W := g.sw * Wp
+	src := *grow16(ph, g.Cg*g.H*W)
+	for r := 0; r < g.Cg*g.H; r++ {
+		xr, d := xg[r*g.W:(r+1)*g.W], src[r*W:(r+1)*W]
+		for s := 0; s < g.sw; s++ {
+			ds := d[s*Wp : (s+1)*Wp]
+			j := 0
+			for ix := s; ix < g.W; ix += g.sw {
+				ds[j] = xr[ix]
+				j++
+			}
+			clear(ds[j:])
+		}
+	}
+	return src, W
+}
+
+// im2col writes columns [p0, p1) of the K×P matrix of a channel group
+// into col (row length p1-p0), row (c, ky, kx), column (oy, ox), padding
+// as 0; src and W come from phases.
+func (g *geom2) im2col(src []int16, W int, col []int16, p0, p1 int) {
+	n := p1 - p0
 	row := 0
 	for c := 0; c < g.Cg; c++ {
-		xc := xg[c*g.H*g.W : (c+1)*g.H*g.W]
+		xc := src[c*g.H*W : (c+1)*g.H*W]
 		for ky := 0; ky < g.KH; ky++ {
 			for kx := 0; kx < g.KW; kx++ {
-				dst := col[row*P : (row+1)*P]
+				dst := col[row*n : (row+1)*n]
 				row++
 				off := kx*g.dw - g.pl
 				lo := 0
@@ -127,23 +155,24 @@ func (g *geom2) im2col(xg, col []int16) {
 					hi = min(g.OW, last/g.sw+1)
 				}
 				lo = min(lo, hi)
-				for oy := 0; oy < g.OH; oy++ {
-					seg := dst[oy*g.OW : (oy+1)*g.OW]
+				// x[iy, ox*sw+off] is phase r, index ox+q.
+				r := ((off % g.sw) + g.sw) % g.sw
+				q := (off - r) / g.sw
+				base := r * (W / g.sw)
+				for oy := p0 / g.OW; oy*g.OW < p1; oy++ {
+					a, b := max(p0-oy*g.OW, 0), min(p1-oy*g.OW, g.OW)
+					seg := dst[oy*g.OW+a-p0 : oy*g.OW+b-p0]
 					iy := oy*g.sh + ky*g.dh - g.pt
 					if iy < 0 || iy >= g.H {
 						clear(seg)
 						continue
 					}
-					xr := xc[iy*g.W : (iy+1)*g.W]
-					clear(seg[:lo])
-					if g.sw == 1 {
-						copy(seg[lo:hi], xr[lo+off:hi+off])
-					} else {
-						for ox := lo; ox < hi; ox++ {
-							seg[ox] = xr[ox*g.sw+off]
-						}
-					}
-					clear(seg[hi:])
+					l := min(max(lo, a), b)
+					h := max(min(hi, b), l)
+					xr := xc[iy*W+base : (iy+1)*W]
+					clear(seg[:l-a])
+					copy(seg[l-a:h-a], xr[l+q:h+q])
+					clear(seg[h-a:])
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package q8
 import (
 	"fmt"
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/vouchml/vouch/ir"
@@ -33,6 +34,8 @@ type halfLayer struct {
 	half  []int
 	src   []*tensor.Tensor // the float16 tensors converted
 	conv  []*tensor.Tensor // their float32 forms
+	mu    sync.Mutex
+	bufs  [][]*tensor.Tensor // free argument lists (a warm call allocates none)
 }
 
 // fastHalf selects F16C conversion.
@@ -141,8 +144,19 @@ func (f *f16Op) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error 
 	if err != nil {
 		return err
 	}
-	var arr [8]*tensor.Tensor
-	args := l.args(in, arr[:0])
+	l.mu.Lock()
+	var buf []*tensor.Tensor
+	if k := len(l.bufs); k > 0 {
+		buf, l.bufs = l.bufs[k-1], l.bufs[:k-1]
+	}
+	l.mu.Unlock()
+	args := l.args(in, buf)
+	defer func() {
+		clear(args)
+		l.mu.Lock()
+		l.bufs = append(l.bufs, args)
+		l.mu.Unlock()
+	}()
 	if l.op.Into != nil {
 		return l.op.Into(c, l.inner, args, out)
 	}

@@ -120,6 +120,7 @@ type gemmJob struct {
 	c        []int32
 	ldc      int
 	mb, nb   int
+	mc       int // row panels per macro tile
 }
 
 var gemmJobs = sync.Pool{New: func() any { return new(gemmJob) }}
@@ -131,8 +132,14 @@ func igemm(pool *parallel.Pool, m, n, k int, ap, bp []int16, c []int32, ldc int)
 	}
 	j := gemmJobs.Get().(*gemmJob)
 	mp, np := (m+tileM-1)/tileM, (n+tileN-1)/tileN
+	// A few row panels form one macro tile, so that B streams through
+	// the cache once (the sums do not depend on the blocking).
+	mc := mcP
+	if mp <= 6*mcP {
+		mc = mp
+	}
 	*j = gemmJob{m: m, n: n, kp: pairs(k), ap: ap, bp: bp, c: c, ldc: ldc,
-		mb: (mp + mcP - 1) / mcP, nb: (np + ncP - 1) / ncP}
+		mb: (mp + mc - 1) / mc, nb: (np + ncP - 1) / ncP, mc: mc}
 	pool.Run(j.mb*j.nb, m*n*k/2, j)
 	*j = gemmJob{}
 	gemmJobs.Put(j)
@@ -144,7 +151,7 @@ func (j *gemmJob) Run(lo, hi int) {
 	mp, np := (j.m+tileM-1)/tileM, (j.n+tileN-1)/tileN
 	for u := lo; u < hi; u++ {
 		bj, bi := u/j.mb, u%j.mb
-		p0, p1 := bi*mcP, min(mp, (bi+1)*mcP)
+		p0, p1 := bi*j.mc, min(mp, (bi+1)*j.mc)
 		q0, q1 := bj*ncP, min(np, (bj+1)*ncP)
 		for pc := 0; pc < j.kp; pc += kcP {
 			kb := min(kcP, j.kp-pc)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -57,10 +58,14 @@ type layer struct {
 	wShape       []int
 	packed       [][]int16 // Conv: packed A per group; linear: [0] is packed B
 	mult, bias   []float32
-	scratch      sync.Pool // *scratch, sized for this layer
+	scratchMu    sync.Mutex
+	scratches    []*scratch // free buffers, sized for this layer
+	packedT      [][]int16  // Conv run transposed: packed B per group
+	tOnce        sync.Once
 	geomMu       sync.Mutex
 	geom         *geom2
-	geomX        []int
+	geomX        []int // the last input shape, its geometry and output shape
+	outShape     []int
 }
 
 func (q *q8Op) layer(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
@@ -191,117 +196,29 @@ func splitAttrs(n *ir.Node, hasAdd bool) (base, add, act *ir.Node) {
 
 // baseShape is the base op's output shape for input shape x.
 func (l *layer) baseShape(x []int) ([]int, *geom2, error) {
+	l.geomMu.Lock()
+	defer l.geomMu.Unlock()
+	// The last input shape's result is kept: a warm call allocates nothing.
+	if l.geomX != nil && equalInts(l.geomX, x) {
+		return l.outShape, l.geom, nil
+	}
+	var out []int
+	var g *geom2
 	if l.base == "Conv" {
-		l.geomMu.Lock()
-		defer l.geomMu.Unlock()
-		if l.geom != nil && equalInts(l.geomX, x) {
-			return []int{l.geom.N, l.geom.M, l.geom.OH, l.geom.OW}, l.geom, nil
-		}
-		g, err := convGeom(l.attrs, x, l.wShape)
-		if err != nil {
+		var err error
+		if g, err = convGeom(l.attrs, x, l.wShape); err != nil {
 			return nil, nil, err
 		}
-		l.geom, l.geomX = g, append([]int{}, x...)
-		return []int{g.N, g.M, g.OH, g.OW}, g, nil
-	}
-	K, N := l.wShape[1], l.wShape[0]
-	if len(x) < 1 || x[len(x)-1] != K || (l.base == "Gemm" && len(x) != 2) {
-		return nil, nil, fmt.Errorf("q8: %s: X %v does not match weights [%d, %d]", l.base, x, N, K)
-	}
-	out := append(append([]int{}, x[:len(x)-1]...), N)
-	return out, nil, nil
-}
-
-// compute runs the base op into y (float32, the base output's shape).
-func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32) error {
-	xd, ok := x.Data.([]float32)
-	if !ok {
-		return fmt.Errorf("q8: X is %v, want float32", x.DType)
-	}
-	_, g, err := l.baseShape(x.Shape)
-	if err != nil {
-		return err
-	}
-	sc, _ := l.scratch.Get().(*scratch)
-	if sc == nil {
-		sc = &scratch{}
-	}
-	defer l.scratch.Put(sc)
-	xq := grow16(&sc.xq, len(xd))
-	quantize(*xq, xd, l.inv)
-	if g == nil {
-		N, K := l.wShape[0], l.wShape[1]
-		R := len(xd) / max(K, 1)
-		if K == 0 {
-			R = len(y) / max(N, 1)
+		out = []int{g.N, g.M, g.OH, g.OW}
+	} else {
+		K, N := l.wShape[1], l.wShape[0]
+		if len(x) < 1 || x[len(x)-1] != K || (l.base == "Gemm" && len(x) != 2) {
+			return nil, nil, fmt.Errorf("q8: %s: X %v does not match weights [%d, %d]", l.base, x, N, K)
 		}
-		al, _ := packedLen(R, 0, K)
-		ap := grow16(&sc.ap, al)
-		packA(*ap, *xq, R, K, K)
-		acc := grow32(&sc.acc, R*N)
-		igemm(pool, R, N, K, *ap, l.packed[0], *acc, N)
-		epilogue(pool, *acc, y, R, N, l.mult, l.bias, false)
-		return nil
+		out = append(append([]int{}, x[:len(x)-1]...), N)
 	}
-	K, P := g.K(), g.P()
-	_, bl := packedLen(0, P, K)
-	bp := grow16(&sc.bp, bl)
-	var col *[]int16
-	if !g.pointwise() {
-		col = grow16(&sc.col, K*P)
-	}
-	acc := grow32(&sc.acc, g.Mg*P)
-	np := (P + tileN - 1) / tileN
-	for ni := 0; ni < g.N; ni++ {
-		for gi := 0; gi < g.G; gi++ {
-			xg := (*xq)[(ni*g.C+gi*g.Cg)*g.H*g.W : (ni*g.C+(gi+1)*g.Cg)*g.H*g.W]
-			b := xg
-			if col != nil {
-				g.im2col(xg, *col)
-				b = *col
-			}
-			pool.Run(np, K*P, parallel.Func(func(lo, hi int) { packB(*bp, b, P, K, P, lo, hi) }))
-			igemm(pool, g.Mg, P, K, l.packed[gi], *bp, *acc, P)
-			o := (ni*g.M + gi*g.Mg) * P
-			var bias []float32
-			if l.bias != nil {
-				bias = l.bias[gi*g.Mg : (gi+1)*g.Mg]
-			}
-			epilogue(pool, *acc, y[o:o+g.Mg*P], g.Mg, P, l.mult[gi*g.Mg:(gi+1)*g.Mg], bias, true)
-		}
-	}
-	return nil
-}
-
-// epilogue dequantizes acc [rows×cols] into y: y = float32(float32(acc)·
-// mult) + bias, with mult and bias per row (byRow) or per column.
-func epilogue(pool *parallel.Pool, acc []int32, y []float32, rows, cols int, mult, bias []float32, byRow bool) {
-	pool.Run(rows, rows*cols, parallel.Func(func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			a := acc[i*cols : (i+1)*cols]
-			o := y[i*cols : (i+1)*cols]
-			if byRow {
-				m := mult[i]
-				var b float32
-				if bias != nil {
-					b = bias[i]
-				}
-				for j, v := range a {
-					o[j] = float32(float32(v)*m) + b
-				}
-				continue
-			}
-			if bias != nil {
-				for j, v := range a {
-					o[j] = float32(float32(v)*mult[j]) + bias[j]
-				}
-			} else {
-				for j, v := range a {
-					o[j] = float32(float32(v) * mult[j])
-				}
-			}
-		}
-	}))
+	l.geom, l.geomX, l.outShape = g, append([]int{}, x...), out
+	return out, g, nil
 }
 
 func poolOf(c *kernel.Ctx) *parallel.Pool {
@@ -309,6 +226,33 @@ func poolOf(c *kernel.Ctx) *parallel.Pool {
 		return c.Pool
 	}
 	return parallel.Default()
+}
+
+// fusedPost returns the Add and Relu parts that the epilogue can apply
+// (a residual of the output's shape, a Relu without inputs) and the index
+// of the first input the remaining parts read; rest reports whether parts
+// remain.
+func (l *layer) fusedPost(in []*tensor.Tensor, shape []int) (p post, next int, rest bool) {
+	next = 4
+	if l.add != nil {
+		r := kernel.Input(in, 4)
+		rd, ok := []float32(nil), false
+		if r != nil {
+			rd, ok = r.Data.([]float32)
+		}
+		if !ok || !equalInts(r.Shape, shape) {
+			return post{}, 4, true
+		}
+		p.res = rd
+		next = 5
+	}
+	if l.act != nil {
+		if l.act.OpType != "Relu" || len(in) > next {
+			return p, next, true
+		}
+		p.relu = true
+	}
+	return p, next, false
 }
 
 func (q *q8Op) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
@@ -323,12 +267,15 @@ func (q *q8Op) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Te
 	if err != nil {
 		return nil, err
 	}
-	y := tensor.New(tensor.Float32, shape...)
-	if err := l.compute(poolOf(c), in[0], y.Data.([]float32)); err != nil {
+	y := tensor.New(tensor.Float32, slices.Clone(shape)...)
+	p, i, rest := l.fusedPost(in, shape)
+	if err := l.compute(poolOf(c), in[0], y.Data.([]float32), p); err != nil {
 		return nil, err
 	}
-	i := 4
-	if l.add != nil {
+	if !rest {
+		return []*tensor.Tensor{y}, nil
+	}
+	if l.add != nil && i == 4 {
 		outs, err := l.addOp.Run(c, l.add, []*tensor.Tensor{y, in[i]})
 		if err != nil {
 			return nil, fmt.Errorf("Add part: %w", err)
@@ -358,9 +305,10 @@ func (q *q8Op) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
+	p, next, rest := l.fusedPost(in, shape)
 	fits := equalInts(shape, out[0].Shape) && out[0].DType == tensor.Float32 &&
-		(l.add == nil || (l.addOp.Into != nil && l.addOp.InPlace)) &&
-		(l.act == nil || (l.actOp.Into != nil && l.actOp.InPlace))
+		(!rest || ((l.add == nil || next > 4 || (l.addOp.Into != nil && l.addOp.InPlace)) &&
+			(l.act == nil || (l.actOp.Into != nil && l.actOp.InPlace))))
 	if !fits {
 		res, err := q.run(c, n, in)
 		if err != nil {
@@ -372,8 +320,11 @@ func (q *q8Op) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 		reflect.Copy(reflect.ValueOf(out[0].Data), reflect.ValueOf(res[0].Data))
 		return nil
 	}
-	if err := l.compute(poolOf(c), in[0], out[0].Data.([]float32)); err != nil {
+	if err := l.compute(poolOf(c), in[0], out[0].Data.([]float32), p); err != nil {
 		return err
+	}
+	if !rest {
+		return nil
 	}
 	y := out[:1]
 	part := func(op *kernel.Op, x *ir.Node, first, end int) error {
@@ -386,8 +337,7 @@ func (q *q8Op) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 		}
 		return nil
 	}
-	next := 4
-	if l.add != nil {
+	if l.add != nil && next == 4 {
 		if err := part(l.addOp, l.add, next, next+1); err != nil {
 			return err
 		}
@@ -454,27 +404,4 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
-}
-
-// scratch holds one computation's buffers; each layer keeps a pool of
-// them, so warm runs reuse buffers of the right sizes.
-type scratch struct {
-	xq, ap, bp, col []int16
-	acc             []int32
-}
-
-func grow16(b *[]int16, n int) *[]int16 {
-	if cap(*b) < n {
-		*b = make([]int16, n)
-	}
-	*b = (*b)[:n]
-	return b
-}
-
-func grow32(b *[]int32, n int) *[]int32 {
-	if cap(*b) < n {
-		*b = make([]int32, n)
-	}
-	*b = (*b)[:n]
-	return b
 }

@@ -31,3 +31,9 @@ func quant8(dst *int16, src *float32, inv float32, n int)
 //
 //go:noescape
 func interleave(dst, src *int16, ldb int, kp int)
+
+// epiRow is the vector twin of epilogueRow over n (a multiple of 8)
+// values; res may be nil, relu is 0 or 1.
+//
+//go:noescape
+func epiRow(y *float32, acc *int32, n int, m, b float32, res *float32, relu int)

@@ -9,3 +9,7 @@ func halfToFloat(dst *float32, src *uint16, n int)              { panic("q8: no 
 func quant8(dst *int16, src *float32, inv float32, n int)       { panic("q8: no vector kernels") }
 
 func interleave(dst, src *int16, ldb int, kp int) { panic("q8: no vector kernels") }
+
+func epiRow(y *float32, acc *int32, n int, m, b float32, res *float32, relu int) {
+	panic("q8: no vector kernels")
+}
