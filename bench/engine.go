@@ -46,11 +46,11 @@ func NewPeer(name string, m *Model, cfg PeerConfig) (Engine, error) {
 	return nil, fmt.Errorf("bench: unknown peer %q (known: ort, gomlx)", name)
 }
 
-// vouchEngine runs the plan with the exec package, as `vouch run` and the
-// server do.
+// vouchEngine runs the plan as the server does: bound once to the input
+// shapes (one arena, allocation-free kernels), then executed per run.
 type vouchEngine struct {
-	ex    *exec.Executor
-	feeds map[string]*tensor.Tensor
+	b      *exec.Bound
+	inputs []*tensor.Tensor
 }
 
 // NewVouch returns the vouch engine for m.
@@ -59,11 +59,25 @@ func NewVouch(m *Model) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &vouchEngine{ex: ex, feeds: m.Inputs}, nil
+	g := m.Plan.Graph
+	inputs := make([]*tensor.Tensor, len(g.Inputs))
+	shapes := make([][]int, len(g.Inputs))
+	for i, v := range g.Inputs {
+		t, ok := m.Inputs[v.Name]
+		if !ok {
+			return nil, fmt.Errorf("bench: no input %q", v.Name)
+		}
+		inputs[i], shapes[i] = t, t.Shape
+	}
+	b, err := ex.Bind(shapes)
+	if err != nil {
+		return nil, err
+	}
+	return &vouchEngine{b: b, inputs: inputs}, nil
 }
 
 func (v *vouchEngine) Name() string { return "vouch" }
-func (v *vouchEngine) Run() error   { _, err := v.ex.Run(v.feeds); return err }
+func (v *vouchEngine) Run() error   { _, err := v.b.Execute(v.inputs); return err }
 func (v *vouchEngine) Close() error { return nil }
 
 // Options set how many times each engine runs.

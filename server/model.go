@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/kernel/builtin"
@@ -86,9 +87,10 @@ type PlanOptions struct {
 
 // PlanRunner runs an engine plan with vouch's executor.
 type PlanRunner struct {
-	info ModelInfo
-	plan *plan.Plan
-	ex   *exec.Executor
+	info  ModelInfo
+	plan  *plan.Plan
+	ex    *exec.Executor
+	bound sync.Map // input-shape key -> *sync.Pool of *exec.Bound
 }
 
 // LoadPlan reads and decodes a plan file and prepares it to run.
@@ -231,16 +233,54 @@ func (r *PlanRunner) Check(inputs map[string]*tensor.Tensor) (string, error) {
 	return fmt.Sprint(idx), nil
 }
 
-// Run executes the plan.
+// Run executes the plan on a bound context for these input shapes: each
+// shape seen gets a pool of exec.Bound contexts (one arena each, so no
+// allocation inside the engine), one per concurrent worker. The outputs are
+// copied out of the arena before the context goes back to the pool.
 func (r *PlanRunner) Run(ctx context.Context, inputs map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
-	outs, err := r.ex.Run(inputs)
-	if err != nil {
-		if errors.Is(err, exec.ErrInput) {
-			return nil, fmt.Errorf("%w: %w", ErrInput, err)
+	g := r.plan.Graph
+	args := make([]*tensor.Tensor, len(g.Inputs))
+	key := make([]byte, 0, 64)
+	for i, v := range g.Inputs {
+		t, ok := inputs[v.Name]
+		if !ok {
+			return nil, fmt.Errorf("%w: missing input %q", ErrInput, v.Name)
 		}
-		return nil, err
+		args[i] = t
+		for _, d := range t.Shape {
+			key = fmt.Appendf(key, "%d,", d)
+		}
+		key = append(key, ';')
 	}
-	return outs, nil
+	pool, _ := r.bound.LoadOrStore(string(key), &sync.Pool{})
+	b, _ := pool.(*sync.Pool).Get().(*exec.Bound)
+	if b == nil {
+		shapes := make([][]int, len(args))
+		for i, t := range args {
+			shapes[i] = t.Shape
+		}
+		var err error
+		if b, err = r.ex.Bind(shapes); err != nil {
+			return nil, r.inputErr(err)
+		}
+	}
+	outs, err := b.Execute(args)
+	if err != nil {
+		return nil, r.inputErr(err)
+	}
+	res := make(map[string]*tensor.Tensor, len(outs))
+	for i, o := range g.Outputs {
+		res[o.Name] = outs[i].Clone()
+	}
+	pool.(*sync.Pool).Put(b)
+	return res, nil
+}
+
+func (r *PlanRunner) inputErr(err error) error {
+	if errors.Is(err, exec.ErrInput) {
+		return fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	return err
 }
 
 // warmupInputs returns zero inputs of the model's smallest accepted shape.
