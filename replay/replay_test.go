@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -218,7 +219,7 @@ func TestReplay(t *testing.T) {
 		_, other, _ := audit.GenerateKey("test.local/audit")
 		o := opts
 		o.LogKeys = []string{other}
-		if _, err := Replay(f.ctx, "trace-ok", o); !errors.Is(err, ErrRecord) {
+		if _, err := Replay(f.ctx, "trace-ok", o); !errors.Is(err, ErrRecord) || !strings.Contains(err.Error(), "inclusion proof") {
 			t.Fatalf("got %v", err)
 		}
 	})
@@ -227,6 +228,45 @@ func TestReplay(t *testing.T) {
 		o.Inputs = memInputs{}
 		if _, err := Replay(f.ctx, "trace-ok", o); !errors.Is(err, ErrNoInput) {
 			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("tampered log", func(t *testing.T) {
+		// Rewrite the stored entry of the record: the inclusion proof no
+		// longer holds against the signed checkpoint.
+		if err := f.log.Close(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		var bundles []string
+		filepath.WalkDir(filepath.Join(f.dir, "audit", "tile", "entries"), func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				bundles = append(bundles, p)
+			}
+			return nil
+		})
+		if len(bundles) == 0 {
+			t.Fatal("no entry bundles")
+		}
+		b, err := os.ReadFile(bundles[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := bytes.Index(b, []byte("trace-ok"))
+		if i < 0 {
+			t.Fatal("record not found in the entry bundle")
+		}
+		b[i+6] = 'X' // trace-ok -> trace-Xk
+		if err := os.WriteFile(bundles[0], b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ro, err := audit.Open(f.ctx, filepath.Join(f.dir, "audit"), audit.Options{VerifierKeys: f.logKeys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ro.Close(f.ctx)
+		o := opts
+		o.Records = ro
+		if _, err := Replay(f.ctx, "trace-ok", o); !errors.Is(err, ErrRecord) || !strings.Contains(err.Error(), "inclusion proof") {
+			t.Fatalf("replay over a tampered log: %v", err)
 		}
 	})
 }
