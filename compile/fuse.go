@@ -50,7 +50,9 @@ func soleConsumer(g *ir.Graph, c map[string][]*ir.Node, u map[string]int, v stri
 }
 
 // fuseActivation merges Conv/Gemm/MatMul with a following Add (bias or
-// residual) and/or activation into one "vouch" Fused layer.
+// residual) and/or activation into one "vouch" Fused layer. The activation
+// may be x·Sigmoid(x) written as a Sigmoid and a Mul that both read the
+// value (SiLU).
 func fuseActivation(s *state) error {
 	g := s.g
 	removed := map[*ir.Node]bool{}
@@ -70,7 +72,11 @@ func fuseActivation(s *state) error {
 		if next != nil && next.Domain == "" && activations[next.OpType] && next.Inputs[0] == out {
 			act = next
 		}
-		if add == nil && act == nil {
+		var sig, mul *ir.Node
+		if act == nil {
+			sig, mul = siluAt(g, c, u, out)
+		}
+		if add == nil && act == nil && sig == nil {
 			continue
 		}
 		f := &ir.Node{Name: n.Name, OpType: "Fused", Domain: fusedDomain, Version: 1, Attrs: map[string]*ir.Attr{}}
@@ -108,6 +114,19 @@ func fuseActivation(s *state) error {
 			final = act.Outputs[0]
 			removed[act] = true
 		}
+		if sig != nil {
+			f.Attrs["activation"] = &ir.Attr{Name: "activation", Kind: ir.AttrString, S: fused.SiLU}
+			f.Attrs["act_version"] = &ir.Attr{Name: "act_version", Kind: ir.AttrInt, I: sig.Version}
+			first := int64(0)
+			if mul.Inputs[0] == sig.Outputs[0] {
+				first = 1
+			}
+			f.Attrs["act_sigmoid_first"] = &ir.Attr{Name: "act_sigmoid_first", Kind: ir.AttrInt, I: first}
+			origin = append(origin, s.origin[sig.Name]...)
+			origin = append(origin, s.origin[mul.Name]...)
+			final = mul.Outputs[0]
+			removed[sig], removed[mul] = true, true
+		}
 		f.Attrs["layout"] = &ir.Attr{Name: "layout", Kind: ir.AttrInts, Ints: layout}
 		f.Outputs = []string{final}
 		*n = *f
@@ -116,10 +135,14 @@ func fuseActivation(s *state) error {
 		switch {
 		case add == nil:
 			kind = "activation"
-		case act == nil:
+		case act == nil && sig == nil:
 			kind = "bias/residual"
 		}
-		s.log.Info("fuse-activation", "fused", map[string]any{"layer": n.Name, "from": origin, "kind": kind})
+		fields := map[string]any{"layer": n.Name, "from": origin, "kind": kind}
+		if a := f.String("activation", ""); a != "" {
+			fields["activation"] = a
+		}
+		s.log.Info("fuse-activation", "fused", fields)
 	}
 	var keep []*ir.Node
 	for _, n := range g.Nodes {
@@ -129,6 +152,33 @@ func fuseActivation(s *state) error {
 	}
 	g.Nodes = keep
 	return nil
+}
+
+// siluAt finds x·Sigmoid(x) on v: v is read by exactly a Sigmoid and a Mul
+// (and is no graph output), and the Mul multiplies v by the Sigmoid's
+// output, which nothing else reads.
+func siluAt(g *ir.Graph, c map[string][]*ir.Node, u map[string]int, v string) (sig, mul *ir.Node) {
+	if len(c[v]) != 2 || u[v] != 2 || isGraphOutput(g, v) {
+		return nil, nil
+	}
+	for _, r := range c[v] {
+		if r.Domain != "" {
+			return nil, nil
+		}
+		switch r.OpType {
+		case "Sigmoid":
+			sig = r
+		case "Mul":
+			mul = r
+		}
+	}
+	if sig == nil || mul == nil || len(sig.Inputs) != 1 || len(sig.Outputs) != 1 || len(mul.Inputs) != 2 || len(mul.Outputs) != 1 {
+		return nil, nil
+	}
+	if o, ok := other(mul, v); !ok || o != sig.Outputs[0] || soleConsumer(g, c, u, o) != mul {
+		return nil, nil
+	}
+	return sig, mul
 }
 
 // foldBatchNorm folds an inference BatchNormalization that reads a Conv's

@@ -35,6 +35,11 @@ type Options struct {
 	Tactics string `json:"tactics"`
 	// TuneReps is the number of timed runs per candidate (the median is kept).
 	TuneReps int `json:"tune_reps"`
+	// TuneThreads is the number of worker threads candidates are timed
+	// with (0: the process default, GOMAXPROCS). Plans run with any thread
+	// count give the same bits; this only decides which tactic is fastest
+	// for the deployment's thread count.
+	TuneThreads int `json:"tune_threads,omitempty"`
 	// TimingCache supplies and collects timings (not part of the options'
 	// JSON: the build log records its digest). Nil means an empty cache.
 	TimingCache *tune.Cache `json:"-"`
@@ -64,6 +69,9 @@ func (o Options) valid() error {
 	case "heuristic", "timed":
 	default:
 		return fmt.Errorf("compile: tactic policy %q is not supported (timed, heuristic)", o.Tactics)
+	}
+	if o.TuneThreads < 0 || o.TuneThreads > 1024 {
+		return fmt.Errorf("compile: tune_threads %d out of range 0..1024", o.TuneThreads)
 	}
 	if o.TuneReps < 0 || o.TuneReps > 1000 {
 		return fmt.Errorf("compile: tune_reps %d out of range 0..1000", o.TuneReps)

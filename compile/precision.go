@@ -87,6 +87,9 @@ func weightedLayers(g *ir.Graph) []*weighted {
 
 // int8Blocker says why a layer cannot run in int8, or "".
 func int8Blocker(g *ir.Graph, n *ir.Node, base string, w *tensor.Tensor) string {
+	if n.OpType == "Fused" && n.String("activation", "") == "SiLU" {
+		return "SiLU activation: the int8 layer has no SiLU epilogue"
+	}
 	nbase := len(n.Inputs)
 	if l := n.Ints("layout", nil); n.OpType == "Fused" && len(l) == 3 {
 		nbase = int(l[0])

@@ -9,6 +9,7 @@ import (
 	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 	"github.com/vouchml/vouch/tune"
 )
@@ -55,11 +56,17 @@ func chooseTactics(g *ir.Graph, reg *kernel.Registry, types map[string]ir.Type, 
 		cache = tune.NewCache()
 	}
 	tuner := &tune.Tuner{Cache: cache, Reps: max(opts.TuneReps, 1), Log: log}
+	ctx := &kernel.Ctx{}
+	if opts.TuneThreads > 0 {
+		ctx.Pool = parallel.New(opts.TuneThreads)
+		defer ctx.Pool.Close()
+		machine += fmt.Sprintf(" threads=%d", opts.TuneThreads)
+	}
 	for i, j := range jobs {
 		pick := j.cands[0]
 		reason := "heuristic: the kernel's preferred tactic"
 		if len(j.cands) > 1 && opts.Tactics == "timed" {
-			cands, err := candidates(g, j.n, j.op, j.cands, j.in, reg)
+			cands, err := candidates(ctx, g, j.n, j.op, j.cands, j.in)
 			if err != nil {
 				log.Warn("tactics", "untimed", map[string]any{"layer": j.n.Name, "reason": err.Error()})
 			} else {
@@ -105,7 +112,7 @@ func layerKey(n *ir.Node, in []ir.Type, machine string) string {
 
 // candidates makes a runnable closure per tactic over seeded random inputs
 // of the opt-profile shapes (constant inputs use their real values).
-func candidates(g *ir.Graph, n *ir.Node, op *kernel.Op, tactics []string, in []ir.Type, reg *kernel.Registry) ([]tune.Candidate, error) {
+func candidates(ctx *kernel.Ctx, g *ir.Graph, n *ir.Node, op *kernel.Op, tactics []string, in []ir.Type) ([]tune.Candidate, error) {
 	r := rand.New(rand.NewPCG(1, 2))
 	args := make([]*tensor.Tensor, len(n.Inputs))
 	for i, name := range n.Inputs {
@@ -139,7 +146,7 @@ func candidates(g *ir.Graph, n *ir.Node, op *kernel.Op, tactics []string, in []i
 		m.Attrs[kernel.TacticAttr] = &ir.Attr{Name: kernel.TacticAttr, Kind: ir.AttrString, S: tac}
 		node := &m
 		out = append(out, tune.Candidate{Tactic: tac, Run: func() error {
-			_, err := op.Run(&kernel.Ctx{}, node, args)
+			_, err := op.Run(ctx, node, args)
 			return err
 		}})
 	}

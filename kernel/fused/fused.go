@@ -16,6 +16,11 @@
 //	         act_version  int      its opset version
 //	         act_<name>   any      the activation's attributes
 //	         every other attribute belongs to the base op
+//
+// The activation "SiLU" is x·Sigmoid(x), the two ONNX nodes Sigmoid and Mul
+// (opset 14) run in that order with their own kernels; act_version is the
+// Sigmoid's version and act_sigmoid_first (int, default 0) is 1 when the
+// Sigmoid's output was the Mul's first operand. It takes no inputs.
 package fused
 
 import (
@@ -33,8 +38,12 @@ const Domain = "vouch"
 
 // Ops returns the fused operators; their parts run through base.
 func Ops(base *kernel.Registry) kernel.Table {
-	f := &fusedOp{reg: base}
-	t := kernel.Table{"Fused": {Run: f.run, Infer: f.infer, Into: f.into}}
+	ew := &ewOp{reg: base}
+	f := &fusedOp{reg: base, ew: ew}
+	t := kernel.Table{
+		"Fused":       {Run: f.run, Infer: f.infer, Into: f.into},
+		"Elementwise": {Run: ew.run, Infer: ew.infer, Into: ew.into, InPlace: true},
+	}
 	for k, v := range chainOps(base) {
 		t[k] = v
 	}
@@ -43,6 +52,7 @@ func Ops(base *kernel.Registry) kernel.Table {
 
 type fusedOp struct {
 	reg   *kernel.Registry
+	ew    *ewOp
 	cache sync.Map // *ir.Node -> *entry (see into.go)
 }
 
@@ -50,8 +60,14 @@ type fusedOp struct {
 // the inputs of each.
 type parts struct {
 	base, add, act *ir.Node
-	baseIn         []int // indices into the fused node's inputs
-	addIn, actIn   []int
+	// SiLU: act is the Sigmoid, mul the Mul (sigFirst: the Sigmoid's
+	// output is its first operand) and silu both as an Elementwise layer
+	// (for Into).
+	mul          *ir.Node
+	sigFirst     bool
+	silu         *ir.Node
+	baseIn       []int // indices into the fused node's inputs
+	addIn, actIn []int
 }
 
 func split(n *ir.Node) (*parts, error) {
@@ -67,14 +83,21 @@ func split(n *ir.Node) (*parts, error) {
 	}
 	p.base = &ir.Node{Name: n.Name + "/base", OpType: baseType, Version: n.Int("base_version", 0), Attrs: map[string]*ir.Attr{}}
 	actType := n.String("activation", "")
-	if actType != "" {
+	switch actType {
+	case "":
+	case SiLU:
+		p.act = &ir.Node{Name: n.Name + "/act", OpType: "Sigmoid", Version: n.Int("act_version", 0), Attrs: map[string]*ir.Attr{}}
+		p.mul = &ir.Node{Name: n.Name + "/mul", OpType: "Mul", Version: 14, Attrs: map[string]*ir.Attr{}}
+		p.sigFirst = n.Int("act_sigmoid_first", 0) == 1
+		p.silu = siluLayer(n.Name, p.act.Version, p.sigFirst)
+	default:
 		p.act = &ir.Node{Name: n.Name + "/act", OpType: actType, Version: n.Int("act_version", 0), Attrs: map[string]*ir.Attr{}}
 	}
 	for k, a := range n.Attrs {
 		switch {
 		case k == "base" || k == "base_version" || k == "layout" || k == "activation" || k == "act_version":
 		case strings.HasPrefix(k, "act_"):
-			if p.act != nil {
+			if p.act != nil && p.mul == nil {
 				c := *a
 				c.Name = strings.TrimPrefix(k, "act_")
 				p.act.Attrs[c.Name] = &c
@@ -95,7 +118,10 @@ func split(n *ir.Node) (*parts, error) {
 	for ; i < len(n.Inputs); i++ {
 		p.actIn = append(p.actIn, i)
 	}
-	for _, x := range []*ir.Node{p.base, p.add, p.act} {
+	if p.mul != nil && len(p.actIn) > 0 {
+		return nil, fmt.Errorf("fused layer: SiLU takes no inputs, layout gives %d", len(p.actIn))
+	}
+	for _, x := range []*ir.Node{p.base, p.add, p.act, p.mul} {
 		if x != nil {
 			x.Outputs = []string{n.Name + "/" + x.OpType}
 		}
@@ -140,8 +166,14 @@ func (f *fusedOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor
 		}
 	}
 	if p.act != nil {
+		x := y
 		if y, err = step(p.act, append([]*tensor.Tensor{y}, pick(in, p.actIn)...)); err != nil {
 			return nil, err
+		}
+		if p.mul != nil {
+			if y, err = step(p.mul, siluArgs(p.sigFirst, x, y)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return []*tensor.Tensor{y}, nil
@@ -162,9 +194,39 @@ func (f *fusedOp) infer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 		}
 	}
 	if p.act != nil {
-		if t, err = f.reg.InferNode(p.act, append([]ir.InferInput{{Present: true, Type: t[0]}}, pick(in, p.actIn)...)); err != nil {
+		x := ir.InferInput{Present: true, Type: t[0]}
+		if t, err = f.reg.InferNode(p.act, append([]ir.InferInput{x}, pick(in, p.actIn)...)); err != nil {
 			return nil, err
+		}
+		if p.mul != nil {
+			s := ir.InferInput{Present: true, Type: t[0]}
+			if t, err = f.reg.InferNode(p.mul, siluArgs(p.sigFirst, x, s)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return t[:1], nil
+}
+
+// SiLU is the activation name of x·Sigmoid(x).
+const SiLU = "SiLU"
+
+// siluArgs orders the Mul's operands x and Sigmoid(x) as the model did.
+func siluArgs[T any](sigFirst bool, x, s T) []T {
+	if sigFirst {
+		return []T{s, x}
+	}
+	return []T{x, s}
+}
+
+// siluLayer is x·Sigmoid(x) as an Elementwise layer: its body is the
+// Sigmoid (opset sigVersion) and the Mul, in the model's operand order.
+func siluLayer(name string, sigVersion int64, sigFirst bool) *ir.Node {
+	x, s, y := name+"/x", name+"/sigmoid", name+"/silu"
+	sig := &ir.Node{Name: s, OpType: "Sigmoid", Version: sigVersion, Inputs: []string{x}, Outputs: []string{s}, Attrs: map[string]*ir.Attr{}}
+	mul := &ir.Node{Name: y, OpType: "Mul", Version: 14, Inputs: siluArgs(sigFirst, x, s), Outputs: []string{y}, Attrs: map[string]*ir.Attr{}}
+	g := &ir.Graph{Name: name + "/silu", Inputs: []*ir.Value{{Name: x}}, Outputs: []*ir.Value{{Name: y}},
+		Nodes: []*ir.Node{sig, mul}, Initializers: map[string]*tensor.Tensor{}, Types: map[string]ir.Type{}}
+	return &ir.Node{Name: name + "/silu", OpType: "Elementwise", Domain: Domain, Version: 1, Inputs: []string{x}, Outputs: []string{y},
+		Attrs: map[string]*ir.Attr{"body": {Name: "body", Kind: ir.AttrGraph, G: g}}}
 }

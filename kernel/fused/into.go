@@ -13,7 +13,9 @@ import (
 // Into runs a fused layer without allocating: the base op's Into writes
 // into out, then the Add and the activation run their Into in place on out
 // (out as their input 0 and their output; elementwise kernels marked
-// kernel.Op.InPlace tolerate that). The operations and their order are
+// kernel.Op.InPlace tolerate that). SiLU runs its Sigmoid and Mul as an
+// Elementwise layer over out, in place (block by block, so the Sigmoid's
+// output needs only a block buffer). The operations and their order are
 // Run's, so are the bits.
 //
 // That needs the base op's output to have the layer's output shape (an Add
@@ -122,6 +124,13 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 		}
 		fits = fits && act.Into != nil && act.InPlace
 	}
+	if p.mul != nil {
+		mul, err := f.reg.Lookup(p.mul)
+		if err != nil {
+			return err
+		}
+		fits = fits && mul.Into != nil && mul.InPlace
+	}
 	if fits {
 		s, err := f.baseShape(e, in[:nb])
 		if err != nil {
@@ -162,6 +171,13 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 			return err
 		}
 		next++
+	}
+	if p.silu != nil {
+		// x·Sigmoid(x) in place, blockwise (see Elementwise).
+		if err := f.ew.into(c, p.silu, y, y); err != nil {
+			return fmt.Errorf("SiLU part: %w", err)
+		}
+		return nil
 	}
 	if act != nil {
 		if err := part(act, p.act, next, len(in)); err != nil {
