@@ -12,7 +12,7 @@ import (
 // number of extra (constant) inputs each may take.
 var activations = map[string]bool{
 	"Relu": true, "LeakyRelu": true, "Sigmoid": true, "HardSigmoid": true, "HardSwish": true,
-	"Clip": true, "Tanh": true, "Elu": true, "Selu": true, "Softplus": true, "Celu": true,
+	"Clip": true, "Tanh": true, "Elu": true, "Selu": true, "Softplus": true, "Celu": true, "Gelu": true,
 }
 
 var fusableBase = map[string]bool{"Conv": true, "Gemm": true, "MatMul": true}
