@@ -7,6 +7,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -56,7 +57,7 @@ func GEMM(m, n, k, warmup, runs int) (GEMMResult, error) {
 // their latency on both FMA ports. It returns 0 where it cannot measure
 // (no AVX2+FMA, or not amd64). The median of runs calls of about d each.
 func PeakFMA(d time.Duration, runs int) float64 {
-	if !havePeakLoop() {
+	if !amd64.Enabled {
 		return 0
 	}
 	const iters = 1 << 16
@@ -64,7 +65,7 @@ func PeakFMA(d time.Duration, runs int) float64 {
 	n := iters
 	for {
 		start := time.Now()
-		fmaLoop(n)
+		amd64.FMALoop(n)
 		if el := time.Since(start); el >= d/4 || n > 1<<34 {
 			n = int(float64(n) * float64(d) / float64(max(el, 1)))
 			break
@@ -75,7 +76,7 @@ func PeakFMA(d time.Duration, runs int) float64 {
 	var samples []time.Duration
 	for i := 0; i < max(runs, 1); i++ {
 		start := time.Now()
-		fmaLoop(n)
+		amd64.FMALoop(n)
 		samples = append(samples, time.Since(start))
 	}
 	// Per iteration: 12 VFMADD231PS on 8 lanes, 2 flops each.

@@ -1,6 +1,0 @@
-//go:build !amd64
-
-package bench
-
-func fmaLoop(int)        {}
-func havePeakLoop() bool { return false }
