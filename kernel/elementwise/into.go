@@ -278,10 +278,7 @@ func unaryInto(op string, mk func(*ir.Node) (floatFns, error), run kernel.RunFun
 		if err != nil {
 			return fmt.Errorf("elementwise: %s: %w", op, err)
 		}
-		f := fns.f32
-		for i, v := range x {
-			d[i] = f(v)
-		}
+		apply32(fns, d, x)
 		return nil
 	}
 }

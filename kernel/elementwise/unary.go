@@ -15,9 +15,14 @@ import (
 // addition are wrapped in an explicit conversion, which the Go spec
 // guarantees is rounded on its own: the compiler may not fuse it into an
 // FMA on some platforms and not on others.
+//
+// vec32, when set, computes f32 over a whole slice (dst[i] = f32(src[i]),
+// the same bits: vmath's vector twins); the float32 paths use it instead
+// of a loop over f32.
 type floatFns struct {
-	f32 func(float32) float32
-	f64 func(float64) float64
+	f32   func(float32) float32
+	f64   func(float64) float64
+	vec32 func(dst, src []float32)
 }
 
 // unaryOp builds a unary operator from a constructor of its float
@@ -47,10 +52,7 @@ func unaryOp(op string, mk func(n *ir.Node) (floatFns, error), ints func(n *ir.N
 		switch v := w.Data.(type) {
 		case []float32:
 			out := make([]float32, len(v))
-			f := fns.f32
-			for i, e := range v {
-				out[i] = f(e)
-			}
+			apply32(fns, out, v)
 			data = out
 		case []float64:
 			out := make([]float64, len(v))
@@ -68,7 +70,26 @@ func unaryOp(op string, mk func(n *ir.Node) (floatFns, error), ints func(n *ir.N
 
 // plain wraps attribute-free functions.
 func plain(f32 func(float32) float32, f64 func(float64) float64) func(*ir.Node) (floatFns, error) {
-	return func(*ir.Node) (floatFns, error) { return floatFns{f32, f64}, nil }
+	return func(*ir.Node) (floatFns, error) { return floatFns{f32: f32, f64: f64}, nil }
+}
+
+// vectorised is plain with a slice form of f32 (see floatFns.vec32).
+func vectorised(f32 func(float32) float32, f64 func(float64) float64, vec32 func(dst, src []float32)) func(*ir.Node) (floatFns, error) {
+	return func(*ir.Node) (floatFns, error) { return floatFns{f32, f64, vec32}, nil }
+}
+
+// apply32 sets d[i] = fns.f32(x[i]) for every i of x, through the slice
+// form where fns has one.
+func apply32(fns floatFns, d, x []float32) {
+	if fns.vec32 != nil {
+		fns.vec32(d, x)
+		return
+	}
+	f := fns.f32
+	d = d[:len(x)]
+	for i, v := range x {
+		d[i] = f(v)
+	}
 }
 
 // via64 computes a float32 function in float64 and rounds once. It is used
@@ -220,17 +241,17 @@ func unaryOps() kernel.Table {
 	// sqrt (53 >= 2*24+2 bits), on every platform.
 	add("Sqrt", plain(via64(math.Sqrt), math.Sqrt), nil)
 	add("Reciprocal", plain(func(x float32) float32 { return 1 / x }, func(x float64) float64 { return 1 / x }), nil)
-	add("Exp", plain(vmath.Exp32, math.Exp), nil)
+	add("Exp", vectorised(vmath.Exp32, math.Exp, vmath.Exp32s), nil)
 	add("Log", plain(vmath.Log32, math.Log), nil)
-	add("Tanh", plain(vmath.Tanh32, math.Tanh), nil)
-	add("Sigmoid", plain(vmath.Sigmoid32, func(x float64) float64 {
+	add("Tanh", vectorised(vmath.Tanh32, math.Tanh, vmath.Tanh32s), nil)
+	add("Sigmoid", vectorised(vmath.Sigmoid32, func(x float64) float64 {
 		if x >= 0 {
 			return 1 / (1 + math.Exp(-x))
 		}
 		e := math.Exp(x)
 		return e / (1 + e)
-	}), nil)
-	add("Erf", plain(vmath.Erf32, math.Erf), nil)
+	}, vmath.Sigmoid32s), nil)
+	add("Erf", vectorised(vmath.Erf32, math.Erf, vmath.Erf32s), nil)
 	// Trigonometric and hyperbolic float32 functions: computed in float64
 	// with package math and rounded once (vmath has none; not a fast path).
 	for op, f := range map[string]func(float64) float64{
@@ -267,7 +288,7 @@ func unaryOps() kernel.Table {
 					return float64(a) * x
 				}
 				return x
-			}}, nil
+			}, nil}, nil
 	}, nil)
 	add("ThresholdedRelu", func(n *ir.Node) (floatFns, error) {
 		a := n.Float("alpha", 1)
@@ -283,7 +304,7 @@ func unaryOps() kernel.Table {
 					return x
 				}
 				return 0
-			}}, nil
+			}, nil}, nil
 	}, nil)
 	add("Elu", func(n *ir.Node) (floatFns, error) {
 		a := n.Float("alpha", 1)
@@ -299,7 +320,7 @@ func unaryOps() kernel.Table {
 					return float64(a) * math.Expm1(x)
 				}
 				return x
-			}}, nil
+			}, nil}, nil
 	}, nil)
 	add("Celu", func(n *ir.Node) (floatFns, error) {
 		a := n.Float("alpha", 1)
@@ -318,7 +339,7 @@ func unaryOps() kernel.Table {
 					return float64(a) * math.Expm1(x/float64(a))
 				}
 				return x
-			}}, nil
+			}, nil}, nil
 	}, nil)
 	add("Selu", func(n *ir.Node) (floatFns, error) {
 		a := n.Float("alpha", 1.67326319217681884765625)
@@ -335,13 +356,13 @@ func unaryOps() kernel.Table {
 					return float64(g) * (float64(float64(a)*math.Exp(x)) - float64(a))
 				}
 				return float64(g) * x
-			}}, nil
+			}, nil}, nil
 	}, nil)
 	add("HardSigmoid", func(n *ir.Node) (floatFns, error) {
 		a, b := n.Float("alpha", 0.2), n.Float("beta", 0.5)
 		return floatFns{
 			func(x float32) float32 { return max(0, min(1, float32(a*x)+b)) },
-			func(x float64) float64 { return max(0, min(1, float64(float64(a)*x)+float64(b))) }}, nil
+			func(x float64) float64 { return max(0, min(1, float64(float64(a)*x)+float64(b))) }, nil}, nil
 	}, nil)
 	add("HardSwish", plain(
 		func(x float32) float32 { return x * max(0, min(1, float32(x*(1.0/6))+0.5)) },
@@ -358,25 +379,27 @@ func unaryOps() kernel.Table {
 				}
 				return 0
 			},
-			func(x float64) float64 { return shrink64(x, float64(l), float64(b)) }}, nil
+			func(x float64) float64 { return shrink64(x, float64(l), float64(b)) }, nil}, nil
 	}, shrinkInts)
 	add("Gelu", func(n *ir.Node) (floatFns, error) {
 		switch approx := n.String("approximate", "none"); approx {
 		case "none":
+			// float32: (0.5*x) * (1 + Erf32(x*float32(1/√2))).
 			return floatFns{
-				func(x float32) float32 { return 0.5 * x * (1 + vmath.Erf32(x*float32(1/math.Sqrt2))) },
-				func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }}, nil
+				vmath.GeluErf32,
+				func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) },
+				vmath.GeluErf32s}, nil
 		case "tanh":
 			const c = 0.7978845608028654 // sqrt(2/pi)
+			// float32: in = float32(c) * (x + float32(float32(0.044715)*x*x*x)),
+			// (0.5*x) * (1 + Tanh32(in)).
 			return floatFns{
-				func(x float32) float32 {
-					in := float32(c) * (x + float32(float32(0.044715)*x*x*x))
-					return 0.5 * x * (1 + vmath.Tanh32(in))
-				},
+				vmath.GeluTanh32,
 				func(x float64) float64 {
 					in := c * (x + float64(0.044715*x*x*x))
 					return 0.5 * x * (1 + math.Tanh(in))
-				}}, nil
+				},
+				vmath.GeluTanh32s}, nil
 		default:
 			return floatFns{}, fmt.Errorf("approximate must be \"none\" or \"tanh\", got %q", approx)
 		}

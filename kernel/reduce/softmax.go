@@ -5,6 +5,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -108,7 +109,15 @@ func runSoftmax(k smKind) kernel.RunFunc {
 type geom struct{ outer, size, inner int }
 
 // softmaxFloat normalises x into y over every line of g.size elements.
+// float32 lines over the last axis take softmaxLine32 (the same bits).
 func softmaxFloat[T kernel.Float](k smKind, x, y []T, g geom, m floatMath[T]) {
+	if x32, ok := any(x).([]float32); ok && g.inner == 1 && k != hardmaxKind {
+		y32 := any(y).([]float32)
+		for o := 0; o < g.outer; o++ {
+			softmaxLine32(k, x32[o*g.size:(o+1)*g.size], y32[o*g.size:(o+1)*g.size])
+		}
+		return
+	}
 	for o := 0; o < g.outer; o++ {
 		for j := 0; j < g.inner; j++ {
 			base := o*g.size*g.inner + j
@@ -153,5 +162,51 @@ func softmaxLine[T kernel.Float](k smKind, x, y []T, base, size, stride int, m f
 	ls := m.log(sum)
 	for i := 0; i < size; i++ {
 		y[base+i*stride] = (x[base+i*stride] - mx) - ls
+	}
+}
+
+// lineChunk is how many exponentials softmaxLine32 computes per call of
+// vmath.Exp32s into its stack buffer (LogSoftmax, whose output may share
+// x's storage and must not overwrite x before the last pass).
+const lineChunk = 64
+
+// softmaxLine32 is softmaxLine for float32 and stride 1, with vmath's slice
+// functions. It performs the same operations in the same order: the same
+// maximum (vmath.MaxFirstNaN32), e = Exp32(x - max) for every element, the
+// sum accumulated sequentially in index order, then the same division or
+// subtraction per element. y may be x.
+func softmaxLine32(k smKind, x, y []float32) {
+	size := len(x)
+	if size == 0 {
+		return
+	}
+	y = y[:size]
+	mx := vmath.MaxFirstNaN32(x)
+	var sum float32
+	if k == softmaxKind {
+		for i, v := range x {
+			y[i] = v - mx
+		}
+		vmath.Exp32s(y, y)
+		for _, e := range y {
+			sum += e
+		}
+		vmath.DivScalar32s(y, y, sum)
+		return
+	}
+	var buf [lineChunk]float32
+	for c := 0; c < size; c += lineChunk {
+		b := buf[:min(lineChunk, size-c)]
+		for i := range b {
+			b[i] = x[c+i] - mx
+		}
+		vmath.Exp32s(b, b)
+		for _, e := range b {
+			sum += e
+		}
+	}
+	ls := vmath.Log32(sum)
+	for i := range y {
+		y[i] = (x[i] - mx) - ls
 	}
 }

@@ -71,6 +71,41 @@ const (
 	ln2Lo  float32 = -2.12194440e-4
 	expMax float32 = 88.72283935546875
 	expMin float32 = -87.33654475
+
+	// Exp32's polynomial, highest degree first.
+	expP0 float32 = 1.9875691500e-4
+	expP1 float32 = 1.3981999507e-3
+	expP2 float32 = 8.3334519073e-3
+	expP3 float32 = 4.1665795894e-2
+	expP4 float32 = 1.6666665459e-1
+	expP5 float32 = 5.0000001201e-1
+
+	// Tanh32: the polynomial for |x| < tanhSmall, ±1 beyond tanhBig.
+	tanhSmall float32 = 0.625
+	tanhBig   float32 = 9.01
+	tanhP0    float32 = -5.70498872745e-3
+	tanhP1    float32 = 2.06390887954e-2
+	tanhP2    float32 = -5.37397155531e-2
+	tanhP3    float32 = 1.33314422036e-1
+	tanhP4    float32 = -3.33332819422e-1
+
+	// Erf32: the Taylor polynomial (in x², times x·2/√π) below erfSmall,
+	// Abramowitz and Stegun 7.1.26 (t = 1/(1+erfT·|x|)) up to erfBig.
+	erfSmall float32 = 0.5
+	erfBig   float32 = 4
+	erfS0    float32 = -1.0 / 1320
+	erfS1    float32 = 1.0 / 216
+	erfS2    float32 = -1.0 / 42
+	erfS3    float32 = 1.0 / 10
+	erfS4    float32 = -1.0 / 3
+	erfS5    float32 = 1
+	erfScale float32 = 1.1283791670955126
+	erfT     float32 = 0.3275911
+	erfA0    float32 = 1.061405429
+	erfA1    float32 = -1.453152027
+	erfA2    float32 = 1.421413741
+	erfA3    float32 = -0.284496736
+	erfA4    float32 = 0.254829592
 )
 
 // Exp32 returns e**x.
@@ -86,12 +121,12 @@ func Exp32(x float32) float32 {
 	n := RoundEven32(float32(x * log2e))
 	r := FMA32(n, -ln2Hi, x)
 	r = FMA32(n, -ln2Lo, r)
-	p := float32(1.9875691500e-4)
-	p = FMA32(p, r, 1.3981999507e-3)
-	p = FMA32(p, r, 8.3334519073e-3)
-	p = FMA32(p, r, 4.1665795894e-2)
-	p = FMA32(p, r, 1.6666665459e-1)
-	p = FMA32(p, r, 5.0000001201e-1)
+	p := expP0
+	p = FMA32(p, r, expP1)
+	p = FMA32(p, r, expP2)
+	p = FMA32(p, r, expP3)
+	p = FMA32(p, r, expP4)
+	p = FMA32(p, r, expP5)
 	r2 := float32(r * r)
 	y := FMA32(p, r2, r)
 	y = y + 1
@@ -161,16 +196,16 @@ func Tanh32(x float32) float32 {
 		return x
 	}
 	a := float32(math.Abs(float64(x)))
-	if a < 0.625 {
+	if a < tanhSmall {
 		z := float32(x * x)
-		p := float32(-5.70498872745e-3)
-		p = FMA32(p, z, 2.06390887954e-2)
-		p = FMA32(p, z, -5.37397155531e-2)
-		p = FMA32(p, z, 1.33314422036e-1)
-		p = FMA32(p, z, -3.33332819422e-1)
+		p := tanhP0
+		p = FMA32(p, z, tanhP1)
+		p = FMA32(p, z, tanhP2)
+		p = FMA32(p, z, tanhP3)
+		p = FMA32(p, z, tanhP4)
 		return FMA32(float32(p*z), x, x)
 	}
-	if a > 9.01 {
+	if a > tanhBig {
 		return float32(math.Copysign(1, float64(x)))
 	}
 	e := Exp32(a + a)
@@ -195,24 +230,24 @@ func Erf32(x float32) float32 {
 	a := float32(math.Abs(float64(x)))
 	var r float32
 	switch {
-	case a < 0.5:
+	case a < erfSmall:
 		z := float32(x * x)
-		p := float32(-1.0 / 1320)
-		p = FMA32(p, z, 1.0/216)
-		p = FMA32(p, z, -1.0/42)
-		p = FMA32(p, z, 1.0/10)
-		p = FMA32(p, z, -1.0/3)
-		p = FMA32(p, z, 1)
-		return float32(p * float32(x*1.1283791670955126))
-	case a >= 4:
+		p := erfS0
+		p = FMA32(p, z, erfS1)
+		p = FMA32(p, z, erfS2)
+		p = FMA32(p, z, erfS3)
+		p = FMA32(p, z, erfS4)
+		p = FMA32(p, z, erfS5)
+		return float32(p * float32(x*erfScale))
+	case a >= erfBig:
 		r = 1
 	default:
-		t := 1 / FMA32(0.3275911, a, 1)
-		p := float32(1.061405429)
-		p = FMA32(p, t, -1.453152027)
-		p = FMA32(p, t, 1.421413741)
-		p = FMA32(p, t, -0.284496736)
-		p = FMA32(p, t, 0.254829592)
+		t := 1 / FMA32(erfT, a, 1)
+		p := erfA0
+		p = FMA32(p, t, erfA1)
+		p = FMA32(p, t, erfA2)
+		p = FMA32(p, t, erfA3)
+		p = FMA32(p, t, erfA4)
 		p = float32(p * t)
 		r = FMA32(-p, Exp32(-float32(a*a)), 1)
 	}

@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""Generates vec_amd64.s and consts.go (go generate ./kernel/vmath/internal/vecasm).
+
+Each routine is the lane-wise transcription of a scalar function in
+kernel/vmath: every scalar float32 operation becomes the same packed
+operation (MULPS, ADDPS, SUBPS, DIVPS, VFMADD = FMA32, VROUNDPS mode 0 =
+RoundEven32, exponent-bit construction = Ldexp32), the range branches
+become compares and blends, evaluated lane by lane in the scalar order.
+Lanes of a branch that the scalar code does not take compute values that
+are then discarded. Constants come from a table the caller builds from the
+scalar code's own constants (one 32-byte broadcast row per constant).
+"""
+
+CONSTS = [
+    # Exp32
+    'Log2e', 'NegLn2Hi', 'NegLn2Lo', 'ExpP0', 'ExpP1', 'ExpP2', 'ExpP3', 'ExpP4', 'ExpP5',
+    'ExpMax', 'ExpMin', 'Inf', 'I127', 'IM126',
+    # shared
+    'One', 'Two', 'Half', 'Sign', 'Abs',
+    # Tanh32
+    'TanhP0', 'TanhP1', 'TanhP2', 'TanhP3', 'TanhP4', 'TanhSmall', 'TanhBig',
+    # Erf32
+    'ErfS0', 'ErfS1', 'ErfS2', 'ErfS3', 'ErfS4', 'ErfS5', 'ErfScale', 'ErfSmall', 'ErfBig',
+    'ErfT', 'ErfA0', 'ErfA1', 'ErfA2', 'ErfA3', 'ErfA4',
+    # Gelu
+    'GeluRsqrt2', 'GeluK', 'GeluC',
+]
+IDX = {c: i for i, c in enumerate(CONSTS)}
+
+L = []
+a = L.append
+
+
+def K(name):
+    return f'{32*IDX[name]}(R8)'
+
+
+LT, GE, GT, UNORD = 0x11, 0x1d, 0x1e, 3
+
+
+def exp_core(x, out, t1, t2, t3):
+    """out = the polynomial and Ldexp32 of Exp32(x), without the range
+    branches. x is left intact unless t3 == x (t3 is written last)."""
+    a(f'\tVMULPS {K("Log2e")}, {x}, {t1}')           # float32(x * log2e)
+    a(f'\tVROUNDPS $0, {t1}, {t1}')                  # n = RoundEven32
+    a(f'\tVMOVAPS {x}, {t2}')
+    a(f'\tVFMADD231PS {K("NegLn2Hi")}, {t1}, {t2}')  # r = FMA32(n, -ln2Hi, x)
+    a(f'\tVFMADD231PS {K("NegLn2Lo")}, {t1}, {t2}')  # r = FMA32(n, -ln2Lo, r)
+    a(f'\tVMOVUPS {K("ExpP0")}, {out}')
+    for i in range(1, 6):
+        a(f'\tVFMADD213PS {K(f"ExpP{i}")}, {t2}, {out}')  # p = FMA32(p, r, c)
+    a(f'\tVMULPS {t2}, {t2}, {t3}')                  # r2 = float32(r * r)
+    a(f'\tVFMADD213PS {t2}, {t3}, {out}')            # y = FMA32(p, r2, r)
+    a(f'\tVADDPS {K("One")}, {out}, {out}')          # y = y + 1
+    # Ldexp32(y, n) = (y * 2^n1) * 2^n2, n1 = clamp(n, -126, 127), n2 = n - n1:
+    # the scalar's one multiplication when n2 = 0 (times 1 is exact), its
+    # two steps otherwise.
+    a(f'\tVCVTTPS2DQ {t1}, {t1}')
+    a(f'\tVPMINSD {K("I127")}, {t1}, {t2}')
+    a(f'\tVPMAXSD {K("IM126")}, {t2}, {t2}')
+    a(f'\tVPSUBD {t2}, {t1}, {t1}')
+    a(f'\tVPADDD {K("I127")}, {t2}, {t2}')
+    a(f'\tVPSLLD $23, {t2}, {t2}')
+    a(f'\tVMULPS {t2}, {out}, {out}')
+    a(f'\tVPADDD {K("I127")}, {t1}, {t1}')
+    a(f'\tVPSLLD $23, {t1}, {t1}')
+    a(f'\tVMULPS {t1}, {out}, {out}')
+
+
+def exp_full(x, out, t1, t2, t3):
+    """out = Exp32(x) with its branches: NaN -> x, > expMax -> +Inf,
+    < expMin -> 0."""
+    exp_core(x, out, t1, t2, t3)
+    a(f'\tVCMPPS ${LT}, {K("ExpMin")}, {x}, {t1}')
+    a(f'\tVANDNPS {out}, {t1}, {out}')
+    a(f'\tVCMPPS ${GT}, {K("ExpMax")}, {x}, {t1}')
+    a(f'\tVBLENDVPS {t1}, {K("Inf")}, {out}, {out}')
+    a(f'\tVCMPPS ${UNORD}, {x}, {x}, {t1}')
+    a(f'\tVBLENDVPS {t1}, {x}, {out}, {out}')
+
+
+def body_exp():
+    exp_full('Y0', 'Y1', 'Y2', 'Y3', 'Y4')
+    return 'Y1'
+
+
+def body_sigmoid():
+    # 1 / (1 + Exp32(-x))
+    a(f'\tVXORPS {K("Sign")}, Y0, Y5')
+    exp_full('Y5', 'Y1', 'Y2', 'Y3', 'Y4')
+    a(f'\tVADDPS {K("One")}, Y1, Y1')
+    a(f'\tVMOVUPS {K("One")}, Y2')
+    a('\tVDIVPS Y1, Y2, Y1')
+    return 'Y1'
+
+
+def body_tanh():
+    """Tanh32 of Y0 into Y4; uses Y1-Y7."""
+    a(f'\tVANDPS {K("Abs")}, Y0, Y1')                 # a = |x|
+    # |x| < 0.625: FMA32(float32(p*z), x, x), z = x*x
+    a('\tVMULPS Y0, Y0, Y2')
+    a(f'\tVMOVUPS {K("TanhP0")}, Y3')
+    for i in range(1, 5):
+        a(f'\tVFMADD213PS {K(f"TanhP{i}")}, Y2, Y3')
+    a('\tVMULPS Y2, Y3, Y3')
+    a('\tVFMADD213PS Y0, Y0, Y3')
+    # otherwise: e = Exp32(a + a); t = 1 - 2/(e+1); -t for x < 0
+    a('\tVADDPS Y1, Y1, Y2')
+    exp_core('Y2', 'Y4', 'Y5', 'Y6', 'Y2')
+    a(f'\tVADDPS {K("One")}, Y4, Y4')
+    a(f'\tVMOVUPS {K("Two")}, Y5')
+    a('\tVDIVPS Y4, Y5, Y5')
+    a(f'\tVMOVUPS {K("One")}, Y4')
+    a('\tVSUBPS Y5, Y4, Y4')
+    a(f'\tVANDPS {K("Sign")}, Y0, Y5')
+    a('\tVXORPS Y5, Y4, Y4')
+    # |x| > 9.01: Copysign(1, x)
+    a(f'\tVORPS {K("One")}, Y5, Y5')
+    a(f'\tVCMPPS ${GT}, {K("TanhBig")}, Y1, Y6')
+    a('\tVBLENDVPS Y6, Y5, Y4, Y4')
+    a(f'\tVCMPPS ${LT}, {K("TanhSmall")}, Y1, Y6')
+    a('\tVBLENDVPS Y6, Y3, Y4, Y4')
+    a(f'\tVCMPPS ${UNORD}, Y0, Y0, Y6')
+    a('\tVBLENDVPS Y6, Y0, Y4, Y4')
+    return 'Y4'
+
+
+def body_erf():
+    """Erf32 of Y0 into Y5; uses Y1-Y7."""
+    a(f'\tVANDPS {K("Abs")}, Y0, Y1')                 # a = |x|
+    # |x| < 0.5: float32(p * float32(x*c)), p a polynomial in z = x*x
+    a('\tVMULPS Y0, Y0, Y2')
+    a(f'\tVMOVUPS {K("ErfS0")}, Y3')
+    for i in range(1, 6):
+        a(f'\tVFMADD213PS {K(f"ErfS{i}")}, Y2, Y3')
+    a(f'\tVMULPS {K("ErfScale")}, Y0, Y2')
+    a('\tVMULPS Y2, Y3, Y3')
+    # 0.5 <= |x| < 4: t = 1/FMA32(0.3275911, a, 1); p = float32(poly(t)*t);
+    # r = FMA32(-p, Exp32(-float32(a*a)), 1); -r for x < 0
+    a(f'\tVMOVUPS {K("One")}, Y2')
+    a(f'\tVFMADD231PS {K("ErfT")}, Y1, Y2')
+    a(f'\tVMOVUPS {K("One")}, Y4')
+    a('\tVDIVPS Y2, Y4, Y4')
+    a(f'\tVMOVUPS {K("ErfA0")}, Y5')
+    for i in range(1, 5):
+        a(f'\tVFMADD213PS {K(f"ErfA{i}")}, Y4, Y5')
+    a('\tVMULPS Y4, Y5, Y5')
+    a('\tVMULPS Y1, Y1, Y2')
+    a(f'\tVXORPS {K("Sign")}, Y2, Y2')
+    exp_core('Y2', 'Y4', 'Y6', 'Y7', 'Y2')
+    a(f'\tVXORPS {K("Sign")}, Y5, Y5')
+    a(f'\tVFMADD213PS {K("One")}, Y4, Y5')
+    a(f'\tVANDPS {K("Sign")}, Y0, Y6')
+    a('\tVXORPS Y6, Y5, Y5')
+    # |x| >= 4: ±1
+    a(f'\tVORPS {K("One")}, Y6, Y6')
+    a(f'\tVCMPPS ${GE}, {K("ErfBig")}, Y1, Y7')
+    a('\tVBLENDVPS Y7, Y6, Y5, Y5')
+    a(f'\tVCMPPS ${LT}, {K("ErfSmall")}, Y1, Y7')
+    a('\tVBLENDVPS Y7, Y3, Y5, Y5')
+    a(f'\tVCMPPS ${UNORD}, Y0, Y0, Y7')
+    a('\tVBLENDVPS Y7, Y0, Y5, Y5')
+    return 'Y5'
+
+
+def gelu_tail(r):
+    # (0.5 * x) * (1 + f), x reloaded from src
+    a(f'\tVADDPS {K("One")}, {r}, {r}')
+    a('\tVMOVUPS (SI), Y6')
+    a(f'\tVMULPS {K("Half")}, Y6, Y6')
+    a(f'\tVMULPS {r}, Y6, {r}')
+
+
+def body_gelu_erf():
+    # 0.5 * x * (1 + Erf32(x * float32(1/sqrt2)))
+    a(f'\tVMULPS {K("GeluRsqrt2")}, Y0, Y0')
+    r = body_erf()
+    gelu_tail(r)
+    return r
+
+
+def body_gelu_tanh():
+    # in = float32(c) * (x + float32(float32(0.044715)*x*x*x))
+    # 0.5 * x * (1 + Tanh32(in))
+    a(f'\tVMULPS {K("GeluK")}, Y0, Y1')
+    a('\tVMULPS Y0, Y1, Y1')
+    a('\tVMULPS Y0, Y1, Y1')
+    a('\tVADDPS Y1, Y0, Y0')
+    a(f'\tVMULPS {K("GeluC")}, Y0, Y0')
+    r = body_tanh()
+    gelu_tail(r)
+    return r
+
+
+FUNCS = [
+    ('Exp', body_exp, 'Exp32'),
+    ('Sigmoid', body_sigmoid, 'Sigmoid32'),
+    ('Tanh', body_tanh, 'Tanh32'),
+    ('Erf', body_erf, 'Erf32'),
+    ('GeluErf', body_gelu_erf, 'GeluErf32'),
+    ('GeluTanh', body_gelu_tanh, 'GeluTanh32'),
+]
+
+a('// Code generated by gen_asm.py; DO NOT EDIT.\n')
+a('#include "textflag.h"\n')
+for name, body, _ in FUNCS:
+    a(f'// func {name}(dst, src *float32, n int, tab *[NumConsts][8]float32)')
+    a(f'TEXT ·{name}(SB), NOSPLIT, $0-32')
+    a('\tMOVQ dst+0(FP), DI')
+    a('\tMOVQ src+8(FP), SI')
+    a('\tMOVQ n+16(FP), CX')
+    a('\tMOVQ tab+24(FP), R8')
+    a('\tSHRQ $3, CX')
+    a(f'\tJZ {name}_done')
+    a(f'{name}_loop:')
+    a('\tVMOVUPS (SI), Y0')
+    r = body()
+    a(f'\tVMOVUPS {r}, (DI)')
+    a('\tADDQ $32, SI')
+    a('\tADDQ $32, DI')
+    a('\tDECQ CX')
+    a(f'\tJNZ {name}_loop')
+    a(f'{name}_done:')
+    a('\tVZEROUPPER')
+    a('\tRET\n')
+
+# func MaxNaN(x *float32, n int) (max float32, nan bool): n a positive
+# multiple of 8. max is a maximum of x by VMAXPS, exact only when there is no
+# NaN and it is not zero (the caller checks); nan reports a NaN in x.
+a('// func MaxNaN(x *float32, n int) (max float32, nan bool)')
+a('TEXT ·MaxNaN(SB), NOSPLIT, $0-21')
+a('\tMOVQ x+0(FP), SI')
+a('\tMOVQ n+8(FP), CX')
+a('\tSHRQ $3, CX')
+a('\tVMOVUPS (SI), Y0')
+a('\tVCMPPS $3, Y0, Y0, Y1')
+a('\tADDQ $32, SI')
+a('\tDECQ CX')
+a('\tJZ MaxNaN_reduce')
+a('MaxNaN_loop:')
+a('\tVMOVUPS (SI), Y2')
+a('\tVMAXPS Y2, Y0, Y0')
+a('\tVCMPPS $3, Y2, Y2, Y3')
+a('\tVORPS Y3, Y1, Y1')
+a('\tADDQ $32, SI')
+a('\tDECQ CX')
+a('\tJNZ MaxNaN_loop')
+a('MaxNaN_reduce:')
+a('\tVEXTRACTF128 $1, Y0, X2')
+a('\tVMAXPS X2, X0, X0')
+a('\tVPERMILPS $0x4e, X0, X2')
+a('\tVMAXPS X2, X0, X0')
+a('\tVPERMILPS $0xb1, X0, X2')
+a('\tVMAXPS X2, X0, X0')
+a('\tVMOVSS X0, max+16(FP)')
+a('\tVMOVMSKPS Y1, AX')
+a('\tTESTL AX, AX')
+a('\tSETNE nan+20(FP)')
+a('\tVZEROUPPER')
+a('\tRET\n')
+
+# func DivBy(dst, src *float32, n int, s float32): dst[i] = src[i] / s for
+# n a multiple of 8 (VDIVPS: the correctly rounded quotient, as DIVSS).
+a('// func DivBy(dst, src *float32, n int, s float32)')
+a('TEXT ·DivBy(SB), NOSPLIT, $0-28')
+a('\tMOVQ dst+0(FP), DI')
+a('\tMOVQ src+8(FP), SI')
+a('\tMOVQ n+16(FP), CX')
+a('\tVBROADCASTSS s+24(FP), Y1')
+a('\tSHRQ $3, CX')
+a('\tJZ DivBy_done')
+a('DivBy_loop:')
+a('\tVMOVUPS (SI), Y0')
+a('\tVDIVPS Y1, Y0, Y0')
+a('\tVMOVUPS Y0, (DI)')
+a('\tADDQ $32, SI')
+a('\tADDQ $32, DI')
+a('\tDECQ CX')
+a('\tJNZ DivBy_loop')
+a('DivBy_done:')
+a('\tVZEROUPPER')
+a('\tRET\n')
+
+with open('vec_amd64.s', 'w') as f:
+    f.write('\n'.join(L))
+
+G = ['// Code generated by gen_asm.py; DO NOT EDIT.', '', 'package vecasm', '',
+     '// Rows of the constant table (each constant broadcast to 8 lanes).', 'const (']
+for i, c in enumerate(CONSTS):
+    G.append(f'\tK{c} = {i}')
+G.append(f'\tNumConsts = {len(CONSTS)}')
+G.append(')')
+G.append('')
+G.append('// Funcs names each routine and the scalar vmath function it is the twin of.')
+G.append('var Funcs = map[string]string{')
+for name, _, scalar in FUNCS:
+    G.append(f'\t"{name}": "{scalar}",')
+G.append('}')
+with open('consts.go', 'w') as f:
+    f.write('\n'.join(G) + '\n')
+
+import subprocess
+subprocess.run(['gofmt', '-w', 'consts.go'], check=True)

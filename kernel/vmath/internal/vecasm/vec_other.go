@@ -1,0 +1,16 @@
+//go:build !amd64
+
+package vecasm
+
+// Enabled is false off amd64: vmath uses its scalar functions.
+const Enabled = false
+
+func Exp(dst, src *float32, n int, tab *[NumConsts][8]float32)      { panic("vecasm: not available") }
+func Sigmoid(dst, src *float32, n int, tab *[NumConsts][8]float32)  { panic("vecasm: not available") }
+func Tanh(dst, src *float32, n int, tab *[NumConsts][8]float32)     { panic("vecasm: not available") }
+func Erf(dst, src *float32, n int, tab *[NumConsts][8]float32)      { panic("vecasm: not available") }
+func GeluErf(dst, src *float32, n int, tab *[NumConsts][8]float32)  { panic("vecasm: not available") }
+func GeluTanh(dst, src *float32, n int, tab *[NumConsts][8]float32) { panic("vecasm: not available") }
+
+func MaxNaN(x *float32, n int) (max float32, nan bool) { panic("vecasm: not available") }
+func DivBy(dst, src *float32, n int, s float32)        { panic("vecasm: not available") }
