@@ -84,7 +84,36 @@ type Ctx struct {
 	// Pool runs a kernel's output ranges on persistent workers; nil means
 	// parallel.Default(). It never changes a kernel's bits.
 	Pool *parallel.Pool
+	// Epilogue is set only by a fused layer (kernel/fused) around its base
+	// kernel's Into call, and is zero everywhere else. A kernel that
+	// supports it (today: nn's float32 Conv Into) applies it to every
+	// output as the output is stored and sets Epilogue.Applied; any other
+	// kernel ignores it, and the fused layer then runs the separate passes.
+	Epilogue Epilogue
 }
+
+// Epilogue is the elementwise work that follows a base op in a fused
+// layer, handed to the base kernel so that it is done while each output
+// tile is still in cache rather than in later passes over memory. It is
+// exactly the float32 operations of the unfused nodes, in their order, on
+// each output y (after the base op's own bias, y = acc + bias):
+//
+//	if Residual != nil { y = y + Residual[i] }   // the Add, output first
+//	if HasLo && y < Lo { y = Lo }                 // Relu (Lo = 0), Clip's min
+//	if HasHi && y > Hi { y = Hi }                 // Clip's max
+//
+// so NaNs pass through the bounds and -0 stays -0 (elementwise's Relu and
+// Clip). Residual has the output's layout and length.
+type Epilogue struct {
+	Residual     []float32
+	Lo, Hi       float32
+	HasLo, HasHi bool
+	// Applied is set by the kernel that did the work.
+	Applied bool
+}
+
+// Active reports whether e asks for any work.
+func (e *Epilogue) Active() bool { return e.Residual != nil || e.HasLo || e.HasHi }
 
 // TacticAttr is the node attribute that holds the tactic the compiler
 // chose ("" or absent: the kernel's own default).

@@ -117,3 +117,13 @@ func Copy16s(dst *float32, stride int, src *float32, n int)
 //
 //go:noescape
 func Even(dst, src *float32, n int)
+
+// Epi applies a fused layer's epilogue (kernel.Epilogue) to a rows x cols
+// block of y (row stride ldy floats), in place: for each element,
+// v = y (+ r when r is not nil: v = y + r, y the first operand, r's row
+// stride ldr), then v = lo > v ? lo : v, then v = hi < v ? hi : v (the
+// comparisons of Relu and Clip, so a NaN passes through and -0 stays -0;
+// lo = -Inf and hi = +Inf leave v as it is). Hand-written in epi_amd64.s.
+//
+//go:noescape
+func Epi(y *float32, ldy int, r *float32, ldr int, rows, cols int, lo, hi float32)

@@ -48,3 +48,7 @@ func Even(dst, src *float32, n int) { panic("amd64: not available") }
 func Sgemm6x8R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, bias *float32) {
 	panic("amd64: not available")
 }
+
+func Epi(y *float32, ldy int, r *float32, ldr int, rows, cols int, lo, hi float32) {
+	panic("amd64: not available")
+}

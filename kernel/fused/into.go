@@ -2,6 +2,7 @@ package fused
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"sync/atomic"
 
@@ -150,7 +151,21 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 		return nil
 	}
 	y := out[:1]
-	if err := base.Into(c, p.base, in[:nb], y); err != nil {
+	// Hand the Add and the activation to the base kernel as an epilogue
+	// where they are ones it can apply (kernel.Epilogue); if it did, they
+	// are done.
+	if ep, ok := epilogue(p, in, y[0]); ok {
+		c.Epilogue = ep
+		err := base.Into(c, p.base, in[:nb], y)
+		applied := c.Epilogue.Applied
+		c.Epilogue = kernel.Epilogue{}
+		if err != nil {
+			return fmt.Errorf("%s part: %w", p.base.OpType, err)
+		}
+		if applied {
+			return nil
+		}
+	} else if err := base.Into(c, p.base, in[:nb], y); err != nil {
 		return fmt.Errorf("%s part: %w", p.base.OpType, err)
 	}
 	// The parts after the base take (y, their own inputs...): the entry
@@ -185,4 +200,69 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 		}
 	}
 	return nil
+}
+
+// epilogue returns the kernel.Epilogue that does the layer's Add and
+// activation, and true, when they can be one: a float32 output, an Add
+// operand of exactly the output's shape (the base output is the Add's
+// first operand, as in Run), and no activation, Relu, or Clip with
+// float32 scalar bounds (read as clipInto reads them: attributes before
+// opset 11, optional inputs since). The epilogue's operations are then
+// exactly the Add's and the activation's, element by element.
+func epilogue(p *parts, in []*tensor.Tensor, out *tensor.Tensor) (kernel.Epilogue, bool) {
+	var e kernel.Epilogue
+	if out.DType != tensor.Float32 || p.silu != nil || (p.add == nil && p.act == nil) {
+		return e, false
+	}
+	if p.add != nil {
+		r := in[p.addIn[0]]
+		if r == nil || r.DType != tensor.Float32 || !equalInts(r.Shape, out.Shape) {
+			return e, false
+		}
+		d, ok := r.Data.([]float32)
+		if !ok || len(d) != out.Len() {
+			return e, false
+		}
+		e.Residual = d
+	}
+	if p.act == nil {
+		return e, true
+	}
+	switch p.act.OpType {
+	case "Relu":
+		if len(p.actIn) != 0 {
+			return e, false
+		}
+		e.Lo, e.HasLo = 0, true
+	case "Clip":
+		if v := p.act.Version; v > 0 && v < 11 {
+			if len(p.actIn) != 0 {
+				return e, false
+			}
+			e.Lo, e.HasLo = p.act.Float("min", float32(math.Inf(-1))), true
+			e.Hi, e.HasHi = p.act.Float("max", float32(math.Inf(1))), true
+			break
+		}
+		if len(p.actIn) > 2 {
+			return e, false
+		}
+		for i, k := range p.actIn {
+			b := in[k]
+			if b == nil {
+				continue
+			}
+			v, ok := b.Data.([]float32)
+			if !ok || len(v) != 1 {
+				return e, false
+			}
+			if i == 0 {
+				e.Lo, e.HasLo = v[0], true
+			} else {
+				e.Hi, e.HasHi = v[0], true
+			}
+		}
+	default:
+		return e, false
+	}
+	return e, true
 }

@@ -163,7 +163,7 @@ func runConv(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, 
 		bf, _, _ = floatIn(b, "Conv B")
 	}
 	y := make([]float32, prod(out))
-	convF32(poolOf(c), s, xf, wf, bf, y)
+	convF32(poolOf(c), s, xf, wf, bf, y, epi{})
 	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
 }
 

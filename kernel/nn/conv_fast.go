@@ -9,19 +9,19 @@ import (
 
 // convF32 computes a float32 Conv into y (N*M*P values): the chains
 // (through sgemmP, or the depthwise kernels for group == C == M) and then
-// the bias, y = acc + B[m]. Run and Into both come here, so they give the
-// same bits.
-func convF32(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32) {
+// the bias, y = acc + B[m], then the fused epilogue ep, if on (see
+// epilogue.go). Run and Into both come here, so they give the same bits.
+func convF32(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
 	P := prod(s.g.out)
 	dw := s.Cg == 1 && s.Mg == 1 && (s.tactic == "" || s.tactic == TacticDepthwise)
 	switch {
 	case dw && fastKernels && dw3x3Vec(s):
-		depthwise3x3(pool, s, x, w, bias, y)
+		depthwise3x3(pool, s, x, w, bias, y, ep)
 		return
 	case dw:
 		depthwiseInto(s, x, w, y)
 	case fastKernels:
-		convGEMMFast(pool, s, x, w, bias, y)
+		convGEMMFast(pool, s, x, w, bias, y, ep)
 		return
 	default:
 		convGEMMF32(pool, s, x, w, y)
@@ -29,6 +29,7 @@ func convF32(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32) {
 	if bias != nil {
 		addBias(y, bias, s.M, P)
 	}
+	ep.all(y)
 }
 
 // convGEMMF32 is convGEMM for float32 on a pool, with the im2col matrix in
@@ -78,6 +79,7 @@ func dw3x3Vec(s *convSetup) bool {
 type dwJob struct {
 	s             *convSetup
 	x, w, bias, y []float32
+	ep            epi
 }
 
 var dwJobs = sync.Pool{New: func() any { return new(dwJob) }}
@@ -88,10 +90,11 @@ var dwJobs = sync.Pool{New: func() any { return new(dwJob) }}
 // block into a scratch row). Each output is the chain over the nine taps
 // in row-major order from +0, padding taps included as FMA(0, w, acc):
 // depthwiseInto's chain. The bias, when given, is then added by the
-// kernels as each vector is stored (y = acc + B[c], convF32's addition).
-func depthwise3x3(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32) {
+// kernels as each vector is stored (y = acc + B[c], convF32's addition),
+// and the epilogue ep to each output row once it is final.
+func depthwise3x3(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
 	j := dwJobs.Get().(*dwJob)
-	*j = dwJob{s: s, x: x, w: w, bias: bias, y: y}
+	*j = dwJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
 	pool.Run(s.N*s.C, s.N*s.C*prod(s.g.out)*9, j)
 	*j = dwJob{}
 	dwJobs.Put(j)
@@ -134,6 +137,12 @@ func (j *dwJob) Run(lo, hi int) {
 				} else {
 					amd64.Dw3x3S2(&x0[0], &x1[0], &x2[0], wc, &yc[oy*OW], OWr, bp)
 				}
+				if j.ep.on {
+					// Only the row's own OW outputs: the lanes past it
+					// are recomputed with the next row.
+					ep := j.ep.at(nc*OH*OW + oy*OW)
+					ep.block(yr, OW, 1, OW)
+				}
 				continue
 			}
 			if sw == 1 {
@@ -144,6 +153,10 @@ func (j *dwJob) Run(lo, hi int) {
 					amd64.Dw3x3S1(&x0[full], &x1[full], &x2[full], wc, &tail[0], 8, bp)
 					copy(yr[full:], tail)
 				}
+				if j.ep.on {
+					ep := j.ep.at(nc*OH*OW + oy*OW)
+					ep.block(yr, OW, 1, OW)
+				}
 				continue
 			}
 			if full > 0 {
@@ -152,6 +165,10 @@ func (j *dwJob) Run(lo, hi int) {
 			if full < OW {
 				amd64.Dw3x3S2(&x0[2*full], &x1[2*full], &x2[2*full], wc, &tail[0], 8, bp)
 				copy(yr[full:], tail)
+			}
+			if j.ep.on {
+				ep := j.ep.at(nc*OH*OW + oy*OW)
+				ep.block(yr, OW, 1, OW)
 			}
 		}
 	}
@@ -207,9 +224,9 @@ func im2colRow2D(xc []float32, g *geom, ky, kx int, dst []float32) {
 
 // convGEMMFast is convGEMMF32 on the vector GEMM: for two spatial
 // dimensions the GEMM packs its B blocks straight from the input
-// (im2colB), so the im2col matrix is never materialised; the bias is added
-// as each output tile is finished.
-func convGEMMFast(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32) {
+// (im2colB), so the im2col matrix is never materialised; the bias and the
+// epilogue are applied as each output tile is finished.
+func convGEMMFast(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
 	g := s.g
 	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
 	K := s.Cg * kn
@@ -244,7 +261,7 @@ func convGEMMFast(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32) {
 				*ib = im2colB{x: xg, g: g}
 				src = ib
 			}
-			sgemmFastB(pool, s.Mg, P, K, wg, K, 1, src, bg, yg, P)
+			sgemmFastB(pool, s.Mg, P, K, wg, K, 1, src, bg, ep.at((ni*s.M+gi*s.Mg)*P), yg, P)
 		}
 	}
 	*mb, *ib = matB{}, im2colB{}

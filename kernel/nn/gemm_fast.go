@@ -138,6 +138,7 @@ type gemmJob struct {
 	mchunks  int       // row chunks per column block
 	mcp      int       // row panels per chunk
 	bias     []float32 // per row of C, added after the chain, or nil
+	ep       epi       // the fused epilogue, applied after the bias
 	phase    int
 }
 
@@ -173,15 +174,16 @@ var matBs = sync.Pool{New: func() any { return new(matB) }}
 func sgemmFast(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
 	mb := matBs.Get().(*matB)
 	*mb = matB{b: b, brs: brs, bcs: bcs}
-	sgemmFastB(pool, m, n, k, a, ars, acs, mb, nil, c, ldc)
+	sgemmFastB(pool, m, n, k, a, ars, acs, mb, nil, epi{}, c, ldc)
 	*mb = matB{}
 	matBs.Put(mb)
 }
 
 // sgemmFastB is sgemmFast with B given by src. bias, when not nil, is
 // added to each output after its chain, c[i,j] = acc + bias[i], as its
-// tile is finished (the same float32 addition a later pass would do).
-func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src bSource, bias []float32, c []float32, ldc int) {
+// tile is finished (the same float32 addition a later pass would do), and
+// then the epilogue ep, if on, to the finished tile (ep.r laid out as c).
+func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src bSource, bias []float32, ep epi, c []float32, ldc int) {
 	j := gemmJobs.Get().(*gemmJob)
 	mp := (m + gemmMR - 1) / gemmMR
 	nblk := (n + gemmNC - 1) / gemmNC
@@ -194,7 +196,7 @@ func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src
 	mcp := (mp + mchunks - 1) / mchunks
 	mchunks = (mp + mcp - 1) / mcp
 	*j = gemmJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, src: src, c: c, ldc: ldc,
-		mp: mp, nblk: nblk, mchunks: mchunks, mcp: mcp, bias: bias}
+		mp: mp, nblk: nblk, mchunks: mchunks, mcp: mcp, bias: bias, ep: ep}
 	// A with contiguous rows is read in place (Sgemm6x16R); otherwise it
 	// is packed into panels first.
 	var abuf *[]float32
@@ -295,7 +297,9 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 		if pc > 0 {
 			load = 1
 		}
-		last := pc+kb == k && j.bias != nil
+		final := pc+kb == k
+		last := final && j.bias != nil
+		epil := final && j.ep.on
 		for p0 := pA; p0 < pZ; p0 += gemmMC / gemmMR {
 			p1 := min(pZ, p0+gemmMC/gemmMR)
 			for qq := 0; qq < nq; qq++ {
@@ -357,11 +361,16 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 					default:
 						amd64.Sgemm6x16R(kb, &arows, &bpan[0], dst, ld, load, bias)
 					}
-					if full {
-						continue
+					if !full {
+						for ii := 0; ii < rows; ii++ {
+							copy(j.c[off+ii*ldc:off+ii*ldc+cols], tile[ii*gemmNR:ii*gemmNR+cols])
+						}
 					}
-					for ii := 0; ii < rows; ii++ {
-						copy(j.c[off+ii*ldc:off+ii*ldc+cols], tile[ii*gemmNR:ii*gemmNR+cols])
+					if epil {
+						// The tile's chains and bias are final: the
+						// epilogue while the tile is in L1.
+						ep := j.ep.at(off)
+						ep.block(j.c[off:], ldc, rows, cols)
 					}
 				}
 			}

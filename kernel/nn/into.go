@@ -323,7 +323,13 @@ func intoConv(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if b != nil {
 		bf = b.Data.([]float32)
 	}
-	convF32(poolOf(c), s, x.Data.([]float32), w.Data.([]float32), bf, out[0].Data.([]float32))
+	// A fused layer's epilogue (kernel.Ctx.Epilogue) is applied here when
+	// it fits the output; otherwise the fused layer runs its passes.
+	ep, ok := epiOf(&c.Epilogue, out[0].Len())
+	convF32(poolOf(c), s, x.Data.([]float32), w.Data.([]float32), bf, out[0].Data.([]float32), ep)
+	if ep.on && ok {
+		c.Epilogue.Applied = true
+	}
 	return nil
 }
 
