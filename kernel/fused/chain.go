@@ -2,6 +2,7 @@ package fused
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -16,11 +17,14 @@ import (
 func chainOps(base *kernel.Registry) kernel.Table {
 	c := &chainOp{reg: base}
 	return kernel.Table{
-		"Attention": {Run: c.run, Infer: c.infer},
+		"Attention": {Run: c.run, Infer: c.infer, Into: c.into},
 	}
 }
 
-type chainOp struct{ reg *kernel.Registry }
+type chainOp struct {
+	reg   *kernel.Registry
+	cache sync.Map // *ir.Node -> *chainEntry (see into)
+}
 
 func body(n *ir.Node) (*ir.Graph, error) {
 	a, ok := n.Attrs["body"]

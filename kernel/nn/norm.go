@@ -386,42 +386,41 @@ func inferLayerNorm(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 // identity.
 func layerNorm32(x, scale, bias []float32, si, bi []int, D int, eps float32, y, mean, inv []float32) {
 	R := len(x) / max(D, 1)
-	for r := 0; r < R; r++ {
-		row, yr := x[r*D:(r+1)*D], y[r*D:(r+1)*D]
-		var sum float32
-		for _, v := range row {
-			sum += v
+	// The row statistics run 8 rows at a time through vmath's row
+	// reductions (the same sequential chains, vectorised across rows).
+	var sums, qs, ms [8]float32
+	for r0 := 0; r0 < R; r0 += 8 {
+		k := min(8, R-r0)
+		xs := x[r0*D : (r0+k)*D]
+		vmath.SumRows32(sums[:k], xs, D)
+		for l := range k {
+			ms[l] = sums[l] / float32(D)
 		}
-		m := sum / float32(D)
-		var q float32
-		for _, v := range row {
-			q = fma32(v-m, v-m, q)
-		}
-		iv := 1 / float32(math.Sqrt(float64(q/float32(D)+eps)))
-		if mean != nil {
-			mean[r], inv[r] = m, iv
-		}
-		if si == nil && (bias == nil || bi == nil) {
-			sc := scale[:len(row)]
-			if bias == nil {
-				for j, v := range row {
-					yr[j] = float32((v-m)*iv) * sc[j]
-				}
-				continue
+		vmath.SqDevRows32(qs[:k], xs, D, ms[:k])
+		for l := range k {
+			r := r0 + l
+			m := ms[l]
+			iv := 1 / float32(math.Sqrt(float64(qs[l]/float32(D)+eps)))
+			if mean != nil {
+				mean[r], inv[r] = m, iv
 			}
-			bs := bias[:len(row)]
-			for j, v := range row {
-				yr[j] = float32(float32((v-m)*iv)*sc[j]) + bs[j]
-			}
-			continue
+			layerNormRow(x[r*D:(r+1)*D], scale, bias, si, bi, m, iv, y[r*D:(r+1)*D])
 		}
-		for j, v := range row {
-			t := float32(float32((v-m)*iv) * scale[at(si, j)])
-			if bias != nil {
-				t += bias[at(bi, j)]
-			}
-			yr[j] = t
+	}
+}
+
+// layerNormRow sets yr[j] = float32(float32((row[j]-m)*iv) * scale) + bias.
+func layerNormRow(row, scale, bias []float32, si, bi []int, m, iv float32, yr []float32) {
+	if si == nil && (bias == nil || bi == nil) {
+		vmath.NormAffine32(yr, row, m, iv, scale, bias)
+		return
+	}
+	for j, v := range row {
+		t := float32(float32((v-m)*iv) * scale[at(si, j)])
+		if bias != nil {
+			t += bias[at(bi, j)]
 		}
+		yr[j] = t
 	}
 }
 

@@ -505,4 +505,5 @@ func addInto(t kernel.Table) {
 	t["Slice"].Into = sliceInto
 	t["Concat"].Into = concatInto
 	t["Gather"].Into = gatherInto
+	t["Split"].Into = splitInto
 }

@@ -281,6 +281,133 @@ a('DivBy_done:')
 a('\tVZEROUPPER')
 a('\tRET\n')
 
+
+# Row reductions over 8 rows at once. Rows r0..r7 start at x, x+D, ...,
+# x+7D (D floats apart); each 8-column block is loaded from the 8 rows and
+# transposed in registers (unpack, shuffle, 128-bit permute), so that lane
+# l of column vector k holds row l's element k. The columns are then
+# accumulated in order k = 0, 1, ..., 7: each lane performs its row's
+# sequential chain exactly as the scalar loop, one operation per element.
+
+
+def transpose_block(col_op):
+    """Loads columns k..k+7 of the 8 rows (SI = rows 0-3 at k, R10 = rows
+    4-7 at k, BX = row stride in bytes, DX = 3*BX) and calls col_op(Y) for
+    each column in order. Uses Y0-Y13; Y14, Y15 are the caller's."""
+    a('\tVMOVUPS (SI), Y0')
+    a('\tVMOVUPS (SI)(BX*1), Y1')
+    a('\tVMOVUPS (SI)(BX*2), Y2')
+    a('\tVMOVUPS (SI)(DX*1), Y3')
+    a('\tVUNPCKLPS Y1, Y0, Y4')   # a0 b0 a1 b1 | a4 b4 a5 b5
+    a('\tVUNPCKHPS Y1, Y0, Y5')   # a2 b2 a3 b3 | a6 b6 a7 b7
+    a('\tVUNPCKLPS Y3, Y2, Y6')
+    a('\tVUNPCKHPS Y3, Y2, Y7')
+    a('\tVSHUFPS $0x44, Y6, Y4, Y0')  # a0 b0 c0 d0 | a4 b4 c4 d4
+    a('\tVSHUFPS $0xee, Y6, Y4, Y1')  # a1 b1 c1 d1 | a5 ...
+    a('\tVSHUFPS $0x44, Y7, Y5, Y2')  # a2 ... | a6 ...
+    a('\tVSHUFPS $0xee, Y7, Y5, Y3')  # a3 ... | a7 ...
+    a('\tVMOVUPS (R10), Y4')
+    a('\tVMOVUPS (R10)(BX*1), Y5')
+    a('\tVMOVUPS (R10)(BX*2), Y6')
+    a('\tVMOVUPS (R10)(DX*1), Y7')
+    a('\tVUNPCKLPS Y5, Y4, Y8')
+    a('\tVUNPCKHPS Y5, Y4, Y9')
+    a('\tVUNPCKLPS Y7, Y6, Y10')
+    a('\tVUNPCKHPS Y7, Y6, Y11')
+    a('\tVSHUFPS $0x44, Y10, Y8, Y4')
+    a('\tVSHUFPS $0xee, Y10, Y8, Y5')
+    a('\tVSHUFPS $0x44, Y11, Y9, Y6')
+    a('\tVSHUFPS $0xee, Y11, Y9, Y7')
+    # column k = low halves (k < 4) or high halves (k >= 4) of tt(k%4), tt(k%4+4)
+    for k in range(8):
+        j = k % 4
+        imm = '0x20' if k < 4 else '0x31'
+        a(f'\tVPERM2F128 ${imm}, Y{j+4}, Y{j}, Y{8 + k % 2}')
+        col_op(f'Y{8 + k % 2}')
+
+
+def row_routine(name, args_size, setup, col_op, store):
+    a(f'TEXT ·{name}(SB), NOSPLIT, ${args_size}')
+    setup()
+    a('\tMOVQ D+8(FP), BX')
+    a('\tMOVQ n+16(FP), CX')
+    a('\tSHLQ $2, BX')
+    a('\tLEAQ (BX)(BX*2), DX')
+    a('\tLEAQ (SI)(BX*4), R10')
+    a('\tVXORPS Y15, Y15, Y15')
+    a('\tSHRQ $3, CX')
+    a(f'\tJZ {name}_done')
+    a(f'{name}_loop:')
+    transpose_block(col_op)
+    a('\tADDQ $32, SI')
+    a('\tADDQ $32, R10')
+    a('\tDECQ CX')
+    a(f'\tJNZ {name}_loop')
+    a(f'{name}_done:')
+    store()
+    a('\tVZEROUPPER')
+    a('\tRET\n')
+
+
+# func SumRows8(x *float32, D, n int, sum *[8]float32): sum[l] = the
+# sequential float32 sum s = s + x[l*D+k] for k < n (n a multiple of 8),
+# from s = 0.
+a('// func SumRows8(x *float32, D, n int, sum *[8]float32)')
+row_routine('SumRows8', '0-32',
+            lambda: a('\tMOVQ x+0(FP), SI'),
+            lambda y: a(f'\tVADDPS {y}, Y15, Y15'),
+            lambda: (a('\tMOVQ sum+24(FP), DI'), a('\tVMOVUPS Y15, (DI)')))
+
+# func SqDevRows8(x *float32, D, n int, mean, q *[8]float32): q[l] = the
+# chain q = FMA32(x-m, x-m, q) over x = x[l*D+k], k < n, m = mean[l], from
+# q = 0.
+a('// func SqDevRows8(x *float32, D, n int, mean, q *[8]float32)')
+row_routine('SqDevRows8', '0-40',
+            lambda: (a('\tMOVQ x+0(FP), SI'), a('\tMOVQ mean+24(FP), DI'), a('\tVMOVUPS (DI), Y14')),
+            lambda y: (a(f'\tVSUBPS Y14, {y}, {y}'), a(f'\tVFMADD231PS {y}, {y}, Y15')),
+            lambda: (a('\tMOVQ q+32(FP), DI'), a('\tVMOVUPS Y15, (DI)')))
+
+# func NormAffine(y, x *float32, n int, m, iv float32, sc, bs *float32):
+# y[j] = float32(float32((x[j]-m)*iv) * sc[j]) + bs[j] for j < n (n a
+# multiple of 8); bs nil: without the addition.
+a('// func NormAffine(y, x *float32, n int, m, iv float32, sc, bs *float32)')
+a('TEXT ·NormAffine(SB), NOSPLIT, $0-48')
+a('\tMOVQ y+0(FP), DI')
+a('\tMOVQ x+8(FP), SI')
+a('\tMOVQ n+16(FP), CX')
+a('\tVBROADCASTSS m+24(FP), Y1')
+a('\tVBROADCASTSS iv+28(FP), Y2')
+a('\tMOVQ sc+32(FP), R8')
+a('\tMOVQ bs+40(FP), R9')
+a('\tXORQ AX, AX')
+a('\tSHRQ $3, CX')
+a('\tJZ NormAffine_done')
+a('\tTESTQ R9, R9')
+a('\tJZ NormAffine_nobias')
+a('NormAffine_loop:')
+a('\tVMOVUPS (SI)(AX*1), Y0')
+a('\tVSUBPS Y1, Y0, Y0')
+a('\tVMULPS Y2, Y0, Y0')
+a('\tVMULPS (R8)(AX*1), Y0, Y0')
+a('\tVADDPS (R9)(AX*1), Y0, Y0')
+a('\tVMOVUPS Y0, (DI)(AX*1)')
+a('\tADDQ $32, AX')
+a('\tDECQ CX')
+a('\tJNZ NormAffine_loop')
+a('\tJMP NormAffine_done')
+a('NormAffine_nobias:')
+a('\tVMOVUPS (SI)(AX*1), Y0')
+a('\tVSUBPS Y1, Y0, Y0')
+a('\tVMULPS Y2, Y0, Y0')
+a('\tVMULPS (R8)(AX*1), Y0, Y0')
+a('\tVMOVUPS Y0, (DI)(AX*1)')
+a('\tADDQ $32, AX')
+a('\tDECQ CX')
+a('\tJNZ NormAffine_nobias')
+a('NormAffine_done:')
+a('\tVZEROUPPER')
+a('\tRET\n')
+
 with open('vec_amd64.s', 'w') as f:
     f.write('\n'.join(L))
 

@@ -47,3 +47,23 @@ func MaxNaN(x *float32, n int) (max float32, nan bool)
 //
 //go:noescape
 func DivBy(dst, src *float32, n int, s float32)
+
+// SumRows8 sets sum[l], for the 8 rows l of D floats at x, to the
+// sequential float32 sum s = s + x[l*D+k] over k < n in order, from s = 0
+// (n a multiple of 8, n <= D).
+//
+//go:noescape
+func SumRows8(x *float32, D, n int, sum *[8]float32)
+
+// SqDevRows8 sets q[l], for the 8 rows l of D floats at x, to the chain
+// q = FMA32(x-m, x-m, q) over x = x[l*D+k], k < n in order, m = mean[l],
+// from q = 0 (n a multiple of 8, n <= D).
+//
+//go:noescape
+func SqDevRows8(x *float32, D, n int, mean, q *[8]float32)
+
+// NormAffine sets y[j] = float32(float32((x[j]-m)*iv)*sc[j]) + bs[j] for
+// j < n (n a multiple of 8); with bs nil, without the addition.
+//
+//go:noescape
+func NormAffine(y, x *float32, n int, m, iv float32, sc, bs *float32)

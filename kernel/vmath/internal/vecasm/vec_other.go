@@ -14,3 +14,9 @@ func GeluTanh(dst, src *float32, n int, tab *[NumConsts][8]float32) { panic("vec
 
 func MaxNaN(x *float32, n int) (max float32, nan bool) { panic("vecasm: not available") }
 func DivBy(dst, src *float32, n int, s float32)        { panic("vecasm: not available") }
+
+func SumRows8(x *float32, D, n int, sum *[8]float32)       { panic("vecasm: not available") }
+func SqDevRows8(x *float32, D, n int, mean, q *[8]float32) { panic("vecasm: not available") }
+func NormAffine(y, x *float32, n int, m, iv float32, sc, bs *float32) {
+	panic("vecasm: not available")
+}
