@@ -127,3 +127,21 @@ func Even(dst, src *float32, n int)
 //
 //go:noescape
 func Epi(y *float32, ldy int, r *float32, ldr int, rows, cols int, lo, hi float32)
+
+// Dw3x3RowsS1 runs Dw3x3S1 over rows output rows: output row r (n
+// outputs, n a multiple of 8, at y[r*ldy:]) takes its three input rows
+// at x[r*ldx:], x[r*ldx+wp:] and x[r*ldx+2*wp:]. Each stored value,
+// canon(acc) (+ *bias when bias is not nil), then gets the fused clamp
+// v = lo > v ? lo : v, v = hi < v ? hi : v (amd64.Epi's operations; lo =
+// -Inf and hi = +Inf change nothing). Rows are computed in order, so a
+// row's lanes past ldy may be overwritten by the next row. Hand-written
+// in dw_amd64.s.
+//
+//go:noescape
+func Dw3x3RowsS1(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias *float32, lo, hi float32)
+
+// Dw3x3RowsS2 is Dw3x3RowsS1 at column stride 2 (Dw3x3S2's chains): it
+// reads x_r[0 .. 2n+1] of each input row.
+//
+//go:noescape
+func Dw3x3RowsS2(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias *float32, lo, hi float32)

@@ -52,3 +52,11 @@ func Sgemm6x8R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, bias 
 func Epi(y *float32, ldy int, r *float32, ldr int, rows, cols int, lo, hi float32) {
 	panic("amd64: not available")
 }
+
+func Dw3x3RowsS1(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias *float32, lo, hi float32) {
+	panic("amd64: not available")
+}
+
+func Dw3x3RowsS2(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias *float32, lo, hi float32) {
+	panic("amd64: not available")
+}

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"math"
 	"sync"
 
 	"github.com/vouchml/vouch/kernel/amd64"
@@ -86,12 +87,14 @@ var dwJobs = sync.Pool{New: func() any { return new(dwJob) }}
 
 // depthwise3x3 is the vector twin of depthwiseInto for dw3x3Vec: each
 // plane is copied into a zero-padded plane, and every output row runs
-// through amd64.Dw3x3S1 or Dw3x3S2, eight outputs at a time (the last
-// block into a scratch row). Each output is the chain over the nine taps
+// through amd64.Dw3x3RowsS1 or Dw3x3RowsS2 (most rows of a plane in one
+// call), eight outputs at a time (a last partial block into a scratch
+// row). Each output is the chain over the nine taps
 // in row-major order from +0, padding taps included as FMA(0, w, acc):
 // depthwiseInto's chain. The bias, when given, is then added by the
 // kernels as each vector is stored (y = acc + B[c], convF32's addition),
-// and the epilogue ep to each output row once it is final.
+// and then the epilogue ep: its clamp in the same store, or, with a
+// residual, the whole epilogue over the plane once it is final.
 func depthwise3x3(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
 	j := dwJobs.Get().(*dwJob)
 	*j = dwJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
@@ -100,7 +103,7 @@ func depthwise3x3(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep
 	dwJobs.Put(j)
 }
 
-func (j *dwJob) Run(lo, hi int) {
+func (j *dwJob) Run(lo0, hi0 int) {
 	g := j.s.g
 	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
 	sh, sw, pt, pl := g.stride[0], g.stride[1], g.padB[0], g.padB[1]
@@ -112,7 +115,26 @@ func (j *dwJob) Run(lo, hi int) {
 	xp, tail := *pbuf, *tbuf
 	clear(xp)
 	full := OW &^ 7
-	for nc := lo; nc < hi; nc++ {
+	// Rows [0, R) store whole vectors straight into the plane: the lanes
+	// past a row fall on later rows of this plane, which are computed (and
+	// so overwritten) after it. The rest store their last block through
+	// the scratch row.
+	R := 0
+	if OH*OW >= OWr {
+		R = min(OH, (OH*OW-OWr)/OW+1)
+	}
+	kern := amd64.Dw3x3RowsS1
+	if sw == 2 {
+		kern = amd64.Dw3x3RowsS2
+	}
+	// The clamp of the epilogue goes into the kernels' store; a residual
+	// is added (and then the clamp) over the finished plane instead.
+	lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
+	late := j.ep.on && j.ep.r != nil
+	if j.ep.on && !late {
+		lo, hi = j.ep.lo, j.ep.hi
+	}
+	for nc := lo0; nc < hi0; nc++ {
 		c := nc % j.s.C
 		xc := j.x[nc*H*W : (nc+1)*H*W]
 		for iy := 0; iy < H; iy++ {
@@ -124,52 +146,25 @@ func (j *dwJob) Run(lo, hi int) {
 		if j.bias != nil {
 			bp = &j.bias[c]
 		}
-		for oy := 0; oy < OH; oy++ {
+		if R > 0 {
+			_ = yc[(R-1)*OW+OWr-1]
+			_ = xp[((R-1)*sh+2)*Wp+(OWr-1)*sw+2]
+			kern(&xp[0], Wp, sh*Wp, wc, &yc[0], OW, R, OWr, bp, lo, hi)
+		}
+		for oy := R; oy < OH; oy++ {
 			r := xp[oy*sh*Wp:]
-			x0, x1, x2 := r[0:], r[Wp:], r[2*Wp:]
 			yr := yc[oy*OW : (oy+1)*OW]
-			if oy*OW+OWr <= OH*OW {
-				// Whole vectors straight into the plane: the lanes past
-				// the row fall on later rows of this plane, which are
-				// computed (and so overwritten) after this one.
-				if sw == 1 {
-					amd64.Dw3x3S1(&x0[0], &x1[0], &x2[0], wc, &yc[oy*OW], OWr, bp)
-				} else {
-					amd64.Dw3x3S2(&x0[0], &x1[0], &x2[0], wc, &yc[oy*OW], OWr, bp)
-				}
-				if j.ep.on {
-					// Only the row's own OW outputs: the lanes past it
-					// are recomputed with the next row.
-					ep := j.ep.at(nc*OH*OW + oy*OW)
-					ep.block(yr, OW, 1, OW)
-				}
-				continue
-			}
-			if sw == 1 {
-				if full > 0 {
-					amd64.Dw3x3S1(&x0[0], &x1[0], &x2[0], wc, &yr[0], full, bp)
-				}
-				if full < OW {
-					amd64.Dw3x3S1(&x0[full], &x1[full], &x2[full], wc, &tail[0], 8, bp)
-					copy(yr[full:], tail)
-				}
-				if j.ep.on {
-					ep := j.ep.at(nc*OH*OW + oy*OW)
-					ep.block(yr, OW, 1, OW)
-				}
-				continue
-			}
 			if full > 0 {
-				amd64.Dw3x3S2(&x0[0], &x1[0], &x2[0], wc, &yr[0], full, bp)
+				kern(&r[0], Wp, 0, wc, &yr[0], 0, 1, full, bp, lo, hi)
 			}
 			if full < OW {
-				amd64.Dw3x3S2(&x0[2*full], &x1[2*full], &x2[2*full], wc, &tail[0], 8, bp)
+				kern(&r[full*sw], Wp, 0, wc, &tail[0], 0, 1, 8, bp, lo, hi)
 				copy(yr[full:], tail)
 			}
-			if j.ep.on {
-				ep := j.ep.at(nc*OH*OW + oy*OW)
-				ep.block(yr, OW, 1, OW)
-			}
+		}
+		if late {
+			ep := j.ep.at(nc * OH * OW)
+			ep.block(yc, OH*OW, 1, OH*OW)
 		}
 	}
 	putF32(pbuf)

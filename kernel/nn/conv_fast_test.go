@@ -26,6 +26,13 @@ func convCases(r *rand.Rand) []convCase {
 		{[]int{1, 3, 32, 32}, []int{16, 3, 7, 7}, []*ir.Attr{ints("strides", 2, 2), ints("pads", 3, 3, 3, 3)}},
 		{[]int{1, 8, 10, 10}, []int{12, 4, 3, 3}, []*ir.Attr{intAttr("group", 2), ints("pads", 1, 1, 1, 1)}},
 		{[]int{1, 16, 7, 7}, []int{40, 16, 1, 1}, []*ir.Attr{ints("strides", 2, 2)}},
+		// Depthwise planes of many rows (most rows in one multi-row
+		// kernel call, the last ones through the scratch row).
+		{[]int{1, 6, 57, 57}, []int{6, 1, 3, 3}, []*ir.Attr{intAttr("group", 6), ints("strides", 2, 2), ints("pads", 1, 1, 1, 1)}},
+		{[]int{2, 3, 28, 28}, []int{3, 1, 3, 3}, []*ir.Attr{intAttr("group", 3), ints("pads", 1, 1, 1, 1)}},
+		{[]int{1, 2, 70, 9}, []int{2, 1, 3, 3}, []*ir.Attr{intAttr("group", 2), ints("pads", 1, 0, 1, 1)}},
+		{[]int{1, 4, 7, 7}, []int{4, 1, 3, 3}, []*ir.Attr{intAttr("group", 4), ints("pads", 1, 1, 1, 1)}},
+		{[]int{1, 3, 9, 65}, []int{3, 1, 3, 3}, []*ir.Attr{intAttr("group", 3), ints("strides", 1, 2), ints("pads", 0, 1, 0, 0)}},
 	}
 	for i := 0; i < 12; i++ {
 		c := 1 + r.Intn(6)
