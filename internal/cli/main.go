@@ -40,7 +40,7 @@ type command struct {
 
 func (m *Main) commands() map[string]command {
 	return map[string]command{
-		"run":         {"run a model (ONNX file or plan) on input tensors and print the outputs", runRun},
+		"run":         {"run a model (ONNX file, plan or verified bundle) on input tensors and print the outputs", runRun},
 		"build":       {"compile an ONNX model into a deterministic engine plan", runBuild},
 		"inspect":     {"print a plan's layers (kind, fused from, tactic, precision, shape, FLOPs)", runInspect},
 		"bench":       {"measure a model's latency against ONNX Runtime and onnx-gomlx, per layer, or GEMM GFLOP/s", runBench},

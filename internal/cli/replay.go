@@ -143,7 +143,11 @@ func (m *Main) replay(ctx context.Context, o ReplayOptions) error {
 	defer conn.close()
 	target := o.Trace
 	if target == "" {
-		target = fmt.Sprintf("records %s..%s", o.Since.Format(time.RFC3339), o.Until.Format(time.RFC3339))
+		until := "now"
+		if !o.Until.IsZero() {
+			until = o.Until.Format(time.RFC3339)
+		}
+		target = fmt.Sprintf("records %s..%s", o.Since.Format(time.RFC3339), until)
 	}
 	note, err := conn.recordAccess(ctx, "replay", target)
 	if err != nil {
@@ -313,7 +317,11 @@ func (m *Main) replayAgainst(ctx context.Context, o ReplayOptions, ro replay.Opt
 				name, a.AbsMax, a.AbsMean/float64(n), a.RelMax, a.KL/float64(n), 100*a.Top1/float64(n))
 		}
 	}
-	for _, tr := range failed {
+	for i, tr := range failed {
+		if i == 10 {
+			fmt.Fprintf(m.Stdout, "  … and %d more (replay one with: vouch replay TRACE --against %s)\n", len(failed)-10, o.Against)
+			break
+		}
 		fmt.Fprintf(m.Stdout, "  FAIL %s\n", tr)
 	}
 	if len(failed) > 0 {
