@@ -11,7 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -347,11 +348,26 @@ func copyLog(src, dst string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(bundles) == 0 {
-		return "", fmt.Errorf("no entry bundles in %s", src)
+	// The entry bundle the checkpoint commits to: the first full bundle, or
+	// while the log is smaller than one bundle, the partial one of its size
+	// (older partial bundles stay on disk but are no longer part of the tree).
+	cp, err := os.ReadFile(filepath.Join(src, "checkpoint"))
+	if err != nil {
+		return "", err
 	}
-	sort.Strings(bundles)
-	victim := filepath.Join(dst, bundles[0])
+	lines := strings.SplitN(string(cp), "\n", 3)
+	if len(lines) < 2 {
+		return "", fmt.Errorf("malformed checkpoint in %s", src)
+	}
+	rel := filepath.Join("tile", "entries", "000")
+	if size, err := strconv.Atoi(lines[1]); err == nil && size < 256 {
+		rel = filepath.Join("tile", "entries", "000.p", strconv.Itoa(size))
+	}
+	if !slices.Contains(bundles, rel) {
+		return "", fmt.Errorf("no entry bundle %s in %s", rel, src)
+	}
+	victim := filepath.Join(dst, rel)
+	bundles = []string{rel}
 	b, err := os.ReadFile(victim)
 	if err != nil {
 		return "", err
