@@ -141,6 +141,12 @@ func (r *Report) HTML(w io.Writer, stats *Comparison) error {
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
 	"join": strings.Join,
+	"conf": func(p *float64) string {
+		if p == nil {
+			return ""
+		}
+		return fmt.Sprintf("%.4f", *p)
+	},
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>vouch replay {{.R.Verdict}} — {{.R.TraceID}}</title>
@@ -161,7 +167,7 @@ Replayed at {{time .R.ReplayedAt}}{{if .R.Replayer}} by {{.R.Replayer}}{{end}}.<
 <tr><th>Time</th><td>{{time .R.Record.Time}}</td></tr>
 <tr><th>Principal</th><td>{{.R.Record.Principal}} from {{.R.Record.SourceAddr}}</td></tr>
 <tr><th>Request id</th><td>{{.R.Record.RequestID}}</td></tr>
-{{if .R.Record.OutputLabel}}<tr><th>Outcome</th><td>{{.R.Record.OutputLabel}}{{if .R.Record.Confidence}} (confidence {{printf "%.4f" .R.Record.Confidence}}){{end}}</td></tr>{{end}}
+{{if .R.Record.OutputLabel}}<tr><th>Outcome</th><td>{{.R.Record.OutputLabel}}{{if .R.Record.Confidence}} (confidence {{conf .R.Record.Confidence}}){{end}}</td></tr>{{end}}
 <tr><th>Input digest</th><td><code>{{.R.Record.InputDigest}}</code><br>{{.R.InputSource}}</td></tr>
 </table>
 <h2>Outputs</h2>
