@@ -115,11 +115,13 @@ func (f *fixture) serve(t *testing.T, trace string, served *plan.Plan, in map[st
 	if err != nil {
 		t.Fatal(err)
 	}
+	conf := 0.875
 	ind, ins, _ := audit.InputDigest(in)
 	outd, outsd, _ := audit.InputDigest(outs)
 	rec := &audit.Record{TraceID: trace, RequestID: "req-" + trace, Time: time.Now(), Principal: "bank-app",
 		Model: "credit-risk", ModelVersion: "1.0.0", BundleDigest: f.engine.BundleDigest, PlanDigest: f.engine.PlanDigest,
-		InputDigest: ind, Inputs: ins, OutputDigest: outd, Outputs: outsd, Status: audit.StatusOK, Code: 200}
+		InputDigest: ind, Inputs: ins, OutputDigest: outd, Outputs: outsd, Status: audit.StatusOK, Code: 200,
+		OutputLabel: "approve", Confidence: &conf}
 	if _, _, err := f.log.Append(f.ctx, rec); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +170,7 @@ func TestReplay(t *testing.T) {
 		if err := r.HTML(&page, nil); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(sum.String(), "VERIFIED  trace trace-ok") || !strings.Contains(page.String(), "bit-for-bit identical") || strings.Contains(page.String(), "%!") {
+		if !strings.HasPrefix(sum.String(), "VERIFIED  trace trace-ok") || !strings.Contains(page.String(), "bit-for-bit identical") || strings.Contains(page.String(), "%!") || !strings.Contains(page.String(), "approve (confidence 0.8750)") {
 			t.Fatalf("summary %q", sum.String())
 		}
 		env, err := r.Sign(f.bkey)
