@@ -6,18 +6,32 @@ import "golang.org/x/sys/cpu"
 // instructions the kernels use.
 var Enabled = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
 
+// Store is what a GEMM microkernel does with a tile's finished chains in
+// its final store (the field offsets are fixed: the assembly reads them).
+// Each lane's value is canon(acc), then + Bias[i] (row i) when Bias is
+// not nil, then + R[i*LDR+j] when R is not nil (v + r, v the first
+// operand), then, when Clamp, v = Lo > v ? Lo : v and v = Hi < v ? Hi : v:
+// amd64.Epi's operations in its order, applied before the tile is
+// written instead of in a pass over it.
+type Store struct {
+	Bias   *float32 // 0: 6 floats, or nil
+	R      *float32 // 8: the residual tile, or nil
+	LDR    int      // 16: its row stride in floats
+	Lo, Hi float32  // 24, 28
+	Clamp  bool     // 32
+}
+
 // Sgemm6x16 computes one 6x16 tile of C from a packed A panel (k steps of
 // 6 floats, a[kk*6+i]) and a packed B panel (k steps of 16 floats,
 // b[kk*16+j]): for each of the 96 outputs acc = FMA(a, b, acc) for kk
 // ascending, starting from +0 when load is 0 and from the float32 already
 // in C when load is 1 (a chain parked in memory between k blocks). The
 // tile is stored to c with a row stride of ldc floats; a NaN lane is
-// stored as the canonical quiet NaN 0x7fc00000. When bias is not nil,
-// row i stores canon(acc) + bias[i] instead (one float32 addition, the
-// one a separate bias pass would do); bias must hold 6 floats.
+// stored as the canonical quiet NaN 0x7fc00000. When st is not nil, the
+// stored value is canon(acc) followed by st's operations (see Store).
 //
 //go:noescape
-func Sgemm6x16(k int, a, b, c *float32, ldc int, load int, bias *float32)
+func Sgemm6x16(k int, a, b, c *float32, ldc int, load int, st *Store)
 
 // Sgemm6x16R is Sgemm6x16 with A read in place: row i's step kk is
 // rows[i][kk] (rows[i] pointing at the k block's first element), so A
@@ -25,16 +39,18 @@ func Sgemm6x16(k int, a, b, c *float32, ldc int, load int, bias *float32)
 // their lanes are separate chains that the caller throws away.
 //
 //go:noescape
-func Sgemm6x16R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, bias *float32)
+func Sgemm6x16R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, st *Store)
 
 // Sgemm6x16RB is Sgemm6x16R with B read in place too: step kk's 16
 // floats at b[kk*ldb:].
 //
 //go:noescape
-func Sgemm6x16RB(k int, rows *[6]*float32, b *float32, ldb int, c *float32, ldc int, load int, bias *float32)
+func Sgemm6x16RB(k int, rows *[6]*float32, b *float32, ldb int, c *float32, ldc int, load int, st *Store)
 
 // Sgemm6x8R is the left half of Sgemm6x16R: the 6x8 tile of lanes 0-7 of
 // a packed B panel (steps still 16 floats apart), stored as 6 rows of 8.
+// It takes only a bias (row i stores canon(acc) + bias[i] when bias is
+// not nil, 6 floats).
 //
 //go:noescape
 func Sgemm6x8R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, bias *float32)

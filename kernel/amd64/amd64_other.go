@@ -5,7 +5,16 @@ package amd64
 // Enabled is false off amd64: callers use the portable kernels.
 const Enabled = false
 
-func Sgemm6x16(k int, a, b, c *float32, ldc int, load int, bias *float32) {
+// Store is amd64_amd64.go's (see there).
+type Store struct {
+	Bias   *float32
+	R      *float32
+	LDR    int
+	Lo, Hi float32
+	Clamp  bool
+}
+
+func Sgemm6x16(k int, a, b, c *float32, ldc int, load int, st *Store) {
 	panic("amd64: not available")
 }
 
@@ -33,13 +42,13 @@ func GemvC16(k int, x *float32, xs int, b *float32, brs int, mask *int32, y *flo
 	panic("amd64: not available")
 }
 
-func Sgemm6x16R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, bias *float32) {
+func Sgemm6x16R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, st *Store) {
 	panic("amd64: not available")
 }
 
 func Copy16s(dst *float32, stride int, src *float32, n int) { panic("amd64: not available") }
 
-func Sgemm6x16RB(k int, rows *[6]*float32, b *float32, ldb int, c *float32, ldc int, load int, bias *float32) {
+func Sgemm6x16RB(k int, rows *[6]*float32, b *float32, ldb int, c *float32, ldc int, load int, st *Store) {
 	panic("amd64: not available")
 }
 

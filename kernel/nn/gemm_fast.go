@@ -3,6 +3,7 @@ package nn
 import (
 	"math/bits"
 	"sync"
+	"unsafe"
 
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
@@ -139,6 +140,7 @@ type gemmJob struct {
 	mcp      int       // row panels per chunk
 	bias     []float32 // per row of C, added after the chain, or nil
 	ep       epi       // the fused epilogue, applied after the bias
+	epFuse   bool      // ep goes into the microkernels' store (r and c apart)
 	phase    int
 }
 
@@ -197,10 +199,11 @@ func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src
 	mchunks = (mp + mcp - 1) / mcp
 	*j = gemmJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, src: src, c: c, ldc: ldc,
 		mp: mp, nblk: nblk, mchunks: mchunks, mcp: mcp, bias: bias, ep: ep}
+	j.epFuse = ep.on && !overlaps(ep.r, c)
 	// A with contiguous rows is read in place (Sgemm6x16R); otherwise it
 	// is packed into panels first.
 	var abuf *[]float32
-	if acs != 1 {
+	if acs != 1 || testPackA {
 		abuf = getF32(mp * gemmMR * k)
 		j.ap = *abuf
 		j.phase = 0
@@ -275,6 +278,7 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 	var tile [gemmMR * gemmNR]float32
 	var arows [gemmMR]*float32
 	var btile [gemmMR]float32
+	var st amd64.Store
 	k, ldc := j.k, j.ldc
 	j0 := bj * gemmNC
 	ncols := min(gemmNC, j.n-j0)
@@ -283,9 +287,12 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 	// A B matrix with contiguous rows is read in place too
 	// (Sgemm6x16RB), all but a last partial panel, which is packed.
 	mb, _ := j.src.(*matB)
-	directB := mb != nil && mb.bcs == 1 && j.ap == nil
-	for pc := 0; pc < k; pc += gemmKC {
-		kb := min(gemmKC, k-pc)
+	directB := mb != nil && mb.bcs == 1 && j.ap == nil && !testPackB
+	// k blocks of equal size (at most gemmKC): no short last block whose
+	// tiles would be loaded and stored for a few steps.
+	kcb := (k + (k+gemmKC-1)/gemmKC - 1) / ((k + gemmKC - 1) / gemmKC)
+	for pc := 0; pc < k; pc += kcb {
+		kb := min(kcb, k-pc)
 		switch {
 		case !directB:
 			j.src.packB(bblk, pc, kb, j0, ncols)
@@ -339,7 +346,10 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 						}
 						dst, ld = &tile[0], gemmNR
 					}
-					// The bias goes in with the last k block's store.
+					// The bias goes in with the last k block's store, and
+					// so does the epilogue of a full tile (an edge tile's
+					// residual is not laid out as the copy: it gets the
+					// epilogue after it is written back).
 					var bias *float32
 					if last {
 						if rows == gemmMR {
@@ -351,22 +361,34 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 							bias = &btile[0]
 						}
 					}
+					var stp *amd64.Store
+					epInStore := epil && full && j.epFuse
+					if bias != nil || epInStore {
+						st = amd64.Store{Bias: bias}
+						if epInStore {
+							if j.ep.r != nil {
+								st.R, st.LDR = &j.ep.r[off], ldc
+							}
+							st.Lo, st.Hi, st.Clamp = j.ep.lo, j.ep.hi, true
+						}
+						stp = &st
+					}
 					switch {
 					case apan != nil:
-						amd64.Sgemm6x16(kb, &apan[0], &bpan[0], dst, ld, load, bias)
+						amd64.Sgemm6x16(kb, &apan[0], &bpan[0], dst, ld, load, stp)
 					case bdir != nil:
-						amd64.Sgemm6x16RB(kb, &arows, bdir, mb.brs, dst, ld, load, bias)
+						amd64.Sgemm6x16RB(kb, &arows, bdir, mb.brs, dst, ld, load, stp)
 					case cols <= gemmNR/2:
 						amd64.Sgemm6x8R(kb, &arows, &bpan[0], dst, ld, load, bias)
 					default:
-						amd64.Sgemm6x16R(kb, &arows, &bpan[0], dst, ld, load, bias)
+						amd64.Sgemm6x16R(kb, &arows, &bpan[0], dst, ld, load, stp)
 					}
 					if !full {
 						for ii := 0; ii < rows; ii++ {
 							copy(j.c[off+ii*ldc:off+ii*ldc+cols], tile[ii*gemmNR:ii*gemmNR+cols])
 						}
 					}
-					if epil {
+					if epil && !epInStore {
 						// The tile's chains and bias are final: the
 						// epilogue while the tile is in L1.
 						ep := j.ep.at(off)
@@ -424,4 +446,19 @@ func (j *gemvJob) Run(lo, hi int) {
 		}
 		copy(j.c[i*j.ldc+j0:i*j.ldc+j0+cols], out[:cols])
 	}
+}
+
+// Test hooks: packB forces B into packed panels (no Sgemm6x16RB), packA
+// forces A into packed panels (Sgemm6x16); the bits are the same.
+var testPackB, testPackA bool
+
+// overlaps reports whether r and c share memory (the residual must be
+// read before the tile that covers it is written: with a shared buffer
+// the epilogue runs as a separate pass over each finished tile).
+func overlaps(r, c []float32) bool {
+	if len(r) == 0 || len(c) == 0 {
+		return false
+	}
+	r0, c0 := uintptr(unsafe.Pointer(&r[0])), uintptr(unsafe.Pointer(&c[0]))
+	return r0 < c0+uintptr(len(c))*4 && c0 < r0+uintptr(len(r))*4
 }
