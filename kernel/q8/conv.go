@@ -178,3 +178,86 @@ func (g *geom2) im2col(src []int16, W int, col []int16, p0, p1 int) {
 		}
 	}
 }
+
+// Direct (implicit) unfolding for stride-1 convolutions: the quantized
+// channel group is copied once into a zero-padded buffer of rows Wp wide;
+// output positions are then taken on the padded grid ("virtual" position
+// v = oy·Wp + ox, ox < Wp), so that row (c, ky, kx) of the K×P matrix is
+// the contiguous run pad[off(c,ky,kx) + v], off = c·Hp·Wp + ky·dh·Wp +
+// kx·dw, and B panels are packed straight from it without an im2col pass.
+// Columns with ox ≥ OW are computed and dropped; the integer sums of the
+// kept columns are those of the im2col path.
+
+// directPads returns the padded grid (rows Hp of Wp values) and whether
+// the direct path applies: stride 1, and at most a quarter of the
+// virtual positions dropped.
+func (g *geom2) directPads() (Hp, Wp int, ok bool) {
+	if g.sh != 1 || g.sw != 1 || g.pointwise() {
+		return 0, 0, false
+	}
+	Wp = g.OW + (g.KW-1)*g.dw
+	Hp = g.OH + (g.KH-1)*g.dh
+	if Wp-g.pl < g.W || Hp-g.pt < g.H || 4*(Wp-g.OW) > Wp {
+		return 0, 0, false
+	}
+	return Hp, Wp, true
+}
+
+// padded writes channel group xg ([Cg,H,W]) into pad ([Cg,Hp,Wp] plus a
+// zero tail that the last panels read past the grid) and the row offsets
+// into offs (K values).
+func (g *geom2) padded(xg []int16, pad []int16, offs []int, Hp, Wp int) {
+	clear(pad)
+	for c := 0; c < g.Cg; c++ {
+		for y := 0; y < g.H; y++ {
+			d := pad[(c*Hp+y+g.pt)*Wp+g.pl:]
+			copy(d[:g.W], xg[(c*g.H+y)*g.W:(c*g.H+y+1)*g.W])
+		}
+	}
+	kk := 0
+	for c := 0; c < g.Cg; c++ {
+		for ky := 0; ky < g.KH; ky++ {
+			for kx := 0; kx < g.KW; kx++ {
+				offs[kk] = c*Hp*Wp + ky*g.dh*Wp + kx*g.dw
+				kk++
+			}
+		}
+	}
+}
+
+// paddedLen is the length of the padded buffer: the grid, then the
+// farthest a 16-column panel of the last virtual positions reads.
+func (g *geom2) paddedLen(Hp, Wp int) int {
+	return g.Cg*Hp*Wp + (g.KW-1)*g.dw + 2*tileN
+}
+
+// packDirect packs the full 16-column panels of virtual positions
+// [v0, v0+16·np) straight from pad (B[kk, j] = pad[offs[kk] + v0 + j]).
+func packDirect(dst []int16, pad []int16, offs []int, v0, np, k int) {
+	kp := pairs(k)
+	full := k / 2
+	for q := 0; q < np; q++ {
+		d := dst[q*kp*2*tileN : (q+1)*kp*2*tileN]
+		src := pad[v0+q*tileN:]
+		kk := 0
+		if fast && full > 0 {
+			// Bounds: every row read lies inside pad (paddedLen).
+			_ = src[offs[2*full-1]+tileN-1]
+			gatherPairs(&d[0], &src[0], &offs[0], full)
+			kk = 2 * full
+		}
+		for ; kk < k; kk++ {
+			r := src[offs[kk] : offs[kk]+tileN]
+			o := d[(kk>>1)*2*tileN+kk&1:]
+			for j, v := range r {
+				o[2*j] = v
+			}
+		}
+		if k&1 == 1 {
+			o := d[(k>>1)*2*tileN+1:]
+			for j := 0; j < tileN; j++ {
+				o[2*j] = 0
+			}
+		}
+	}
+}

@@ -26,14 +26,17 @@ const (
 	MaxK = 131072
 )
 
-// fast selects the vector twins; UsePortable overrides it.
-var fast = hasAVX2
+// fast selects the vector twins; UsePortable overrides it. vnni selects
+// the AVX512_VNNI integer tile among them (its sums are the same exact
+// integers as the AVX2 tile's).
+var fast, vnni = hasAVX2, hasVNNI
 
 // UsePortable forces the portable twins when on (as on a CPU without
 // AVX2/F16C) and restores the CPU's choice when off. Both give the same
 // bits. It must not be called while kernels run.
 func UsePortable(on bool) {
 	fast = hasAVX2 && !on
+	vnni = hasVNNI && !on
 	fastHalf = hasF16C && !on
 }
 
@@ -193,6 +196,10 @@ func runTile(kb int, ap, bp []int16, c []int32, ldc, load int) {
 		_ = ap[kb*2*tileM-1]
 		_ = bp[kb*2*tileN-1]
 		_ = c[(tileM-1)*ldc+tileN-1]
+		if vnni {
+			tile6x16vnni(kb, &ap[0], &bp[0], &c[0], ldc, load)
+			return
+		}
 		tile6x16(kb, &ap[0], &bp[0], &c[0], ldc, load)
 		return
 	}

@@ -83,6 +83,20 @@ func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p po
 			if p.res != nil {
 				e.post.res = p.res[o : o+g.Mg*P]
 			}
+			if Hp, Wp, ok := g.directPads(); ok && cw > 0 && !swap && direct {
+				// Chunks of virtual positions packed straight from
+				// the padded input (no im2col).
+				pad := *grow16(&sc.ph, g.paddedLen(Hp, Wp))
+				offs := growInt(&sc.offs, K)
+				g.padded(xg, pad, *offs, Hp, Wp)
+				cj := &sc.conv
+				*cj = convJob{l: l, g: g, src: pad, a: l.packed[gi], epi: e, cw: cw, offs: *offs, Wp: Wp}
+				nc := (g.OH*Wp + cw - 1) / cw
+				pool.Run(nc, g.Mg*K*P, cj)
+				*cj = convJob{}
+				*e = epiJob{}
+				continue
+			}
 			src, W := g.phases(xg, &sc.ph)
 			if cw > 0 && !swap {
 				// Chunks of positions: im2col, packing, GEMM and
@@ -144,7 +158,13 @@ type convJob struct {
 	a   []int16 // packed weights
 	epi *epiJob // y, mult, bias and post for the group
 	cw  int
+	// Direct path (offs set): src is the padded input, Wp its row length.
+	offs []int
+	Wp   int
 }
+
+// direct enables the direct stride-1 path (tests turn it off to compare).
+var direct = true
 
 func (j *convJob) Run(lo, hi int) {
 	g := j.g
@@ -156,6 +176,10 @@ func (j *convJob) Run(lo, hi int) {
 	acc := *grow32(&sc.acc, g.Mg*j.cw)
 	col := *grow16(&sc.col, K*j.cw)
 	e := j.epi
+	if j.offs != nil {
+		j.runDirect(lo, hi, bp, acc)
+		return
+	}
 	for c := lo; c < hi; c++ {
 		p0 := c * j.cw
 		p1 := min(P, p0+j.cw)
@@ -177,6 +201,38 @@ func (j *convJob) Run(lo, hi int) {
 				r = e.post.res[i*P+p0 : i*P+p1]
 			}
 			epilogueRow(e.y[i*P+p0:i*P+p1], acc[i*n:(i+1)*n], e.mult[i], bias, r, e.post.relu)
+		}
+	}
+}
+
+// runDirect computes chunks [lo, hi) of virtual positions (see
+// directPads) and writes the kept columns through the epilogue.
+func (j *convJob) runDirect(lo, hi int, bp []int16, acc []int32) {
+	g, e, Wp := j.g, j.epi, j.Wp
+	K, P, Pv := g.K(), g.P(), g.OH*j.Wp
+	for c := lo; c < hi; c++ {
+		v0 := c * j.cw
+		np := (min(Pv, v0+j.cw) - v0 + tileN - 1) / tileN
+		n := np * tileN
+		packDirect(bp, j.src, j.offs, v0, np, K)
+		igemm(nil, g.Mg, n, K, j.a, bp, acc, n)
+		for oy := v0 / Wp; oy < g.OH && oy*Wp < v0+n; oy++ {
+			a, b := max(v0, oy*Wp), min(v0+n, oy*Wp+g.OW)
+			if a >= b {
+				continue
+			}
+			yo := oy*g.OW + a - oy*Wp
+			for i := 0; i < g.Mg; i++ {
+				var bias float32
+				if e.bias != nil {
+					bias = e.bias[i]
+				}
+				var r []float32
+				if e.post.res != nil {
+					r = e.post.res[i*P+yo : i*P+yo+b-a]
+				}
+				epilogueRow(e.y[i*P+yo:i*P+yo+b-a], acc[i*n+a-v0:i*n+b-v0], e.mult[i], bias, r, e.post.relu)
+			}
 		}
 	}
 }
@@ -328,7 +384,8 @@ func epilogueRow(y []float32, a []int32, m, b float32, res []float32, relu bool)
 // values, so that no closure is allocated per call).
 type scratch struct {
 	xq, ap, bp, col []int16
-	ph              []int16 // strided im2col's phases
+	ph              []int16 // strided im2col's phases, or the padded input
+	offs            []int   // the direct path's row offsets
 	acc, acc2       []int32
 	pack            packJob
 	conv            convJob
@@ -366,6 +423,14 @@ func grow16(b *[]int16, n int) *[]int16 {
 func grow32(b *[]int32, n int) *[]int32 {
 	if cap(*b) < n {
 		*b = make([]int32, n)
+	}
+	*b = (*b)[:n]
+	return b
+}
+
+func growInt(b *[]int, n int) *[]int {
+	if cap(*b) < n {
+		*b = make([]int, n)
 	}
 	*b = (*b)[:n]
 	return b

@@ -7,6 +7,10 @@ import "golang.org/x/sys/cpu"
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasAVX
 var hasF16C = hasAVX2 && cpu.X86.HasF16C
 
+// hasVNNI reports whether tile6x16vnni may run (AVX512_VNNI on 256-bit
+// registers: AVX512VL; x/sys/cpu also checks that the OS saves the state).
+var hasVNNI = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+
 // tile6x16 computes a 6x16 int32 tile from packed int16 panels over kp
 // k-pairs: a holds kp steps of 6 rows × 2 values, b kp steps of 16
 // columns × 2 values; c (row stride ldc int32s) receives the sums, added
@@ -14,6 +18,11 @@ var hasF16C = hasAVX2 && cpu.X86.HasF16C
 //
 //go:noescape
 func tile6x16(kp int, a, b *int16, c *int32, ldc int, load int)
+
+// tile6x16vnni is tile6x16 with VPDPWSSD (the same exact sums).
+//
+//go:noescape
+func tile6x16vnni(kp int, a, b *int16, c *int32, ldc int, load int)
 
 // halfToFloat converts n (a multiple of 8) float16 values with F16C.
 //
@@ -37,3 +46,9 @@ func interleave(dst, src *int16, ldb int, kp int)
 //
 //go:noescape
 func epiRow(y *float32, acc *int32, n int, m, b float32, res *float32, relu int)
+
+// gatherPairs packs kp k-pairs of a full 16-column panel whose rows lie at
+// int16 offsets offs[2kk] and offs[2kk+1] from src (see packDirect).
+//
+//go:noescape
+func gatherPairs(dst, src *int16, offs *int, kp int)

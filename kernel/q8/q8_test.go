@@ -48,9 +48,12 @@ func TestIGemmTwins(t *testing.T) {
 			m, n, k := s[0], s[1], s[2]
 			a, b := randI16(r, m*k), randI16(r, k*n)
 			want := naive(m, n, k, a, b)
-			var got [2][]int32
-			for v, portable := range []bool{true, false} {
-				UsePortable(portable)
+			// Modes: portable, AVX2 tile, AVX512_VNNI tile (where the
+			// CPU has it; else the AVX2 tile again).
+			var got [3][]int32
+			for v := range got {
+				UsePortable(v == 0)
+				vnni = v == 2 && hasVNNI
 				al, bl := packedLen(m, n, k)
 				ap, bp := make([]int16, al), make([]int16, bl)
 				packA(ap, a, m, k, k)
@@ -66,8 +69,10 @@ func TestIGemmTwins(t *testing.T) {
 				got[v] = c
 			}
 			UsePortable(false)
-			if !slices.Equal(got[0], want) || !slices.Equal(got[1], want) {
-				t.Fatalf("shape %v: portable ok=%v fast ok=%v", s, slices.Equal(got[0], want), slices.Equal(got[1], want))
+			for v, g := range got {
+				if !slices.Equal(g, want) {
+					t.Fatalf("shape %v: mode %d (portable, avx2, vnni) differs from the exact sums", s, v)
+				}
 			}
 		}
 	}

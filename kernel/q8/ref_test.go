@@ -66,7 +66,9 @@ func TestQ8ConvReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	type cs struct{ n, c, h, w, m, kh, kw, stride, pad, group int }
 	convs := []cs{{1, 3, 23, 23, 8, 7, 7, 2, 3, 1}, {2, 4, 7, 5, 6, 3, 3, 2, 1, 2}, {1, 32, 7, 7, 64, 3, 3, 1, 1, 1},
-		{1, 16, 5, 5, 40, 1, 1, 1, 0, 1}, {1, 64, 21, 21, 16, 3, 3, 1, 1, 1}, {1, 3, 40, 40, 8, 7, 7, 2, 3, 1}, {1, 40, 19, 19, 24, 1, 1, 1, 0, 1}, {1, 8, 9, 9, 16, 1, 1, 2, 0, 1}, {1, 5, 12, 13, 7, 3, 3, 3, 1, 1}, {2, 24, 4, 4, 48, 3, 3, 1, 1, 1}}
+		{1, 16, 5, 5, 40, 1, 1, 1, 0, 1}, {1, 64, 21, 21, 16, 3, 3, 1, 1, 1}, {1, 3, 40, 40, 8, 7, 7, 2, 3, 1}, {1, 40, 19, 19, 24, 1, 1, 1, 0, 1}, {1, 8, 9, 9, 16, 1, 1, 2, 0, 1}, {1, 5, 12, 13, 7, 3, 3, 3, 1, 1}, {2, 24, 4, 4, 48, 3, 3, 1, 1, 1},
+		// stride 1, direct path: odd K, no padding, 5×5 grouped, several chunks
+		{1, 5, 17, 30, 12, 3, 3, 1, 1, 1}, {1, 7, 12, 12, 9, 3, 3, 1, 0, 1}, {2, 16, 15, 15, 32, 5, 5, 1, 2, 2}, {1, 64, 30, 30, 8, 3, 3, 1, 1, 1}}
 	for _, s := range convs {
 		for _, mode := range []int{0, 1, 2, 3} { // bit 0: residual, bit 1: relu
 			x := randF32(r, s.n*s.c*s.h*s.w)
@@ -164,6 +166,72 @@ func TestEpilogueTwins(t *testing.T) {
 					if math.Float32bits(got[0][i]) != math.Float32bits(got[1][i]) {
 						t.Fatalf("m %v b %v mode %d: [%d] portable %v fast %v", m, b, mode, i, got[0][i], got[1][i])
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestDirectConv compares the direct stride-1 path with the im2col path
+// bit for bit on geometries refConv does not cover (dilation, asymmetric
+// pads, auto_pad), through both twins.
+func TestDirectConv(t *testing.T) {
+	reg := kernel.NewRegistry("", elementwise.Ops(), nn.Ops())
+	reg.Add("vouch", Ops(reg))
+	r := rand.New(rand.NewPCG(11, 12))
+	type cs struct {
+		c, h, w, m, kh, kw int
+		pads, dil          []int64
+		auto               string
+	}
+	for _, s := range []cs{
+		{8, 20, 19, 8, 3, 3, []int64{2, 2, 2, 2}, []int64{2, 2}, ""},
+		{6, 16, 21, 10, 3, 5, []int64{0, 2, 1, 2}, []int64{1, 1}, ""},
+		{9, 18, 18, 6, 3, 3, nil, []int64{1, 2}, "SAME_UPPER"},
+		{4, 24, 20, 5, 2, 2, nil, nil, "SAME_LOWER"},
+	} {
+		x := randF32(r, s.c*s.h*s.w)
+		wq := make([]int8, s.m*s.c*s.kh*s.kw)
+		for i := range wq {
+			wq[i] = int8(r.IntN(255) - 127)
+		}
+		node := &ir.Node{Name: "q", OpType: "Q8", Domain: "vouch", Version: 1, Inputs: []string{"x", "w", "s", "b"}, Outputs: []string{"y"}, Attrs: map[string]*ir.Attr{
+			"base":        {Name: "base", Kind: ir.AttrString, S: "Conv"},
+			"x_scale":     {Name: "x_scale", Kind: ir.AttrFloat, F: 0.02},
+			"layout":      {Name: "layout", Kind: ir.AttrInts, Ints: []int64{4, 0, 0}},
+			"activation":  {Name: "activation", Kind: ir.AttrString, S: "Relu"},
+			"act_version": {Name: "act_version", Kind: ir.AttrInt, I: 14},
+		}}
+		if s.pads != nil {
+			node.Attrs["pads"] = &ir.Attr{Name: "pads", Kind: ir.AttrInts, Ints: s.pads}
+		}
+		if s.dil != nil {
+			node.Attrs["dilations"] = &ir.Attr{Name: "dilations", Kind: ir.AttrInts, Ints: s.dil}
+		}
+		if s.auto != "" {
+			node.Attrs["auto_pad"] = &ir.Attr{Name: "auto_pad", Kind: ir.AttrString, S: s.auto}
+		}
+		in := []*tensor.Tensor{tensor.From(x, 1, s.c, s.h, s.w), tensor.From(wq, s.m, s.c, s.kh, s.kw), tensor.From(randPos(r, s.m), s.m), tensor.From(randF32(r, s.m), s.m)}
+		op, err := reg.Lookup(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs [4][]float32
+		for v := range outs {
+			UsePortable(v&1 == 1)
+			direct = v&2 == 0
+			o, err := op.Run(&kernel.Ctx{}, node, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs[v] = o[0].Data.([]float32)
+		}
+		UsePortable(false)
+		direct = true
+		for v := 1; v < 4; v++ {
+			for i := range outs[0] {
+				if math.Float32bits(outs[v][i]) != math.Float32bits(outs[0][i]) {
+					t.Fatalf("conv %+v: variant %d (bit 0 portable, bit 1 im2col) y[%d] = %v, direct fast %v", s, v, i, outs[v][i], outs[0][i])
 				}
 			}
 		}
