@@ -1,6 +1,7 @@
 package compile_test
 
 import (
+	"flag"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -13,12 +14,14 @@ import (
 	"github.com/vouchml/vouch/tensor"
 )
 
-// BenchmarkPlan executes the plan named by $VOUCH_BENCH_PLAN (input
+// BenchmarkPlan executes the plan named by -bench-plan (input
 // float32[1,3,224,224], uniform in [-1,1)) on one thread, for profiling.
+var benchPlan = flag.String("bench-plan", "", "a plan file for BenchmarkPlan and TestPlanInvariance")
+
 func BenchmarkPlan(b *testing.B) {
-	path := os.Getenv("VOUCH_BENCH_PLAN")
+	path := *benchPlan
 	if path == "" {
-		b.Skip("VOUCH_BENCH_PLAN is not set")
+		b.Skip("set -bench-plan=FILE")
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -51,14 +54,14 @@ func BenchmarkPlan(b *testing.B) {
 	}
 }
 
-// TestPlanInvariance runs the plan named by $VOUCH_BENCH_PLAN (input
+// TestPlanInvariance runs the plan named by -bench-plan (input
 // float32[N,3,224,224]) on three rows at GOMAXPROCS 1, 2 and 8, and, where
 // the plan's batch is dynamic, as a batch of 3; every run must give the
 // same bits.
 func TestPlanInvariance(t *testing.T) {
-	path := os.Getenv("VOUCH_BENCH_PLAN")
+	path := *benchPlan
 	if path == "" {
-		t.Skip("VOUCH_BENCH_PLAN is not set")
+		t.Skip("set -bench-plan=FILE")
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
