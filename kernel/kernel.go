@@ -86,7 +86,7 @@ type Ctx struct {
 	Pool *parallel.Pool
 	// Epilogue is set only by a fused layer (kernel/fused) around its base
 	// kernel's Into call, and is zero everywhere else. A kernel that
-	// supports it (today: nn's float32 Conv Into) applies it to every
+	// supports it (today: nn's float32 Conv and MatMul Into) applies it to every
 	// output as the output is stored and sets Epilogue.Applied; any other
 	// kernel ignores it, and the fused layer then runs the separate passes.
 	Epilogue Epilogue
@@ -99,13 +99,19 @@ type Ctx struct {
 // each output y (after the base op's own bias, y = acc + bias):
 //
 //	if Residual != nil { y = y + Residual[i] }   // the Add, output first
+//	if ColBias != nil { y = y + ColBias[i%N] }    // the Add of a [N] operand
 //	if HasLo && y < Lo { y = Lo }                 // Relu (Lo = 0), Clip's min
 //	if HasHi && y > Hi { y = Hi }                 // Clip's max
 //
 // so NaNs pass through the bounds and -0 stays -0 (elementwise's Relu and
-// Clip). Residual has the output's layout and length.
+// Clip). Residual has the output's layout and length. ColBias (at most one
+// of Residual and ColBias is set) is an Add operand that broadcasts over
+// every axis but the last: N = len(ColBias) is the output's last dimension
+// (a MatMul's bias). A kernel that does not know a field that is set must
+// leave the epilogue alone.
 type Epilogue struct {
 	Residual     []float32
+	ColBias      []float32
 	Lo, Hi       float32
 	HasLo, HasHi bool
 	// Applied is set by the kernel that did the work.
@@ -113,7 +119,9 @@ type Epilogue struct {
 }
 
 // Active reports whether e asks for any work.
-func (e *Epilogue) Active() bool { return e.Residual != nil || e.HasLo || e.HasHi }
+func (e *Epilogue) Active() bool {
+	return e.Residual != nil || e.ColBias != nil || e.HasLo || e.HasHi
+}
 
 // TacticAttr is the node attribute that holds the tactic the compiler
 // chose ("" or absent: the kernel's own default).

@@ -154,7 +154,10 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 	// Hand the Add and the activation to the base kernel as an epilogue
 	// where they are ones it can apply (kernel.Epilogue); if it did, they
 	// are done.
-	if ep, ok := epilogue(p, in, y[0]); ok {
+	// An activation the epilogue cannot do (Gelu, ...) then runs as its
+	// own pass after it.
+	addDone := false
+	if ep, withAct, ok := epilogue(p, in, y[0]); ok {
 		c.Epilogue = ep
 		err := base.Into(c, p.base, in[:nb], y)
 		applied := c.Epilogue.Applied
@@ -162,9 +165,10 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 		if err != nil {
 			return fmt.Errorf("%s part: %w", p.base.OpType, err)
 		}
-		if applied {
+		if applied && withAct {
 			return nil
 		}
+		addDone = applied
 	} else if err := base.Into(c, p.base, in[:nb], y); err != nil {
 		return fmt.Errorf("%s part: %w", p.base.OpType, err)
 	}
@@ -182,8 +186,10 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 	}
 	next := nb
 	if add != nil {
-		if err := part(add, p.add, next, next+1); err != nil {
-			return err
+		if !addDone {
+			if err := part(add, p.add, next, next+1); err != nil {
+				return err
+			}
 		}
 		next++
 	}
@@ -203,31 +209,64 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 }
 
 // epilogue returns the kernel.Epilogue that does the layer's Add and
-// activation, and true, when they can be one: a float32 output, an Add
-// operand of exactly the output's shape (the base output is the Add's
-// first operand, as in Run), and no activation, Relu, or Clip with
-// float32 scalar bounds (read as clipInto reads them: attributes before
-// opset 11, optional inputs since). The epilogue's operations are then
-// exactly the Add's and the activation's, element by element.
-func epilogue(p *parts, in []*tensor.Tensor, out *tensor.Tensor) (kernel.Epilogue, bool) {
-	var e kernel.Epilogue
+// activation, or the Add alone, and true, when they can be one: a float32
+// output, no SiLU, and an Add operand of exactly the output's shape (a
+// residual) or of shape [N] or [1, ..., 1, N] with N the output's last
+// dimension (a column bias); the base output is the Add's first operand,
+// as in Run. withAct reports whether the epilogue does the activation as
+// well: none, Relu, or Clip with float32 scalar bounds (read as clipInto
+// reads them: attributes before opset 11, optional inputs since). An
+// activation it cannot do (Gelu, ...) is left to its own pass, after the
+// Add, and only with an Add in the epilogue. The epilogue's operations
+// are then exactly the Add's and the activation's, element by element.
+func epilogue(p *parts, in []*tensor.Tensor, out *tensor.Tensor) (e kernel.Epilogue, withAct, ok bool) {
 	if out.DType != tensor.Float32 || p.silu != nil || (p.add == nil && p.act == nil) {
-		return e, false
+		return e, false, false
 	}
 	if p.add != nil {
 		r := in[p.addIn[0]]
-		if r == nil || r.DType != tensor.Float32 || !equalInts(r.Shape, out.Shape) {
-			return e, false
+		if r == nil || r.DType != tensor.Float32 {
+			return e, false, false
 		}
 		d, ok := r.Data.([]float32)
-		if !ok || len(d) != out.Len() {
-			return e, false
+		if !ok || len(d) != r.Len() {
+			return e, false, false
 		}
-		e.Residual = d
+		switch {
+		case equalInts(r.Shape, out.Shape) && len(d) == out.Len():
+			e.Residual = d
+		case colBias(r.Shape, out.Shape):
+			e.ColBias = d
+		default:
+			return e, false, false
+		}
 	}
 	if p.act == nil {
-		return e, true
+		return e, true, true
 	}
+	if e, ok := clampOf(p, in, e); ok {
+		return e, true, true
+	}
+	return e, false, p.add != nil
+}
+
+// colBias reports whether an Add operand of shape r broadcasts over every
+// axis of out but the last, where it has out's last dimension.
+func colBias(r, out []int) bool {
+	if len(r) == 0 || len(r) > len(out) || r[len(r)-1] != out[len(out)-1] || out[len(out)-1] == 0 {
+		return false
+	}
+	for _, d := range r[:len(r)-1] {
+		if d != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// clampOf adds the layer's activation to e as its bounds, when it is a
+// Relu or a Clip with float32 scalar bounds.
+func clampOf(p *parts, in []*tensor.Tensor, e kernel.Epilogue) (kernel.Epilogue, bool) {
 	switch p.act.OpType {
 	case "Relu":
 		if len(p.actIn) != 0 {

@@ -17,6 +17,7 @@ import (
 //
 //	v = acc + bias          (the kernel's own store, as without epilogue)
 //	v = v + r               (the Add: the base output is its first operand)
+//	                        (or v = v + cb[j], j the column: a MatMul's bias)
 //	if v < lo { v = lo }    (Relu: lo = 0; Clip's min; -Inf when absent)
 //	if v > hi { v = hi }    (Clip's max; +Inf when absent)
 //
@@ -26,68 +27,115 @@ import (
 // exactly the comparisons above, NaN and -0 included.
 
 // epi is a kernel.Epilogue as the kernels take it; on is false for none.
+// When col is set, r is a column bias (kernel.Epilogue.ColBias): the
+// operand of output (i, j) is r[j] rather than r at the output's offset.
 type epi struct {
 	r      []float32
 	lo, hi float32
 	on     bool
+	col    bool
 }
 
 // epiOf converts the context's epilogue for an output of n elements; ok
-// is false when the kernel cannot apply it (a residual of another length).
+// is false when the kernel cannot apply it (a residual of another length,
+// or a column bias: Conv's outputs have no GEMM columns to match).
 func epiOf(e *kernel.Epilogue, n int) (ep epi, ok bool) {
 	if !e.Active() {
 		return epi{}, true
 	}
-	if e.Residual != nil && len(e.Residual) != n {
+	if e.ColBias != nil || e.Residual != nil && len(e.Residual) != n {
 		return epi{}, false
 	}
-	ep = epi{r: e.Residual, lo: float32(math.Inf(-1)), hi: float32(math.Inf(1)), on: true}
+	return epiClamp(e, epi{r: e.Residual}), true
+}
+
+// epiCols converts the context's epilogue for a GEMM output of n columns
+// (MatMul's): a column bias of n floats and the clamp; ok is false for
+// anything else (a residual).
+func epiCols(e *kernel.Epilogue, n int) (ep epi, ok bool) {
+	if !e.Active() {
+		return epi{}, true
+	}
+	if e.Residual != nil || e.ColBias != nil && len(e.ColBias) != n {
+		return epi{}, false
+	}
+	return epiClamp(e, epi{r: e.ColBias, col: e.ColBias != nil}), true
+}
+
+// epiClamp completes ep with e's bounds.
+func epiClamp(e *kernel.Epilogue, ep epi) epi {
+	ep.lo, ep.hi, ep.on = float32(math.Inf(-1)), float32(math.Inf(1)), true
 	if e.HasLo {
 		ep.lo = e.Lo
 	}
 	if e.HasHi {
 		ep.hi = e.Hi
 	}
-	return ep, true
+	return ep
 }
 
 // at returns ep with its residual starting at offset off (for the output
-// slice that starts there).
+// slice that starts there). A column bias is left as it is: off must then
+// start a row.
 func (ep epi) at(off int) epi {
-	if ep.r != nil {
+	if ep.r != nil && !ep.col {
 		ep.r = ep.r[off:]
 	}
 	return ep
 }
 
+// tile returns ep for the block of a GEMM output that starts at offset
+// off, column col: the residual from off, or the column bias from col.
+func (ep epi) tile(off, col int) epi {
+	if ep.r == nil {
+		return ep
+	}
+	if ep.col {
+		ep.r = ep.r[col:]
+	} else {
+		ep.r = ep.r[off:]
+	}
+	return ep
+}
+
+// ldr is the row stride of ep's operand in a block of row stride ld: 0
+// for a column bias (every row adds the same floats).
+func (ep *epi) ldr(ld int) int {
+	if ep.col {
+		return 0
+	}
+	return ld
+}
+
 // block applies ep to rows x cols of y (row stride ld) whose residual is
-// ep.r at the same offsets.
+// ep.r at the same offsets (a column bias: ep.r[0:cols] for every row).
 func (ep *epi) block(y []float32, ld, rows, cols int) {
 	if rows <= 0 || cols <= 0 {
 		return
 	}
 	_ = y[(rows-1)*ld+cols-1]
+	ldr := ep.ldr(ld)
 	if ep.r != nil {
-		_ = ep.r[(rows-1)*ld+cols-1]
+		_ = ep.r[(rows-1)*ldr+cols-1]
 	}
 	if fastKernels {
 		var r *float32
 		if ep.r != nil {
 			r = &ep.r[0]
 		}
-		amd64.Epi(&y[0], ld, r, ld, rows, cols, ep.lo, ep.hi)
+		amd64.Epi(&y[0], ld, r, ldr, rows, cols, ep.lo, ep.hi)
 		return
 	}
-	epiPortable(y, ep.r, ld, rows, cols, ep.lo, ep.hi)
+	epiPortable(y, ep.r, ld, ldr, rows, cols, ep.lo, ep.hi)
 }
 
-// epiPortable is amd64.Epi's portable twin.
-func epiPortable(y, r []float32, ld, rows, cols int, lo, hi float32) {
+// epiPortable is amd64.Epi's portable twin (r's row stride ldr).
+func epiPortable(y, r []float32, ld, ldr, rows, cols int, lo, hi float32) {
 	for i := 0; i < rows; i++ {
 		yr := y[i*ld : i*ld+cols]
 		var rr []float32
 		if r != nil {
-			rr = r[i*ld : i*ld+cols]
+			rr = r[i*ldr : i*ldr+cols]
 		}
 		for j, v := range yr {
 			if rr != nil {
@@ -104,9 +152,16 @@ func epiPortable(y, r []float32, ld, rows, cols int, lo, hi float32) {
 	}
 }
 
-// all applies ep to the whole of y (len(y) outputs).
+// all applies ep to the whole of y (len(y) outputs; with a column bias,
+// rows of len(ep.r)).
 func (ep *epi) all(y []float32) {
-	if ep.on {
-		ep.block(y, len(y), 1, len(y))
+	if !ep.on || len(y) == 0 {
+		return
 	}
+	if ep.col {
+		n := len(ep.r)
+		ep.block(y, n, len(y)/n, n)
+		return
+	}
+	ep.block(y, len(y), 1, len(y))
 }

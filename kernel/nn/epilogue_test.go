@@ -141,7 +141,7 @@ func TestEpiTwin(t *testing.T) {
 		}
 		lo, hi := bounds[r.Intn(len(bounds))], bounds[r.Intn(len(bounds))]
 		want := append([]float32{}, y...)
-		epiPortable(want, res, ld, rows, cols, lo, hi)
+		epiPortable(want, res, ld, ld, rows, cols, lo, hi)
 		got := append([]float32{}, y...)
 		ep := epi{r: res, lo: lo, hi: hi, on: true}
 		ep.block(got, ld, rows, cols)

@@ -95,6 +95,29 @@ func sgemmP(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []flo
 	sgemmPortable(pool, m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
 }
 
+// sgemmEp is sgemmP followed by the epilogue ep (epiCols: a column bias
+// of n floats and a clamp, or off) on each of the m x n outputs. The
+// packed GEMM applies it in each tile's store, the other paths in a pass
+// over each row after the product; the operations are the same.
+func sgemmEp(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int, ep epi) {
+	if !ep.on {
+		sgemmP(pool, m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
+		return
+	}
+	if fastKernels && k > 0 && m >= gemmMR && n > 0 {
+		mb := matBs.Get().(*matB)
+		*mb = matB{b: b, brs: brs, bcs: bcs}
+		sgemmFastB(pool, m, n, k, a, ars, acs, mb, nil, ep, c, ldc)
+		*mb = matB{}
+		matBs.Put(mb)
+		return
+	}
+	sgemmP(pool, m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
+	if m > 0 && n > 0 {
+		ep.block(c, ldc, m, n)
+	}
+}
+
 // sgemmPortable is the portable twin: a 4x8 register block in Go.
 func sgemmPortable(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
 	mp := (m + mr - 1) / mr

@@ -184,7 +184,8 @@ func sgemmFast(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []
 // sgemmFastB is sgemmFast with B given by src. bias, when not nil, is
 // added to each output after its chain, c[i,j] = acc + bias[i], as its
 // tile is finished (the same float32 addition a later pass would do), and
-// then the epilogue ep, if on, to the finished tile (ep.r laid out as c).
+// then the epilogue ep, if on, to the finished tile (ep.r laid out as c,
+// or a column bias of n floats).
 func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src bSource, bias []float32, ep epi, c []float32, ldc int) {
 	j := gemmJobs.Get().(*gemmJob)
 	mp := (m + gemmMR - 1) / gemmMR
@@ -367,7 +368,8 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 						st = amd64.Store{Bias: bias}
 						if epInStore {
 							if j.ep.r != nil {
-								st.R, st.LDR = &j.ep.r[off], ldc
+								ep := j.ep.tile(off, q*gemmNR)
+								st.R, st.LDR = &ep.r[0], ep.ldr(ldc)
 							}
 							st.Lo, st.Hi, st.Clamp = j.ep.lo, j.ep.hi, true
 						}
@@ -391,7 +393,7 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 					if epil && !epInStore {
 						// The tile's chains and bias are final: the
 						// epilogue while the tile is in L1.
-						ep := j.ep.at(off)
+						ep := j.ep.tile(off, q*gemmNR)
 						ep.block(j.c[off:], ldc, rows, cols)
 					}
 				}

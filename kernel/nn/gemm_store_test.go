@@ -68,7 +68,7 @@ func TestSGEMMStoreTwin(t *testing.T) {
 				addBias(want, bs, m, n)
 			}
 			if ep.on {
-				epiPortable(want, ep.r, n, m, n, ep.lo, ep.hi)
+				epiPortable(want, ep.r, n, n, m, n, ep.lo, ep.hi)
 			}
 			for mode := 0; mode < 3; mode++ {
 				testPackA, testPackB = mode == 2, mode >= 1

@@ -167,19 +167,30 @@ func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if err := checkOut("MatMul", out, s.out); err != nil {
 		return err
 	}
-	matmulF32(poolOf(c), s, a.Data.([]float32), b.Data.([]float32), out[0].Data.([]float32))
+	y := out[0].Data.([]float32)
+	// A fused layer's epilogue (kernel.Ctx.Epilogue): a column bias (the
+	// MatMul's bias Add) and a clamp, applied as each tile is stored.
+	ep, ok := epiCols(&c.Epilogue, s.n)
+	if ok && ep.on && (s.n == 0 || overlaps(ep.r, y)) {
+		ep, ok = epi{}, false
+	}
+	matmulF32(poolOf(c), s, a.Data.([]float32), b.Data.([]float32), y, ep)
+	if ep.on && ok {
+		c.Epilogue.Applied = true
+	}
 	return nil
 }
 
-// matmulF32 is the float32 MatMul into y.
-func matmulF32(p *parallel.Pool, s *mmShape, af, bf, y []float32) {
+// matmulF32 is the float32 MatMul into y, followed by the epilogue ep
+// (off, or a column bias and clamp: epiCols) on every output.
+func matmulF32(p *parallel.Pool, s *mmShape, af, bf, y []float32, ep epi) {
 	m, k, nn := s.m, s.k, s.n
 	switch {
 	case s.bUnbatched():
-		sgemmP(p, prod(s.batch)*m, nn, k, af, k, 1, bf, nn, 1, y, nn)
+		sgemmEp(p, prod(s.batch)*m, nn, k, af, k, 1, bf, nn, 1, y, nn, ep)
 	case s.ai == nil && equalInts(s.aBatch, s.bBatch):
 		for t := 0; t < prod(s.batch); t++ {
-			sgemmP(p, m, nn, k, af[t*m*k:], k, 1, bf[t*k*nn:], nn, 1, y[t*m*nn:], nn)
+			sgemmEp(p, m, nn, k, af[t*m*k:], k, 1, bf[t*k*nn:], nn, 1, y[t*m*nn:], nn, ep)
 		}
 	default:
 		ai, bi := s.ai, s.bi
@@ -187,7 +198,7 @@ func matmulF32(p *parallel.Pool, s *mmShape, af, bf, y []float32) {
 			ai, bi = s.batchOffsets()
 		}
 		for t := range ai {
-			sgemmP(p, m, nn, k, af[ai[t]*m*k:], k, 1, bf[bi[t]*k*nn:], nn, 1, y[t*m*nn:], nn)
+			sgemmEp(p, m, nn, k, af[ai[t]*m*k:], k, 1, bf[bi[t]*k*nn:], nn, 1, y[t*m*nn:], nn, ep)
 		}
 	}
 }
