@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ type ServeOptions struct {
 	Plans           []string // FILE[,NAME[@VERSION]]
 	Bundles         []string // signed bundle files
 	Models          []string // NAME@REF in the registry
+	Registry        string   // a registry directory (default DATA/registry); alone, serves every model
 	Keys            string   // trusted public keys
 	DataDir         string
 	Labels          []string // MODEL=FILE, one label a line
@@ -93,6 +95,7 @@ Example:
 	var bundles, models multiFlag
 	fs.Var(&bundles, "bundle", "a signed bundle to serve (verified with --key first); repeat for each")
 	fs.Var(&models, "model", "a model from the registry as NAME@VERSION or NAME@ALIAS (verified with --key); repeat")
+	fs.StringVar(&o.Registry, "registry", "", "a registry directory (default DATA/registry); without --model, serve each model's prod alias, else its newest version")
 	fs.StringVar(&o.Keys, "key", "", "trusted public key(s) that bundles must be signed by")
 	fs.StringVar(&o.DataDir, "data", defaultDataDir(), "vouch's data directory (the registry for --model)")
 	fs.Var(&labels, "labels", "class labels as MODEL=FILE (one label a line, in output order); repeat")
@@ -126,10 +129,10 @@ Example:
 		return fmt.Errorf("%w: unexpected argument %q (plans are given with --plan)", ErrUsage, pos[0])
 	}
 	o.Plans, o.Labels, o.Bundles, o.Models = plans, labels, bundles, models
-	if len(o.Plans)+len(o.Bundles)+len(o.Models) == 0 {
+	if len(o.Plans)+len(o.Bundles)+len(o.Models) == 0 && o.Registry == "" {
 		return fmt.Errorf("%w: nothing to serve: give --bundle FILE, --model NAME@REF (from the registry) or --plan FILE", ErrUsage)
 	}
-	if len(o.Bundles)+len(o.Models) > 0 && o.Keys == "" {
+	if (len(o.Bundles)+len(o.Models) > 0 || o.Registry != "") && o.Keys == "" {
 		return fmt.Errorf("%w: bundles are verified before they are served: give --key PUB", ErrUsage)
 	}
 	if err := checkAuditFlags(o); err != nil {
@@ -314,7 +317,7 @@ func shortDigest(digest string) string {
 
 // bundleRunners verifies and loads every --bundle and --model.
 func (m *Main) bundleRunners(ctx context.Context, o ServeOptions, labels map[string][]string) ([]server.Runner, error) {
-	if len(o.Bundles)+len(o.Models) == 0 {
+	if len(o.Bundles)+len(o.Models) == 0 && o.Registry == "" {
 		return nil, nil
 	}
 	keys, err := readKeys(o.Keys)
@@ -350,13 +353,23 @@ func (m *Main) bundleRunners(ctx context.Context, o ServeOptions, labels map[str
 			return nil, err
 		}
 	}
-	if len(o.Models) > 0 {
-		reg, err := registry.Open(registry.Options{Dir: filepath.Join(o.DataDir, "registry"), TrustedKeys: keys})
+	if len(o.Models) > 0 || o.Registry != "" {
+		dir := o.Registry
+		if dir == "" {
+			dir = filepath.Join(o.DataDir, "registry")
+		}
+		reg, err := registry.Open(registry.Options{Dir: dir, TrustedKeys: keys})
 		if err != nil {
 			return nil, err
 		}
 		defer reg.Close()
-		for _, ref := range o.Models {
+		refs := o.Models
+		if len(refs) == 0 {
+			if refs, err = defaultRefs(ctx, reg); err != nil {
+				return nil, err
+			}
+		}
+		for _, ref := range refs {
 			l, err := reg.Load(ctx, ref, "vouch-serve")
 			if err != nil {
 				return nil, fmt.Errorf("refusing %s: %w", ref, err)
@@ -370,4 +383,39 @@ func (m *Main) bundleRunners(ctx context.Context, o ServeOptions, labels map[str
 		}
 	}
 	return out, nil
+}
+
+// defaultRefs names what `vouch serve --registry DIR` serves without
+// --model: each model's prod alias, or its most recently pushed version.
+func defaultRefs(ctx context.Context, reg *registry.Registry) ([]string, error) {
+	versions, err := reg.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	ref := map[string]string{}
+	newest := map[string]*registry.Version{}
+	for _, v := range versions {
+		if _, seen := newest[v.Name]; !seen {
+			names = append(names, v.Name)
+			newest[v.Name] = v
+		}
+		if v.PushedAt.After(newest[v.Name].PushedAt) {
+			newest[v.Name] = v
+		}
+		if slices.Contains(v.Aliases, "prod") {
+			ref[v.Name] = v.Name + "@prod"
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("the registry holds no model: push one with vouch registry push")
+	}
+	refs := make([]string, len(names))
+	for i, n := range names {
+		refs[i] = ref[n]
+		if refs[i] == "" {
+			refs[i] = n + "@" + newest[n].Version
+		}
+	}
+	return refs, nil
 }

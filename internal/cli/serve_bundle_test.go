@@ -66,6 +66,21 @@ func TestServeBundle(t *testing.T) {
 	if !bytes.Contains(rec, []byte(`"bundle_digest":"sha256:`)) || !bytes.Contains(rec, []byte(`"model_version":"3.0.1"`)) {
 		t.Fatalf("audit record lacks the bundle digest or version: %s", rec)
 	}
+	// --registry alone serves every model of the registry (its prod alias).
+	if code, _, errs := run(t, "registry", "push", p("bc.vouch"), "--key", p("ci.pub"), "--data", p("data")); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := run(t, "registry", "tag", "bc@3.0.1", "prod", "--key", p("ci.pub"), "--data", p("data")); code != 0 {
+		t.Fatal(errs)
+	}
+	ro := base
+	ro.Registry, ro.Keys, ro.DataDir = filepath.Join(p("data"), "registry"), p("ci.pub"), p("data")
+	url, stop = startServe(t, ro)
+	code, out, errs = run(t, "infer", "bc", "--url", url, "--input", "features="+bcModel+"/test_data_set_0/input_0.pb")
+	stop()
+	if code != 0 || !strings.Contains(out, "probabilities") {
+		t.Fatalf("serving from --registry: %d %s %s", code, out, errs)
+	}
 	o.Keys = p("stranger.pub")
 	err := NewMain(&bytes.Buffer{}, &bytes.Buffer{}).serve(context.Background(), o)
 	if err == nil || !strings.Contains(err.Error(), "not trusted") {
