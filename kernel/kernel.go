@@ -102,6 +102,7 @@ type Ctx struct {
 //	if ColBias != nil { y = y + ColBias[i%N] }    // the Add of a [N] operand
 //	if HasLo && y < Lo { y = Lo }                 // Relu (Lo = 0), Clip's min
 //	if HasHi && y > Hi { y = Hi }                 // Clip's max
+//	if Act != nil { y = act(y) }                  // Gelu, ... (see Act)
 //
 // so NaNs pass through the bounds and -0 stays -0 (elementwise's Relu and
 // Clip). Residual has the output's layout and length. ColBias (at most one
@@ -114,13 +115,20 @@ type Epilogue struct {
 	ColBias      []float32
 	Lo, Hi       float32
 	HasLo, HasHi bool
+	// Act, when set, is an elementwise activation applied last, in place:
+	// the kernel calls Act(y, y) on runs of finished outputs (each output
+	// exactly once, after the bias, the Add and the bounds). It must be
+	// the very slice function the unfused activation's kernel uses (e.g.
+	// vmath.GeluErf32s), elementwise so that where the runs start and end
+	// changes nothing.
+	Act func(dst, src []float32)
 	// Applied is set by the kernel that did the work.
 	Applied bool
 }
 
 // Active reports whether e asks for any work.
 func (e *Epilogue) Active() bool {
-	return e.Residual != nil || e.ColBias != nil || e.HasLo || e.HasHi
+	return e.Residual != nil || e.ColBias != nil || e.HasLo || e.HasHi || e.Act != nil
 }
 
 // TacticAttr is the node attribute that holds the tactic the compiler

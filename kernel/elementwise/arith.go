@@ -6,6 +6,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -104,6 +105,12 @@ func divRow[T kernel.Number](d, a, b []T, sa, sb int) {
 		}
 	case sa == 1:
 		s, a := b[0], a[:n]
+		if d32, ok := any(d).([]float32); ok {
+			// The same correctly rounded divisions, eight at a time (an
+			// attention layer's scale).
+			vmath.DivScalar32s(d32, any(a).([]float32), any(s).(float32))
+			return
+		}
 		for i := range d {
 			d[i] = a[i] / s
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -152,10 +153,9 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 	}
 	y := out[:1]
 	// Hand the Add and the activation to the base kernel as an epilogue
-	// where they are ones it can apply (kernel.Epilogue); if it did, they
-	// are done.
-	// An activation the epilogue cannot do (Gelu, ...) then runs as its
-	// own pass after it.
+	// where they are ones it can apply (kernel.Epilogue: a clamp, or Gelu
+	// as Act); if it did, they are done. An activation the epilogue cannot
+	// do then runs as its own pass after it.
 	addDone := false
 	if ep, withAct, ok := epilogue(p, in, y[0]); ok {
 		c.Epilogue = ep
@@ -215,9 +215,9 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 // dimension (a column bias); the base output is the Add's first operand,
 // as in Run. withAct reports whether the epilogue does the activation as
 // well: none, Relu, or Clip with float32 scalar bounds (read as clipInto
-// reads them: attributes before opset 11, optional inputs since). An
-// activation it cannot do (Gelu, ...) is left to its own pass, after the
-// Add, and only with an Add in the epilogue. The epilogue's operations
+// reads them: attributes before opset 11, optional inputs since), or Gelu
+// (as Act, see actOf). An activation it cannot do is left to its own pass,
+// after the Add, and only with an Add in the epilogue. The epilogue's operations
 // are then exactly the Add's and the activation's, element by element.
 func epilogue(p *parts, in []*tensor.Tensor, out *tensor.Tensor) (e kernel.Epilogue, withAct, ok bool) {
 	if out.DType != tensor.Float32 || p.silu != nil || (p.add == nil && p.act == nil) {
@@ -247,7 +247,29 @@ func epilogue(p *parts, in []*tensor.Tensor, out *tensor.Tensor) (e kernel.Epilo
 	if e, ok := clampOf(p, in, e); ok {
 		return e, true, true
 	}
+	if f := actOf(p); f != nil {
+		e.Act = f
+		return e, true, true
+	}
 	return e, false, p.add != nil
+}
+
+// actOf returns the slice function that elementwise's kernel runs for the
+// layer's activation on float32 data, for the epilogue's Act, or nil
+// where there is none to hand over: Gelu, approximate "none" or "tanh"
+// (vmath.GeluErf32s, vmath.GeluTanh32s: the very functions of its
+// float32 Into, so the same bits).
+func actOf(p *parts) func(dst, src []float32) {
+	if p.act.OpType != "Gelu" || len(p.actIn) != 0 {
+		return nil
+	}
+	switch p.act.String("approximate", "none") {
+	case "none":
+		return vmath.GeluErf32s
+	case "tanh":
+		return vmath.GeluTanh32s
+	}
+	return nil
 }
 
 // colBias reports whether an Add operand of shape r broadcasts over every

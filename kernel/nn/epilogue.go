@@ -34,6 +34,9 @@ type epi struct {
 	lo, hi float32
 	on     bool
 	col    bool
+	// act is kernel.Epilogue.Act: applied in place after the clamp, to
+	// whole runs of finished outputs (see activate).
+	act func(dst, src []float32)
 }
 
 // epiOf converts the context's epilogue for an output of n elements; ok
@@ -43,7 +46,7 @@ func epiOf(e *kernel.Epilogue, n int) (ep epi, ok bool) {
 	if !e.Active() {
 		return epi{}, true
 	}
-	if e.ColBias != nil || e.Residual != nil && len(e.Residual) != n {
+	if e.ColBias != nil || e.Act != nil || e.Residual != nil && len(e.Residual) != n {
 		return epi{}, false
 	}
 	return epiClamp(e, epi{r: e.Residual}), true
@@ -59,7 +62,7 @@ func epiCols(e *kernel.Epilogue, n int) (ep epi, ok bool) {
 	if e.Residual != nil || e.ColBias != nil && len(e.ColBias) != n {
 		return epi{}, false
 	}
-	return epiClamp(e, epi{r: e.ColBias, col: e.ColBias != nil}), true
+	return epiClamp(e, epi{r: e.ColBias, col: e.ColBias != nil, act: e.Act}), true
 }
 
 // epiClamp completes ep with e's bounds.
@@ -152,6 +155,19 @@ func epiPortable(y, r []float32, ld, ldr, rows, cols int, lo, hi float32) {
 	}
 }
 
+// activate applies ep's activation, if any, to rows x cols of y (row
+// stride ld) whose clamp is done, one call per row: the activation is
+// elementwise, so the runs it is called on do not change its bits.
+func (ep *epi) activate(y []float32, ld, rows, cols int) {
+	if ep.act == nil || rows <= 0 || cols <= 0 {
+		return
+	}
+	for i := 0; i < rows; i++ {
+		r := y[i*ld : i*ld+cols]
+		ep.act(r, r)
+	}
+}
+
 // all applies ep to the whole of y (len(y) outputs; with a column bias,
 // rows of len(ep.r)).
 func (ep *epi) all(y []float32) {
@@ -161,7 +177,8 @@ func (ep *epi) all(y []float32) {
 	if ep.col {
 		n := len(ep.r)
 		ep.block(y, n, len(y)/n, n)
-		return
+	} else {
+		ep.block(y, len(y), 1, len(y))
 	}
-	ep.block(y, len(y), 1, len(y))
+	ep.activate(y, len(y), 1, len(y))
 }

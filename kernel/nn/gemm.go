@@ -96,7 +96,8 @@ func sgemmP(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []flo
 }
 
 // sgemmEp is sgemmP followed by the epilogue ep (epiCols: a column bias
-// of n floats and a clamp, or off) on each of the m x n outputs. The
+// of n floats, a clamp and an activation, or off) on each of the m x n
+// outputs. The
 // packed GEMM applies it in each tile's store, the other paths in a pass
 // over each row after the product; the operations are the same.
 func sgemmEp(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int, ep epi) {
@@ -115,6 +116,7 @@ func sgemmEp(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []fl
 	sgemmP(pool, m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
 	if m > 0 && n > 0 {
 		ep.block(c, ldc, m, n)
+		ep.activate(c, ldc, m, n)
 	}
 }
 

@@ -185,7 +185,8 @@ func sgemmFast(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []
 // added to each output after its chain, c[i,j] = acc + bias[i], as its
 // tile is finished (the same float32 addition a later pass would do), and
 // then the epilogue ep, if on, to the finished tile (ep.r laid out as c,
-// or a column bias of n floats).
+// or a column bias of n floats), and its activation to each row group's
+// part of a column block once all its tiles are final.
 func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src bSource, bias []float32, ep epi, c []float32, ldc int) {
 	j := gemmJobs.Get().(*gemmJob)
 	mp := (m + gemmMR - 1) / gemmMR
@@ -397,6 +398,13 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 						ep.block(j.c[off:], ldc, rows, cols)
 					}
 				}
+			}
+			if epil && j.ep.act != nil {
+				// The activation (kernel.Epilogue.Act) over this row
+				// group's part of the column block, now final: one call
+				// per row of ncols outputs, still in cache.
+				i0 := p0 * gemmMR
+				j.ep.activate(j.c[i0*ldc+j0:], ldc, min(j.m, p1*gemmMR)-i0, ncols)
 			}
 		}
 	}

@@ -113,7 +113,13 @@ type geom struct{ outer, size, inner int }
 func softmaxFloat[T kernel.Float](k smKind, x, y []T, g geom, m floatMath[T]) {
 	if x32, ok := any(x).([]float32); ok && g.inner == 1 && k != hardmaxKind {
 		y32 := any(y).([]float32)
-		for o := 0; o < g.outer; o++ {
+		o := 0
+		if k == softmaxKind {
+			for ; o+4 <= g.outer; o += 4 {
+				softmax4Lines32(x32[o*g.size:(o+4)*g.size], y32[o*g.size:(o+4)*g.size], g.size)
+			}
+		}
+		for ; o < g.outer; o++ {
 			softmaxLine32(k, x32[o*g.size:(o+1)*g.size], y32[o*g.size:(o+1)*g.size])
 		}
 		return
@@ -163,6 +169,38 @@ func softmaxLine[T kernel.Float](k smKind, x, y []T, base, size, stride int, m f
 	for i := 0; i < size; i++ {
 		y[base+i*stride] = (x[base+i*stride] - mx) - ls
 	}
+}
+
+// softmax4Lines32 is softmaxLine32(softmaxKind, ...) on four lines of
+// size elements at once (x and y hold them one after another): each
+// line's operations, in its order, exactly as softmaxLine32 does them;
+// only the four sequential sums run side by side, so that they overlap
+// instead of each waiting on its own additions.
+func softmax4Lines32(x, y []float32, size int) {
+	if size == 0 {
+		return
+	}
+	x, y = x[:4*size], y[:4*size]
+	for l := 0; l < 4; l++ {
+		xl, yl := x[l*size:(l+1)*size], y[l*size:(l+1)*size]
+		mx := vmath.MaxFirstNaN32(xl)
+		for i, v := range xl {
+			yl[i] = v - mx
+		}
+		vmath.Exp32s(yl, yl)
+	}
+	y0, y1, y2, y3 := y[:size], y[size:2*size], y[2*size:3*size], y[3*size:4*size]
+	var s0, s1, s2, s3 float32
+	for i := range y0 {
+		s0 += y0[i]
+		s1 += y1[i]
+		s2 += y2[i]
+		s3 += y3[i]
+	}
+	vmath.DivScalar32s(y0, y0, s0)
+	vmath.DivScalar32s(y1, y1, s1)
+	vmath.DivScalar32s(y2, y2, s2)
+	vmath.DivScalar32s(y3, y3, s3)
 }
 
 // lineChunk is how many exponentials softmaxLine32 computes per call of
