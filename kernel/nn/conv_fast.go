@@ -226,13 +226,29 @@ func convGEMMFast(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep
 	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
 	K := s.Cg * kn
 	direct := s.pointwise() && s.tactic != TacticIm2col
+	// Two spatial dimensions: B blocks are packed from the input planes
+	// zero-padded once per group (padPlanes), so packing has no bounds to
+	// test; an unpadded input is read in place. Where the padded planes
+	// would be much larger than the input and output planes (pads and
+	// strides far larger than the kernel), and for other ranks, the
+	// im2col matrix is built instead.
+	var hp, wp int
+	planes := !direct && len(g.in) == 2
+	if planes {
+		hp, wp = g.padded()
+		planes = hp*wp <= 4*(inSz+P)+64
+	}
 	var col *[]float32
 	var tabs [][]int
-	if !direct && len(g.in) != 2 {
+	if !direct && !planes {
 		col = getF32(K * P)
 		if tabs = s.tabs; tabs == nil {
 			tabs = g.taps(false)
 		}
+	}
+	var pad *[]float32
+	if planes && (g.padB[0] != 0 || g.padB[1] != 0 || hp != g.in[0] || wp != g.in[1]) {
+		pad = getF32(s.Cg*hp*wp + 2*gemmNR)
 	}
 	mb, ib := matBs.Get().(*matB), im2colBs.Get().(*im2colB)
 	for ni := 0; ni < s.N; ni++ {
@@ -253,7 +269,11 @@ func convGEMMFast(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep
 				*mb = matB{b: *col, brs: P, bcs: 1}
 				src = mb
 			default:
-				*ib = im2colB{x: xg, g: g}
+				*ib = im2colB{p: xg, g: g, wp: wp, hwp: hp * wp}
+				if pad != nil {
+					padPlanes(pool, xg, s.Cg, g, hp, wp, *pad)
+					ib.p, ib.slack = *pad, true
+				}
 				src = ib
 			}
 			sgemmFastB(pool, s.Mg, P, K, wg, K, 1, src, bg, ep.at((ni*s.M+gi*s.Mg)*P), yg, P)
@@ -265,23 +285,75 @@ func convGEMMFast(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep
 	if col != nil {
 		putF32(col)
 	}
+	if pad != nil {
+		putF32(pad)
+	}
+}
+
+// padded returns the height and width of a 2-D convolution's input planes
+// zero-padded: the whole input after the leading pads, and at least as far
+// as the last tap of the last output reads.
+func (g *geom) padded() (hp, wp int) {
+	hp = max(g.padB[0]+g.in[0], (g.out[0]-1)*g.stride[0]+(g.k[0]-1)*g.dil[0]+1)
+	wp = max(g.padB[1]+g.in[1], (g.out[1]-1)*g.stride[1]+(g.k[1]-1)*g.dil[1]+1)
+	return hp, wp
+}
+
+// padPlanes writes the C planes of x (g.in) zero-padded to hp x wp
+// (g.padB before them) into dst, plane after plane; the floats after the
+// last plane are zeroed too (slack for whole-vector reads).
+func padPlanes(pool *parallel.Pool, x []float32, C int, g *geom, hp, wp int, dst []float32) {
+	j := padJobs.Get().(*padJob)
+	*j = padJob{x: x, g: g, hp: hp, wp: wp, dst: dst}
+	pool.Run(C, C*hp*wp/4, j)
+	*j = padJob{}
+	padJobs.Put(j)
+	clear(dst[C*hp*wp:])
+}
+
+// padJob pads planes [lo, hi) for padPlanes.
+type padJob struct {
+	x, dst []float32
+	g      *geom
+	hp, wp int
+}
+
+var padJobs = sync.Pool{New: func() any { return new(padJob) }}
+
+func (j *padJob) Run(lo, hi int) {
+	x, g, hp, wp, dst := j.x, j.g, j.hp, j.wp, j.dst
+	H, W, pt, pl := g.in[0], g.in[1], g.padB[0], g.padB[1]
+	for c := lo; c < hi; c++ {
+		xc, pc := x[c*H*W:(c+1)*H*W], dst[c*hp*wp:(c+1)*hp*wp]
+		clear(pc[:pt*wp])
+		for iy := 0; iy < H; iy++ {
+			row := pc[(pt+iy)*wp : (pt+iy+1)*wp]
+			clear(row[:pl])
+			copy(row[pl:pl+W], xc[iy*W:(iy+1)*W])
+			clear(row[pl+W:])
+		}
+		clear(pc[(pt+H)*wp:])
+	}
 }
 
 // im2colB is the im2col matrix of a 2-D convolution input as a GEMM B
 // source: row kk = (channel, ky, kx), column p = oy*ow + ox, the values
-// im2colRow2D writes.
+// im2colRow2D writes. It reads the input planes zero-padded (padPlanes):
+// p holds them, hwp floats apart, rows wp apart; slack says that floats
+// past the last plane may be read (and are ignored).
 type im2colB struct {
-	x []float32
-	g *geom
+	p       []float32
+	g       *geom
+	wp, hwp int
+	slack   bool
 }
 
 var im2colBs = sync.Pool{New: func() any { return new(im2colB) }}
 
 func (m *im2colB) packB(dst []float32, k0, kb, j0, cols int) {
 	g := m.g
-	H, W, OW, KH, KW := g.in[0], g.in[1], g.out[1], g.k[0], g.k[1]
-	sh, sw, dh, dw, pt, pl := g.stride[0], g.stride[1], g.dil[0], g.dil[1], g.padB[0], g.padB[1]
-	inSz := H * W
+	OW, KH, KW := g.out[1], g.k[0], g.k[1]
+	sh, sw, dh, dw := g.stride[0], g.stride[1], g.dil[0], g.dil[1]
 	// The output rows that columns [j0, j0+cols) cross: piece i covers
 	// output row oy0+i, columns [ox0[i], ox1[i]) at seg[at[i]:].
 	var ox0, ox1, at [gemmNC]int
@@ -296,45 +368,38 @@ func (m *im2colB) packB(dst []float32, k0, kb, j0, cols int) {
 	var seg [gemmNC]float32
 	nq := (cols + gemmNR - 1) / gemmNR
 	clear(seg[cols:])
+	wp, hwp := m.wp, m.hwp
 	c, t := k0/(KH*KW), k0%(KH*KW)
 	ky, kx := t/KW, t%KW
 	for kk := 0; kk < kb; kk++ {
-		xc := m.x[c*inSz : (c+1)*inSz]
-		off := kx*dw - pl
-		lo, hi := validCols(W, OW, sw, off)
+		// Tap (c, ky, kx) of output (oy, ox) reads padded row
+		// oy*sh + ky*dh, column ox*sw + kx*dw.
+		base := c*hwp + ky*dh*wp + kx*dw
 		for i := 0; i < np; i++ {
 			o0, o1 := ox0[i], ox1[i]
 			sg := seg[at[i] : at[i]+o1-o0]
-			iy := (oy0+i)*sh + ky*dh - pt
-			a, b := max(lo, o0), min(hi, o1)
-			if iy < 0 || iy >= H || a >= b {
-				clear(sg)
-				continue
-			}
-			xr := xc[iy*W : (iy+1)*W]
-			for j := range sg[:a-o0] {
-				sg[j] = 0
-			}
+			xr := m.p[base+(oy0+i)*sh*wp+o0*sw:]
 			switch sw {
 			case 1:
-				copy(sg[a-o0:b-o0], xr[a+off:b+off])
+				copy(sg, xr[:len(sg)])
 			case 2:
-				// Whole vectors while they read inside the row.
-				ox := a
-				if n := (b - a - 1) &^ 7; n > 0 {
-					amd64.Even(&sg[a-o0], &xr[2*a+off], n)
-					ox += n
+				// Whole vectors (reading one float past the segment,
+				// inside the planes or their slack).
+				n := len(sg) &^ 7
+				if !m.slack {
+					n = (len(sg) - 1) &^ 7
 				}
-				for ; ox < b; ox++ {
-					sg[ox-o0] = xr[2*ox+off]
+				if n > 0 {
+					_ = xr[2*n-1]
+					amd64.Even(&sg[0], &xr[0], n)
+				}
+				for j := n; j < len(sg); j++ {
+					sg[j] = xr[2*j]
 				}
 			default:
-				for ox := a; ox < b; ox++ {
-					sg[ox-o0] = xr[ox*sw+off]
+				for j := range sg {
+					sg[j] = xr[j*sw]
 				}
-			}
-			for j := b - o0; j < len(sg); j++ {
-				sg[j] = 0
 			}
 		}
 		_ = dst[(nq-1)*gemmNR*kb+kk*gemmNR+gemmNR-1]

@@ -33,6 +33,23 @@ func convCases(r *rand.Rand) []convCase {
 		{[]int{1, 2, 70, 9}, []int{2, 1, 3, 3}, []*ir.Attr{intAttr("group", 2), ints("pads", 1, 0, 1, 1)}},
 		{[]int{1, 4, 7, 7}, []int{4, 1, 3, 3}, []*ir.Attr{intAttr("group", 4), ints("pads", 1, 1, 1, 1)}},
 		{[]int{1, 3, 9, 65}, []int{3, 1, 3, 3}, []*ir.Attr{intAttr("group", 3), ints("strides", 1, 2), ints("pads", 0, 1, 0, 0)}},
+		// im2col GEMMs: one column block with row chunks sharing B packed
+		// up front (14x14: a 4-column edge panel; 7x7: a 1-column one),
+		// column blocks spread evenly over the workers (900 and 2500
+		// columns), stride 2 read from padded planes (with their slack)
+		// and from the unpadded input in place (whole vectors stop inside
+		// the row), a padded input wider than the taps read.
+		{[]int{1, 16, 14, 14}, []int{32, 16, 3, 3}, []*ir.Attr{ints("pads", 1, 1, 1, 1)}},
+		{[]int{1, 32, 7, 7}, []int{64, 32, 3, 3}, []*ir.Attr{ints("pads", 1, 1, 1, 1)}},
+		{[]int{1, 4, 30, 30}, []int{8, 4, 3, 3}, []*ir.Attr{ints("pads", 1, 1, 1, 1)}},
+		{[]int{1, 2, 50, 50}, []int{13, 2, 3, 3}, []*ir.Attr{ints("pads", 1, 0, 1, 2)}},
+		{[]int{1, 3, 40, 40}, []int{16, 3, 7, 7}, []*ir.Attr{ints("strides", 2, 2), ints("pads", 3, 3, 3, 3)}},
+		{[]int{1, 4, 9, 40}, []int{8, 4, 1, 1}, []*ir.Attr{ints("strides", 2, 2)}},
+		{[]int{1, 4, 11, 41}, []int{8, 4, 3, 3}, []*ir.Attr{ints("strides", 2, 2)}},
+		{[]int{2, 3, 12, 37}, []int{9, 3, 2, 3}, []*ir.Attr{ints("strides", 3, 2), ints("pads", 1, 2, 0, 0)}},
+		// Pads and strides far larger than the kernel: the im2col matrix
+		// instead of padded planes.
+		{[]int{1, 2, 3, 5}, []int{4, 2, 2, 2}, []*ir.Attr{ints("strides", 9, 9), ints("pads", 20, 20, 20, 20)}},
 	}
 	for i := 0; i < 12; i++ {
 		c := 1 + r.Intn(6)

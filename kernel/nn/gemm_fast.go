@@ -21,9 +21,13 @@ import (
 //     are packed once, up front, into panels of 6 rows (a[kk*6+i]),
 //     zero-padded. Rows past M (a repeated row, or padding) are computed
 //     and thrown away.
-//   - Outputs are split into column blocks of gemmNC columns (and, when
-//     there are fewer column blocks than twice the workers, row chunks);
-//     the pool's workers take contiguous ranges of these units.
+//   - Outputs are split into column blocks of at most gemmNC columns,
+//     whole 16-column panels spread evenly over the blocks (with several
+//     workers, a multiple of the workers: each takes the same number of
+//     panels), and, when there are fewer column blocks than workers, row
+//     chunks; the pool's workers take contiguous ranges of these units.
+//     Row chunks of one column block share its B blocks, packed once, up
+//     front, by all workers.
 //   - A unit walks k in blocks of gemmKC. For each k block it packs its
 //     columns of B for those k steps into a block of 16-column panels
 //     (b[kk*16+j], zero-padded) that stays in L2 (from a matrix, or
@@ -39,6 +43,9 @@ const (
 	gemmKC = 256
 	gemmMC = 16 * gemmMR
 	gemmNC = 16 * gemmNR
+	// gemmSharedB is the most floats of B packed up front for row chunks
+	// to share (16 MiB).
+	gemmSharedB = 1 << 22
 )
 
 // fastKernels selects the vector twins. It starts true where the CPU has
@@ -134,8 +141,11 @@ type gemmJob struct {
 	c        []float32
 	ldc      int
 	ap       []float32
+	bp       []float32 // B packed up front (shared by row chunks), or nil
 	mp       int
+	npan     int       // 16-column panels
 	nblk     int       // column blocks
+	kcb      int       // k block size
 	mchunks  int       // row chunks per column block
 	mcp      int       // row panels per chunk
 	bias     []float32 // per row of C, added after the chain, or nil
@@ -190,18 +200,37 @@ func sgemmFast(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []
 func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src bSource, bias []float32, ep epi, c []float32, ldc int) {
 	j := gemmJobs.Get().(*gemmJob)
 	mp := (m + gemmMR - 1) / gemmMR
-	nblk := (n + gemmNC - 1) / gemmNC
-	// Row chunks only where column blocks are fewer than the workers (each
-	// chunk packs its own copy of its B blocks).
+	npan := (n + gemmNR - 1) / gemmNR
+	nblk := (npan + gemmNC/gemmNR - 1) / (gemmNC / gemmNR)
+	// Row chunks only where column blocks are fewer than the workers;
+	// otherwise as many blocks as a multiple of the workers, so that each
+	// gets the same number of panels.
 	mchunks := 1
 	if w := pool.Workers(); w > 1 && nblk < w {
 		mchunks = min(mp, (w+nblk-1)/nblk)
+	} else if w > 1 {
+		nblk = min(npan, (nblk+w-1)/w*w)
 	}
 	mcp := (mp + mchunks - 1) / mchunks
 	mchunks = (mp + mcp - 1) / mcp
+	// k blocks of equal size (at most gemmKC): no short last block whose
+	// tiles would be loaded and stored for a few steps.
+	nkb := (k + gemmKC - 1) / gemmKC
+	kcb := (k + nkb - 1) / nkb
 	*j = gemmJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, src: src, c: c, ldc: ldc,
-		mp: mp, nblk: nblk, mchunks: mchunks, mcp: mcp, bias: bias, ep: ep}
+		mp: mp, npan: npan, nblk: nblk, kcb: kcb, mchunks: mchunks, mcp: mcp, bias: bias, ep: ep}
 	j.epFuse = ep.on && !overlaps(ep.r, c)
+	// Row chunks of a column block would each pack its B blocks: pack
+	// them once, up front, all workers sharing the packing, where the
+	// packed B is not too large (a B matrix with contiguous rows is mostly
+	// read in place and is left as it is).
+	var bbuf *[]float32
+	if mb, ok := src.(*matB); mchunks > 1 && npan*gemmNR*k <= gemmSharedB && !(ok && mb.bcs == 1 && acs == 1 && !testPackA && !testPackB) {
+		bbuf = getF32(npan * gemmNR * k)
+		j.bp = *bbuf
+		j.phase = 2
+		pool.Run(nblk*((k+kcb-1)/kcb), n*k*2, j)
+	}
 	// A with contiguous rows is read in place (Sgemm6x16R); otherwise it
 	// is packed into panels first.
 	var abuf *[]float32
@@ -216,16 +245,30 @@ func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src
 	if abuf != nil {
 		putF32(abuf)
 	}
+	if bbuf != nil {
+		putF32(bbuf)
+	}
 	*j = gemmJob{}
 	gemmJobs.Put(j)
 }
 
 // Run implements parallel.Task: packing A's panels [lo, hi) in phase 0,
-// units (column block, row chunk) [lo, hi) in phase 1.
+// units (column block, row chunk) [lo, hi) in phase 1, B blocks (column
+// block, k block) [lo, hi) in phase 2.
 func (j *gemmJob) Run(lo, hi int) {
-	if j.phase == 0 {
+	switch j.phase {
+	case 0:
 		for u := lo; u < hi; u++ {
 			j.packA(u)
+		}
+		return
+	case 2:
+		nkb := (j.k + j.kcb - 1) / j.kcb
+		for u := lo; u < hi; u++ {
+			bj, pc := u/nkb, u%nkb*j.kcb
+			j0, ncols := j.block(bj)
+			kb := min(j.kcb, j.k-pc)
+			j.src.packB(j.bp[j0*j.k+pc*((ncols+gemmNR-1)/gemmNR*gemmNR):], pc, kb, j0, ncols)
 		}
 		return
 	}
@@ -275,6 +318,13 @@ func (j *gemmJob) packA(p int) {
 	}
 }
 
+// block returns column block bj's first column and column count: whole
+// panels, spread evenly over the blocks.
+func (j *gemmJob) block(bj int) (j0, ncols int) {
+	p0, p1 := bj*j.npan/j.nblk, (bj+1)*j.npan/j.nblk
+	return p0 * gemmNR, min(p1*gemmNR, j.n) - p0*gemmNR
+}
+
 // unit computes the outputs of column block bj and row chunk mc.
 func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 	var tile [gemmMR * gemmNR]float32
@@ -282,20 +332,21 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 	var btile [gemmMR]float32
 	var st amd64.Store
 	k, ldc := j.k, j.ldc
-	j0 := bj * gemmNC
-	ncols := min(gemmNC, j.n-j0)
+	j0, ncols := j.block(bj)
 	nq := (ncols + gemmNR - 1) / gemmNR
 	pA, pZ := mc*j.mcp, min(j.mp, (mc+1)*j.mcp)
 	// A B matrix with contiguous rows is read in place too
 	// (Sgemm6x16RB), all but a last partial panel, which is packed.
 	mb, _ := j.src.(*matB)
 	directB := mb != nil && mb.bcs == 1 && j.ap == nil && !testPackB
-	// k blocks of equal size (at most gemmKC): no short last block whose
-	// tiles would be loaded and stored for a few steps.
-	kcb := (k + (k+gemmKC-1)/gemmKC - 1) / ((k + gemmKC - 1) / gemmKC)
+	kcb := j.kcb
 	for pc := 0; pc < k; pc += kcb {
 		kb := min(kcb, k-pc)
 		switch {
+		case j.bp != nil:
+			// Packed up front: column block bj's panels for all k at
+			// j.bp[j0*k:], k block pc at [pc*nq*16:].
+			bblk = j.bp[j0*k+pc*nq*gemmNR:]
 		case !directB:
 			j.src.packB(bblk, pc, kb, j0, ncols)
 		case ncols%gemmNR != 0:
