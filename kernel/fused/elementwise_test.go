@@ -262,7 +262,7 @@ func TestElementwiseIntoAllocs(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			if allocs != 0 {
+			if allocs != 0 && !raceEnabled {
 				t.Errorf("%s, %d workers: Into allocates %v times per call", bc.name, pool.Workers(), allocs)
 			}
 			if err := sameBits(out[0], want); err != nil {
@@ -436,7 +436,7 @@ func TestFusedSiLU(t *testing.T) {
 		if err := sameBits(out[0], want); err != nil {
 			t.Fatalf("%s: Into: %v", tc.base, err)
 		}
-		if allocs != 0 {
+		if allocs != 0 && !raceEnabled {
 			t.Errorf("%s: Into allocates %v times per call", tc.base, allocs)
 		}
 	}

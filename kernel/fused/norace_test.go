@@ -1,0 +1,5 @@
+//go:build !race
+
+package fused_test
+
+const raceEnabled = false
