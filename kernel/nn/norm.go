@@ -402,9 +402,19 @@ func layerNorm32(x, scale, bias []float32, si, bi []int, D int, eps float32, y, 
 			m := ms[l]
 			iv := 1 / float32(math.Sqrt(float64(qs[l]/float32(D)+eps)))
 			if mean != nil {
-				mean[r], inv[r] = m, iv
+				mean[r], inv[r] = canonNaN(m), canonNaN(iv)
 			}
-			layerNormRow(x[r*D:(r+1)*D], scale, bias, si, bi, m, iv, y[r*D:(r+1)*D])
+			yr := y[r*D : (r+1)*D]
+			layerNormRow(x[r*D:(r+1)*D], scale, bias, si, bi, m, iv, yr)
+			// Which NaN a NaN-producing float operation returns (sign,
+			// payload) is not fixed by Go or by the hardware's operand
+			// order, so NaN results are written as the canonical NaN, as
+			// the dot-product kernels do.
+			for j, v := range yr {
+				if v != v {
+					yr[j] = canonNaN(v)
+				}
+			}
 		}
 	}
 }
