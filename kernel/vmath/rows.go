@@ -1,5 +1,7 @@
 package vmath
 
+import "math"
+
 import "github.com/vouchml/vouch/kernel/vmath/internal/vecasm"
 
 // Row statistics for normalizations. x holds consecutive rows of D floats;
@@ -72,9 +74,13 @@ func SqDevRows32(q, x []float32, D int, mean []float32) {
 	}
 }
 
+// canonicalNaN is the quiet NaN with no payload, 0x7fc00000.
+var canonicalNaN = math.Float32frombits(0x7fc00000)
+
 // NormAffine32 sets y[j] = float32(float32((x[j]-m)*iv)*sc[j]) + bs[j] for
-// every j of x, or without the addition when bs is nil. sc (and bs) must
-// be at least as long as x; y must be x or not overlap it.
+// every j of x, or without the addition when bs is nil; NaN results are the
+// canonical NaN. sc (and bs) must be at least as long as x; y must be x or
+// not overlap it.
 func NormAffine32(y, x []float32, m, iv float32, sc, bs []float32) {
 	n := len(x)
 	y, sc = y[:n], sc[:n]
@@ -96,9 +102,17 @@ func NormAffine32(y, x []float32, m, iv float32, sc, bs []float32) {
 		for ; j < n; j++ {
 			y[j] = float32((x[j]-m)*iv) * sc[j]
 		}
-		return
+	} else {
+		for ; j < n; j++ {
+			y[j] = float32(float32((x[j]-m)*iv)*sc[j]) + bs[j]
+		}
 	}
-	for ; j < n; j++ {
-		y[j] = float32(float32((x[j]-m)*iv)*sc[j]) + bs[j]
+	// Which NaN an operation on NaNs returns depends on the compiled
+	// operand order (the vector code and a -race build of the Go code
+	// differ), so NaN results are written as the canonical quiet NaN.
+	for i, v := range y {
+		if v != v {
+			y[i] = canonicalNaN
+		}
 	}
 }
