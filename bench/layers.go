@@ -2,14 +2,11 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"runtime/debug"
 	"sort"
 	"time"
 
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
-	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
@@ -34,14 +31,14 @@ func (l Layer) GFLOPs() float64 {
 	return float64(l.FLOPs) / l.Median.Seconds() / 1e9
 }
 
-// Profile times every layer of p on feeds: it runs the plan's layers in
-// order, as exec does, timing each kernel call, o.Warmup untimed and o.Runs
-// timed times. Layers come back in plan order. Subgraphs (If, Loop, Scan)
-// count in their parent layer's time.
-//
-// The profile runs each layer through its kernel's Run, like exec; the sum of
-// the medians is close to, not equal to, an end-to-end run (no overlap, and
-// the timer's own cost per layer).
+// Profile times every layer of p on feeds as the server runs it: the plan
+// is bound to the feeds' shapes (one arena, allocation-free kernels) and
+// executed o.Warmup untimed and o.Runs timed times, with exec's per-layer
+// trace. Layers come back in plan order; a layer that binding folded away
+// (shape arithmetic decided by the input shapes) shows zero time.
+// Subgraphs (If, Loop, Scan, chain layers) count in their parent layer.
+// The sum of the medians is close to, not equal to, an end-to-end run (the
+// timer's own cost per layer).
 func Profile(ctx context.Context, p *plan.Plan, feeds map[string]*tensor.Tensor, o Options) ([]Layer, error) {
 	if o.Runs <= 0 {
 		o.Runs = 10
@@ -50,28 +47,33 @@ func Profile(ctx context.Context, p *plan.Plan, feeds map[string]*tensor.Tensor,
 	if err := exec.CheckInputs(g, feeds); err != nil {
 		return nil, err
 	}
-	reg := builtin.Registry()
-	ops := make([]*kernel.Op, len(g.Nodes))
-	for i, n := range g.Nodes {
-		op, err := reg.Lookup(n)
-		if err != nil {
-			return nil, fmt.Errorf("bench: %s: %w", n.Label(), err)
-		}
-		ops[i] = op
+	ex, err := exec.New(g, builtin.Registry())
+	if err != nil {
+		return nil, err
 	}
-	times := make([][]time.Duration, len(g.Nodes))
+	inputs := make([]*tensor.Tensor, len(g.Inputs))
+	shapes := make([][]int, len(g.Inputs))
+	for i, v := range g.Inputs {
+		inputs[i], shapes[i] = feeds[v.Name], feeds[v.Name].Shape
+	}
+	b, err := ex.Bind(shapes)
+	if err != nil {
+		return nil, err
+	}
+	times := map[string][]time.Duration{}
+	timed := false
+	b.Trace = func(n *ir.Node, d time.Duration) {
+		if timed {
+			times[n.Name] = append(times[n.Name], d)
+		}
+	}
 	for r := 0; r < o.Warmup+o.Runs; r++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		d, err := runTimed(reg, g, ops, feeds)
-		if err != nil {
+		timed = r >= o.Warmup
+		if _, err := b.Execute(inputs); err != nil {
 			return nil, err
-		}
-		if r >= o.Warmup {
-			for i := range d {
-				times[i] = append(times[i], d[i])
-			}
 		}
 	}
 	info := map[string]plan.Layer{}
@@ -86,7 +88,10 @@ func Profile(ctx context.Context, p *plan.Plan, feeds map[string]*tensor.Tensor,
 		if n.Domain != "" {
 			kind = n.Domain + "." + n.OpType
 		}
-		out[i] = Layer{Name: n.Name, Kind: kind, Tactic: l.Tactic, FLOPs: l.FLOPs, Median: Summarize(times[i]).Median}
+		out[i] = Layer{Name: n.Name, Kind: kind, Tactic: l.Tactic, FLOPs: l.FLOPs}
+		if ts := times[n.Name]; len(ts) > 0 {
+			out[i].Median = Summarize(ts).Median
+		}
 		total += out[i].Median
 	}
 	for i := range out {
@@ -122,133 +127,4 @@ func ByKind(layers []Layer) []KindTotal {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time > out[j].Time })
 	return out
-}
-
-func runTimed(reg *kernel.Registry, g *ir.Graph, ops []*kernel.Op, feeds map[string]*tensor.Tensor) ([]time.Duration, error) {
-	vals := make(map[string]*tensor.Tensor, len(g.Initializers)+len(feeds))
-	for k, v := range g.Initializers {
-		vals[k] = v
-	}
-	for k, v := range feeds {
-		vals[k] = v
-	}
-	d := make([]time.Duration, len(g.Nodes))
-	sub := &subRunner{reg: reg}
-	for i, n := range g.Nodes {
-		in, err := gather(n, vals, nil)
-		if err != nil {
-			return nil, err
-		}
-		sub.scope = vals
-		start := time.Now()
-		outs, err := callKernel(ops[i], sub, n, in)
-		d[i] = time.Since(start)
-		if err != nil {
-			return nil, err
-		}
-		if err := bind(n, outs, vals); err != nil {
-			return nil, err
-		}
-	}
-	return d, nil
-}
-
-func gather(n *ir.Node, vals, outer map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
-	in := make([]*tensor.Tensor, len(n.Inputs))
-	for j, name := range n.Inputs {
-		if name == "" {
-			continue
-		}
-		t, ok := vals[name]
-		if !ok && outer != nil {
-			t, ok = outer[name]
-		}
-		if !ok {
-			return nil, fmt.Errorf("bench: %s: input %q has no value", n.Label(), name)
-		}
-		in[j] = t
-	}
-	return in, nil
-}
-
-func bind(n *ir.Node, outs []*tensor.Tensor, vals map[string]*tensor.Tensor) error {
-	for j, name := range n.Outputs {
-		if name == "" {
-			continue
-		}
-		if j >= len(outs) || outs[j] == nil {
-			return fmt.Errorf("bench: %s: kernel produced no value for output %q", n.Label(), name)
-		}
-		vals[name] = outs[j]
-	}
-	return nil
-}
-
-func callKernel(op *kernel.Op, sub kernel.SubgraphRunner, n *ir.Node, in []*tensor.Tensor) (outs []*tensor.Tensor, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("bench: %s: kernel panicked: %v\n%s", n.Label(), r, debug.Stack())
-		}
-	}()
-	outs, err = op.Run(&kernel.Ctx{Sub: sub}, n, in)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %s: %w", n.Label(), err)
-	}
-	return outs, nil
-}
-
-// subRunner runs subgraphs untimed, in the scope of the calling layer.
-type subRunner struct {
-	reg   *kernel.Registry
-	scope map[string]*tensor.Tensor
-}
-
-func (s *subRunner) RunSubgraph(g *ir.Graph, inputs []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	if len(inputs) != len(g.Inputs) {
-		return nil, fmt.Errorf("bench: subgraph %q takes %d inputs, got %d", g.Name, len(g.Inputs), len(inputs))
-	}
-	vals := make(map[string]*tensor.Tensor, len(g.Initializers)+len(inputs))
-	for k, v := range g.Initializers {
-		vals[k] = v
-	}
-	for i, v := range g.Inputs {
-		vals[v.Name] = inputs[i]
-	}
-	scope := make(map[string]*tensor.Tensor, len(s.scope)+len(vals))
-	for _, n := range g.Nodes {
-		op, err := s.reg.Lookup(n)
-		if err != nil {
-			return nil, fmt.Errorf("bench: %s: %w", n.Label(), err)
-		}
-		in, err := gather(n, vals, s.scope)
-		if err != nil {
-			return nil, err
-		}
-		clear(scope)
-		for k, v := range s.scope {
-			scope[k] = v
-		}
-		for k, v := range vals {
-			scope[k] = v
-		}
-		outs, err := callKernel(op, &subRunner{reg: s.reg, scope: scope}, n, in)
-		if err != nil {
-			return nil, err
-		}
-		if err := bind(n, outs, vals); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]*tensor.Tensor, len(g.Outputs))
-	for i, o := range g.Outputs {
-		t, ok := vals[o.Name]
-		if !ok {
-			t, ok = s.scope[o.Name]
-		}
-		if !ok {
-			return nil, fmt.Errorf("bench: subgraph %q: output %q was not produced", g.Name, o.Name)
-		}
-		out[i] = t
-	}
-	return out, nil
 }

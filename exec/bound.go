@@ -3,6 +3,7 @@ package exec
 import (
 	"fmt"
 	"runtime/debug"
+	"time"
 	"unsafe"
 
 	"github.com/vouchml/vouch/ir"
@@ -21,6 +22,10 @@ import (
 // A Bound is not safe for concurrent use: it holds one set of buffers. Bind
 // one per goroutine (binding reads the Executor and never writes it).
 type Bound struct {
+	// Trace, when set, is called after each layer with its wall time (a
+	// per-layer profile of the allocation-free path; `vouch bench --layers`).
+	Trace func(n *ir.Node, d time.Duration)
+
 	e      *Executor
 	types  map[string]ir.Type
 	arena  *plan.Arena
@@ -278,6 +283,10 @@ func (b *Bound) run() (err error) {
 	for i := range b.steps {
 		b.cur = i
 		s := &b.steps[i]
+		var start time.Time
+		if b.Trace != nil {
+			start = time.Now()
+		}
 		switch s.mode {
 		case runView:
 		case runInto:
@@ -288,6 +297,9 @@ func (b *Bound) run() (err error) {
 			if err := b.runAlloc(s); err != nil {
 				return err
 			}
+		}
+		if b.Trace != nil {
+			b.Trace(s.n, time.Since(start))
 		}
 	}
 	return nil
