@@ -44,6 +44,7 @@ func chooseTactics(g *ir.Graph, reg *kernel.Registry, types map[string]ir.Type, 
 		} else if n.Domain == fusedDomain && n.OpType == "Fused" {
 			cands = fusedTactics(n, in, reg)
 		}
+		cands = constCands(g, n, cands)
 		if len(cands) == 0 {
 			chosen[n.Name] = "default"
 			log.Info("tactics", "chosen", map[string]any{"layer": n.Name, "tactic": "default", "policy": opts.Tactics, "reason": "the kernel has a single implementation"})
@@ -166,4 +167,22 @@ func fusedTactics(n *ir.Node, in []ir.Type, reg *kernel.Registry) []string {
 		return nil
 	}
 	return op.Tactics(base, in[:layout[0]])
+}
+
+// constCands drops the candidates that need constant inputs n does not
+// have (kernel.RegisterConstInputs).
+func constCands(g *ir.Graph, n *ir.Node, cands []string) []string {
+	out := cands[:0:0]
+	for _, c := range cands {
+		ok := true
+		for _, i := range kernel.TacticConstInputs(c) {
+			if _, init := g.Initializers[n.Input(i)]; !init {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, c)
+		}
+	}
+	return out
 }

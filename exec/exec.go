@@ -70,6 +70,14 @@ func (e *Executor) resolve(g *ir.Graph) error {
 			return fmt.Errorf("exec: %s: %w", n.Label(), err)
 		}
 		e.ops[n] = op
+		for _, i := range kernel.ConstInputs(n) {
+			name := n.Input(i)
+			if _, ok := g.Initializers[name]; !ok {
+				if _, ok := e.g.Initializers[name]; !ok {
+					return fmt.Errorf("exec: %s: tactic %q needs input %d (%q) to be an initializer", n.Label(), kernel.Tactic(n), i, name)
+				}
+			}
+		}
 		for _, a := range n.Attrs {
 			for _, sg := range subgraphs(a) {
 				if err := e.resolve(sg); err != nil {

@@ -85,3 +85,39 @@ func TestUnsupportedAndPanickingKernels(t *testing.T) {
 		t.Fatalf("panic not contained: %v", err)
 	}
 }
+
+// TestConstInputTactics: a tactic that packs its weights once
+// (kernel.RegisterConstInputs) is refused where the weights are not an
+// initializer, and accepted where they are.
+func TestConstInputTactics(t *testing.T) {
+	f32 := func(dims ...int) ir.Type {
+		d := make([]ir.Dim, len(dims))
+		for i, v := range dims {
+			d[i] = ir.Fixed(v)
+		}
+		return ir.Type{DType: tensor.Float32, Shape: d, RankKnown: true}
+	}
+	build := func(wInit bool) *ir.Graph {
+		g := &ir.Graph{
+			Name:         "g",
+			Inputs:       []*ir.Value{{Name: "x", Type: f32(1, 2, 4, 4)}},
+			Outputs:      []*ir.Value{{Name: "y", Type: f32()}},
+			Initializers: map[string]*tensor.Tensor{},
+			Nodes: []*ir.Node{{Name: "conv", OpType: "Conv", Version: 11, Inputs: []string{"x", "w"}, Outputs: []string{"y"},
+				Attrs: map[string]*ir.Attr{kernel.TacticAttr: {Name: kernel.TacticAttr, Kind: ir.AttrString, S: "conv.direct"}}}},
+		}
+		w := tensor.New(tensor.Float32, 3, 2, 1, 1)
+		if wInit {
+			g.Initializers["w"] = w
+		} else {
+			g.Inputs = append(g.Inputs, &ir.Value{Name: "w", Type: f32(3, 2, 1, 1)})
+		}
+		return g
+	}
+	if _, err := exec.New(build(false), builtin.Registry()); err == nil || !strings.Contains(err.Error(), `tactic "conv.direct" needs input 1 ("w") to be an initializer`) {
+		t.Fatalf("weights as a graph input: %v", err)
+	}
+	if _, err := exec.New(build(true), builtin.Registry()); err != nil {
+		t.Fatalf("weights as an initializer: %v", err)
+	}
+}

@@ -138,6 +138,23 @@ const TacticAttr = "vouch_tactic"
 // Tactic returns the tactic recorded on n, or "".
 func Tactic(n *ir.Node) string { return n.String(TacticAttr, "") }
 
+// constInputs maps a tactic to the inputs it needs to be constant
+// (initializers): a kernel that packs weights once per layer relies on it.
+var constInputs = map[string][]int{}
+
+// RegisterConstInputs records that tactic needs inputs idx of its node to
+// be constant. Kernels call it from init; the compiler offers the tactic
+// only where those inputs are initializers, and exec refuses a plan that
+// sets it elsewhere.
+func RegisterConstInputs(tactic string, idx ...int) { constInputs[tactic] = idx }
+
+// ConstInputs returns the inputs of n that its tactic needs to be
+// constant (none for most nodes).
+func ConstInputs(n *ir.Node) []int { return TacticConstInputs(Tactic(n)) }
+
+// TacticConstInputs returns the inputs that tactic needs to be constant.
+func TacticConstInputs(tactic string) []int { return constInputs[tactic] }
+
 // Table maps op types to Ops, for one family of operators.
 type Table map[string]*Op
 

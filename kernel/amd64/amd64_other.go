@@ -69,3 +69,7 @@ func Dw3x3RowsS1(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias 
 func Dw3x3RowsS2(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias *float32, lo, hi float32) {
 	panic("amd64: not available")
 }
+
+func Conv6x16(k int, px *[6]*float32, offs *int32, w *float32, bias *float32, out *float32, ldo int) {
+	panic("amd64: not available")
+}

@@ -12,3 +12,4 @@
 package amd64
 
 //go:generate python3 gen_asm.py
+//go:generate python3 gen_direct.py

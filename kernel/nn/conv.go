@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -17,6 +18,8 @@ type convSetup struct {
 	g                  *geom
 	tactic             string  // kernel.TacticAttr, "" for the default
 	tabs               [][]int // g.taps(false), when cached
+	// direct holds TacticDirect's packed weights, once packed.
+	direct atomic.Pointer[directPack]
 }
 
 func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {
@@ -49,6 +52,10 @@ func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {
 	case TacticGemm1x1:
 		if !s.pointwise() {
 			return nil, fmt.Errorf("nn: %s: tactic %q needs a 1x1, stride-1, unpadded convolution", op, s.tactic)
+		}
+	case TacticDirect:
+		if s.G != 1 || len(s.g.in) != 2 {
+			return nil, fmt.Errorf("nn: %s: tactic %q needs one group and two spatial dimensions", op, s.tactic)
 		}
 	case TacticDepthwise:
 		if s.Cg != 1 || s.Mg != 1 {
@@ -88,8 +95,12 @@ func convTactics(n *ir.Node, in []ir.Type) []string {
 	switch {
 	case s.Cg == 1 && s.Mg == 1:
 		return []string{TacticDepthwise, TacticIm2col}
+	case s.G == 1 && len(s.g.in) == 2 && s.pointwise():
+		return []string{TacticGemm1x1, TacticIm2col, TacticDirect}
 	case s.pointwise():
 		return []string{TacticGemm1x1, TacticIm2col}
+	case s.G == 1 && len(s.g.in) == 2:
+		return []string{TacticDirect, TacticIm2col}
 	}
 	return []string{TacticIm2col}
 }
@@ -137,7 +148,15 @@ func runConv(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, 
 	if err := sameDT("Conv", x, w, b); err != nil {
 		return nil, err
 	}
-	s, err := setupConv(n, x.Shape, w.Shape)
+	setup := func() (*convSetup, error) { return setupConv(n, x.Shape, w.Shape) }
+	var s *convSetup
+	var err error
+	if kernel.Tactic(n) == TacticDirect {
+		// The setup keeps the packed weights: cache it with the node.
+		s, err = cached(n, in, setup)
+	} else {
+		s, err = setup()
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -46,21 +46,23 @@ func BenchmarkLayerNormBERT(b *testing.B) {
 // (no bias) through Into, one worker; GFLOP/s counts 2 per multiply-add.
 func BenchmarkConv3x3(b *testing.B) {
 	for _, c := range []struct{ ch, hw int }{{64, 56}, {128, 28}, {256, 14}, {512, 7}} {
-		b.Run(fmt.Sprintf("%dx%d", c.ch, c.hw), func(b *testing.B) {
-			r := rand.New(rand.NewSource(1))
-			n := node("Conv", ints("pads", 1, 1, 1, 1))
-			x := tensor.From(randF32(r, c.ch*c.hw*c.hw), 1, c.ch, c.hw, c.hw)
-			w := tensor.From(randF32(r, c.ch*c.ch*9), c.ch, c.ch, 3, 3)
-			y := tensor.New(tensor.Float32, 1, c.ch, c.hw, c.hw)
-			p := parallel.New(1)
-			defer p.Close()
-			ctx := &kernel.Ctx{Pool: p}
-			for i := 0; i < b.N; i++ {
-				if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
-					b.Fatal(err)
+		for _, tac := range []string{TacticIm2col, TacticDirect} {
+			b.Run(fmt.Sprintf("%dx%d/%s", c.ch, c.hw, tac), func(b *testing.B) {
+				r := rand.New(rand.NewSource(1))
+				n := node("Conv", ints("pads", 1, 1, 1, 1), strAttr(kernel.TacticAttr, tac))
+				x := tensor.From(randF32(r, c.ch*c.hw*c.hw), 1, c.ch, c.hw, c.hw)
+				w := tensor.From(randF32(r, c.ch*c.ch*9), c.ch, c.ch, 3, 3)
+				y := tensor.New(tensor.Float32, 1, c.ch, c.hw, c.hw)
+				p := parallel.New(1)
+				defer p.Close()
+				ctx := &kernel.Ctx{Pool: p}
+				for i := 0; i < b.N; i++ {
+					if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(2*float64(c.ch*c.ch*9*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
+				b.ReportMetric(2*float64(c.ch*c.ch*9*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }

@@ -21,6 +21,9 @@ func convF32(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi)
 		return
 	case dw:
 		depthwiseInto(s, x, w, y)
+	case s.tactic == TacticDirect && directOK(s, y, ep):
+		convDirect(pool, s, x, w, bias, y, ep)
+		return
 	case fastKernels:
 		convGEMMFast(pool, s, x, w, bias, y, ep)
 		return
