@@ -73,3 +73,13 @@ func Dw3x3RowsS2(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias 
 func Conv6x16(k int, px *[6]*float32, offs *int32, w *float32, bias *float32, out *float32, ldo int) {
 	panic("amd64: not available")
 }
+
+// EnabledZ is false off amd64.
+const EnabledZ = false
+
+// ConvZShapes is empty off amd64.
+var ConvZShapes [][4]int
+
+func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32) bool {
+	return false
+}

@@ -1,5 +1,7 @@
 package amd64
 
+import "golang.org/x/sys/cpu"
+
 // Conv6x16 computes a tile of a direct convolution: 6 output pixels by 16
 // output channels, each output the chain acc = FMA(x, w, acc) over the k
 // steps in order from +0. Step kk reads pixel i's tap at
@@ -12,3 +14,7 @@ package amd64
 //
 //go:noescape
 func Conv6x16(k int, px *[6]*float32, offs *int32, w *float32, bias *float32, out *float32, ldo int)
+
+// EnabledZ reports whether the AVX-512 direct convolution kernels
+// (ConvZ) can run here: AVX-512 F on top of Enabled.
+var EnabledZ = Enabled && cpu.X86.HasAVX512F

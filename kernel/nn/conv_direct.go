@@ -36,6 +36,7 @@ const (
 // likewise zero-padded to whole panels; and the tap offsets.
 type directPack struct {
 	w, b    unsafe.Pointer // the weights and bias they were packed from
+	cw      int            // channels per panel (16 or, for ConvZ, 16C)
 	panels  []float32
 	bias    []float32
 	offs    []int32
@@ -51,26 +52,26 @@ func directOK(s *convSetup, y []float32, ep epi) bool {
 
 // pack returns s's packed weights for w and bias, packing them on first
 // use (or when called with other slices).
-func (s *convSetup) pack(w, bias []float32, wp, hwp int) *directPack {
+func (s *convSetup) pack(w, bias []float32, cw, wp, hwp int) *directPack {
 	var bp unsafe.Pointer
 	if bias != nil {
 		bp = unsafe.Pointer(&bias[0])
 	}
-	if d := s.direct.Load(); d != nil && d.w == unsafe.Pointer(&w[0]) && d.b == bp && d.wp == wp && d.hwp == hwp {
+	if d := s.direct.Load(); d != nil && d.w == unsafe.Pointer(&w[0]) && d.b == bp && d.cw == cw && d.wp == wp && d.hwp == hwp {
 		return d
 	}
 	K := s.Cg * prod(s.g.k)
-	np := (s.M + dirNR - 1) / dirNR
-	d := &directPack{w: unsafe.Pointer(&w[0]), b: bp, wp: wp, hwp: hwp,
-		panels: make([]float32, np*K*dirNR), offs: make([]int32, K)}
+	np := (s.M + cw - 1) / cw
+	d := &directPack{w: unsafe.Pointer(&w[0]), b: bp, cw: cw, wp: wp, hwp: hwp,
+		panels: make([]float32, np*K*cw), offs: make([]int32, K)}
 	for m := 0; m < s.M; m++ {
-		pan := d.panels[m/dirNR*K*dirNR+m%dirNR:]
+		pan := d.panels[m/cw*K*cw+m%cw:]
 		for kk, v := range w[m*K : (m+1)*K] {
-			pan[kk*dirNR] = v
+			pan[kk*cw] = v
 		}
 	}
 	if bias != nil {
-		d.bias = make([]float32, np*dirNR)
+		d.bias = make([]float32, np*cw)
 		copy(d.bias, bias[:s.M])
 	}
 	g := s.g
@@ -99,7 +100,14 @@ func convDirect(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep e
 	} else {
 		hp, wp = g.in[0], g.in[1]
 	}
-	d := s.pack(w, bias, wp, hp*wp)
+	if z, ok := zTile(s); ok {
+		convDirectZ(pool, s, x, w, bias, y, ep, z)
+		if pad != nil {
+			putF32(pad)
+		}
+		return
+	}
+	d := s.pack(w, bias, dirNR, wp, hp*wp)
 	j := directJobs.Get().(*directJob)
 	for ni := 0; ni < s.N; ni++ {
 		xn := x[ni*s.C*inSz : (ni+1)*s.C*inSz]
@@ -167,6 +175,165 @@ func (j *directJob) Run(lo, hi int) {
 			ep := j.ep.tile(off, 0)
 			ep.block(j.y[off:], j.P, rows, n)
 			ep.activate(j.y[off:], j.P, rows, n)
+		}
+	}
+}
+
+// testNoZ turns the AVX-512 kernels off (twin tests of the AVX2 path).
+var testNoZ bool
+
+// testZ forces a ConvZ tile (benchmarks of the tile choice).
+var testZ zShape
+
+// zShape is a ConvZ tile: R output rows by T pixels by C vectors of 16
+// output channels.
+type zShape struct{ R, T, C int }
+
+// zTile picks s's ConvZ tile, where the CPU has AVX-512 and a kernel
+// fits the column stride: the one with the fewest multiply-adds (padding
+// lanes included), weighted against tiles whose weights are shared by
+// few pixels; ties go to the larger tile.
+func zTile(s *convSetup) (zShape, bool) {
+	if !amd64.EnabledZ || testNoZ {
+		return zShape{}, false
+	}
+	if testZ.R != 0 {
+		return testZ, true
+	}
+	g := s.g
+	OH, OW, sw := g.out[0], g.out[1], g.stride[1]
+	best, bestCost := zShape{}, 0.0
+	for _, k := range amd64.ConvZShapes {
+		R, T, C, S := k[0], k[1], k[2], k[3]
+		if S != sw {
+			continue
+		}
+		tiles := (OH + R - 1) / R * ((OW + T - 1) / T) * ((s.M + 16*C - 1) / (16 * C))
+		cost := float64(tiles*R*T*C) * (1 + 1/float64(R*T))
+		if C == 1 {
+			cost *= 1.05 // a broadcast per multiply-add
+		}
+		if best.R == 0 || cost < bestCost || cost == bestCost && R*T*C > best.R*best.T*best.C {
+			best, bestCost = zShape{R, T, C}, cost
+		}
+	}
+	return best, best.R != 0
+}
+
+// convDirectZ is convDirect on the AVX-512 kernels (amd64.ConvZ) with
+// tile z. Padding pixels of a tile (past the row or the last row) are
+// computed from whatever the planes hold there and thrown away; the
+// planes are copied, padded, with slack behind them, whenever those reads
+// would leave the input.
+func convDirectZ(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi, z zShape) {
+	g := s.g
+	P, inSz := prod(g.out), prod(g.in)
+	OH, OW, sh, sw := g.out[0], g.out[1], g.stride[0], g.stride[1]
+	hp, wp := g.padded()
+	K := s.Cg * prod(g.k)
+	padded := g.padB[0] != 0 || g.padB[1] != 0 || hp != g.in[0] || wp != g.in[1]
+	lastOff := (s.Cg-1)*hp*wp + (g.k[0]-1)*g.dil[0]*wp + (g.k[1]-1)*g.dil[1]
+	if !padded {
+		lastOff = (s.Cg-1)*inSz + (g.k[0]-1)*g.dil[0]*g.in[1] + (g.k[1]-1)*g.dil[1]
+	}
+	owt := (OW + z.T - 1) / z.T * z.T
+	// The farthest float a tile reads: the last row's last (padding)
+	// pixel's last tap.
+	reach := func(wp int) int { return (OH-1)*sh*wp + (owt-1)*sw + lastOff + 1 }
+	if !padded && reach(g.in[1]) > s.C*inSz {
+		padded = true
+		lastOff = (s.Cg-1)*hp*wp + (g.k[0]-1)*g.dil[0]*wp + (g.k[1]-1)*g.dil[1]
+	}
+	var pad *[]float32
+	if padded {
+		pad = getF32(max(s.C*hp*wp, reach(wp)) + 2*gemmNR)
+	} else {
+		hp, wp = g.in[0], g.in[1]
+	}
+	d := s.pack(w, bias, 16*z.C, wp, hp*wp)
+	// Units: (panel, group of output rows); a group holds whole tiles of
+	// rows and at most 256/C pixels' outputs, at least one tile row.
+	// Panel-major where the weights are larger than the input (each
+	// panel is read once), row-major otherwise (each group's input rows
+	// are read once).
+	rpu := max(1, 256/z.C/owt/z.R) * z.R
+	ngr := (OH + rpu - 1) / rpu
+	np := (s.M + 16*z.C - 1) / (16 * z.C)
+	j := directZJobs.Get().(*directZJob)
+	for ni := 0; ni < s.N; ni++ {
+		xn := x[ni*s.C*inSz : (ni+1)*s.C*inSz]
+		if padded {
+			padPlanes(pool, xn, s.C, g, hp, wp, *pad)
+			xn = *pad
+		}
+		*j = directZJob{s: s, d: d, z: z, x: xn, y: y[ni*s.M*P : (ni+1)*s.M*P], ep: ep.at(ni * s.M * P), P: P,
+			rpu: rpu, ngr: ngr, np: np, owt: owt, rowsOuter: K*s.M < s.C*hp*wp}
+		pool.Run(np*ngr, s.M*P*K, j)
+	}
+	*j = directZJob{}
+	directZJobs.Put(j)
+	if pad != nil {
+		putF32(pad)
+	}
+	_ = OW
+}
+
+// directZJob is one image of convDirectZ; units are (panel, row group).
+type directZJob struct {
+	s             *convSetup
+	d             *directPack
+	z             zShape
+	x, y          []float32
+	ep            epi
+	P             int
+	rpu, ngr, owt int
+	np            int  // panels
+	rowsOuter     bool // units row-group-major
+}
+
+var directZJobs = sync.Pool{New: func() any { return new(directZJob) }}
+
+func (j *directZJob) Run(lo, hi int) {
+	var scratch [28 * 16]float32
+	var base [2]*float32
+	s, d, g, z := j.s, j.d, j.s.g, j.z
+	K := len(d.offs)
+	OH, OW, sh, sw, wp := g.out[0], g.out[1], g.stride[0], g.stride[1], d.wp
+	cw := d.cw
+	for u := lo; u < hi; u++ {
+		q, gr := u/j.ngr, u%j.ngr
+		if j.rowsOuter {
+			q, gr = u%j.np, u/j.np
+		}
+		oy0, oy1 := gr*j.rpu, min(OH, (gr+1)*j.rpu)
+		var bias *float32
+		if d.bias != nil {
+			bias = &d.bias[q*cw]
+		}
+		pan := &d.panels[q*K*cw]
+		chans := min(cw, s.M-q*cw)
+		for oy := oy0; oy < oy1; oy += z.R {
+			for ox := 0; ox < OW; ox += z.T {
+				for r := 0; r < z.R; r++ {
+					base[r] = &j.x[min(oy+r, OH-1)*sh*wp+ox*sw]
+				}
+				amd64.ConvZ(z.R, z.T, z.C, sw, K, &base, &d.offs[0], pan, bias, &scratch[0])
+				nt := min(z.T, OW-ox)
+				for r := 0; r < z.R && oy+r < oy1; r++ {
+					for c := 0; c < chans; c++ {
+						yr := j.y[(q*cw+c)*j.P+(oy+r)*OW+ox:][:nt]
+						for t := range yr {
+							yr[t] = scratch[(r*z.T+t)*cw+c]
+						}
+					}
+				}
+			}
+		}
+		if j.ep.on {
+			off := q*cw*j.P + oy0*OW
+			ep := j.ep.tile(off, 0)
+			ep.block(j.y[off:], j.P, chans, (oy1-oy0)*OW)
+			ep.activate(j.y[off:], j.P, chans, (oy1-oy0)*OW)
 		}
 	}
 }

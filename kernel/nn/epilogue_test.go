@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
@@ -60,6 +61,8 @@ func TestConvEpilogueTwin(t *testing.T) {
 		if ci%5 == 4 {
 			in = in[:2]
 		}
+		tactics := append([]string{""}, convTactics(node("Conv", c.attrs...),
+			[]ir.Type{ir.StaticType(tensor.Float32, c.x), ir.StaticType(tensor.Float32, c.w)})...)
 		n := node("Conv", c.attrs...)
 		UsePortable(true)
 		base, err := runConv(nil, n, in)
@@ -102,11 +105,22 @@ func TestConvEpilogueTwin(t *testing.T) {
 						got[d], math.Float32bits(got[d]), want[d], math.Float32bits(want[d]))
 				}
 			}
-			UsePortable(true)
-			check("portable", &kernel.Ctx{Pool: pools[1]})
-			UsePortable(false)
-			for _, p := range pools {
-				check("fast", &kernel.Ctx{Pool: p})
+			for _, tac := range tactics {
+				n = node("Conv", c.attrs...)
+				if tac != "" {
+					n = node("Conv", append(append([]*ir.Attr{}, c.attrs...), strAttr(kernel.TacticAttr, tac))...)
+				}
+				UsePortable(true)
+				check("portable "+tac, &kernel.Ctx{Pool: pools[1]})
+				UsePortable(false)
+				for _, p := range pools {
+					check("fast "+tac, &kernel.Ctx{Pool: p})
+				}
+				if tac == TacticDirect {
+					testNoZ = true
+					check("fast AVX2 "+tac, &kernel.Ctx{Pool: pools[1]})
+					testNoZ = false
+				}
 			}
 		}
 	}
