@@ -138,7 +138,10 @@ func pick[T any](all []T, idx []int) []T {
 }
 
 func (f *fusedOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	p, err := split(n)
+	// The parts are cached with n, so the base node is the same on every
+	// call (kernels keep per-node setups, such as packed weights).
+	e := f.entry(n)
+	p, err := e.p, e.err
 	if err != nil {
 		return nil, err
 	}
