@@ -83,3 +83,9 @@ var ConvZShapes [][4]int
 func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32) bool {
 	return false
 }
+
+func TransposeZ(src *float32, lds, n int, dst *float32, ldd, rows int) { panic("amd64: not available") }
+
+func TransposeZ16(src *float32, lds, n int, dst *float32, ldd, rows int) {
+	panic("amd64: not available")
+}

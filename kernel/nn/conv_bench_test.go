@@ -13,8 +13,14 @@ import (
 // BenchmarkConvResNetStem is resnet18's first convolution (3->64, 7x7,
 // stride 2, pads 3, 224x224) through Into, one worker.
 func BenchmarkConvResNetStem(b *testing.B) {
+	for _, tac := range []string{TacticIm2col, TacticDirect} {
+		b.Run(tac, func(b *testing.B) { benchStem(b, tac) })
+	}
+}
+
+func benchStem(b *testing.B, tac string) {
 	r := rand.New(rand.NewSource(1))
-	n := node("Conv", ints("strides", 2, 2), ints("pads", 3, 3, 3, 3))
+	n := node("Conv", ints("strides", 2, 2), ints("pads", 3, 3, 3, 3), strAttr(kernel.TacticAttr, tac))
 	x := tensor.From(randF32(r, 3*224*224), 1, 3, 224, 224)
 	w := tensor.From(randF32(r, 64*3*49), 64, 3, 7, 7)
 	bias := tensor.From(randF32(r, 64), 64)
@@ -27,6 +33,7 @@ func BenchmarkConvResNetStem(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(2*float64(64*3*49*112*112)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
 // BenchmarkLayerNormBERT is tiny_bert's LayerNormalization (64 x 128) through

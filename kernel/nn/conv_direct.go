@@ -294,7 +294,9 @@ type directZJob struct {
 var directZJobs = sync.Pool{New: func() any { return new(directZJob) }}
 
 func (j *directZJob) Run(lo, hi int) {
-	var scratch [28 * 16]float32
+	// 16 pixels' rows of up to 64 channels (TransposeZ16 reads 16
+	// rows), and one more row of slack.
+	var scratch [17 * 64]float32
 	var base [2]*float32
 	s, d, g, z := j.s, j.d, j.s.g, j.z
 	K := len(d.offs)
@@ -320,11 +322,11 @@ func (j *directZJob) Run(lo, hi int) {
 				amd64.ConvZ(z.R, z.T, z.C, sw, K, &base, &d.offs[0], pan, bias, &scratch[0])
 				nt := min(z.T, OW-ox)
 				for r := 0; r < z.R && oy+r < oy1; r++ {
-					for c := 0; c < chans; c++ {
-						yr := j.y[(q*cw+c)*j.P+(oy+r)*OW+ox:][:nt]
-						for t := range yr {
-							yr[t] = scratch[(r*z.T+t)*cw+c]
-						}
+					// Pixel-major tile to the NCHW rows of its channels.
+					o := q*cw*j.P + (oy+r)*OW + ox
+					_ = j.y[o+(chans-1)*j.P+nt-1]
+					for c0 := 0; c0 < chans; c0 += 16 {
+						amd64.TransposeZ16(&scratch[r*z.T*cw+c0], cw, nt, &j.y[o+c0*j.P], j.P, min(16, chans-c0))
 					}
 				}
 			}
