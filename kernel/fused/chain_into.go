@@ -252,6 +252,7 @@ func (c *chainOp) prepare(ctx *kernel.Ctx, g *ir.Graph, in []*tensor.Tensor) (r 
 	}
 	r.result = t
 	res = cur[t]
+	r.fuseScores()
 	// Write the body's output straight into the layer's output when only
 	// its producing step touches it.
 	r.direct = true

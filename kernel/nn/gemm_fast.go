@@ -420,8 +420,14 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 						st = amd64.Store{Bias: bias}
 						if epInStore {
 							if j.ep.r != nil {
-								ep := j.ep.tile(off, q*gemmNR)
-								st.R, st.LDR = &ep.r[0], ep.ldr(ldc)
+								// ep.tile(off, q*gemmNR)'s operand,
+								// without copying the epilogue.
+								if j.ep.col {
+									st.R = &j.ep.r[q*gemmNR]
+								} else {
+									st.R = &j.ep.r[off]
+								}
+								st.LDR = j.ep.ldr(ldc)
 							}
 							st.Lo, st.Hi, st.Clamp = j.ep.lo, j.ep.hi, true
 						}

@@ -404,22 +404,16 @@ func layerNorm32(x, scale, bias []float32, si, bi []int, D int, eps float32, y, 
 			if mean != nil {
 				mean[r], inv[r] = canonNaN(m), canonNaN(iv)
 			}
-			yr := y[r*D : (r+1)*D]
-			layerNormRow(x[r*D:(r+1)*D], scale, bias, si, bi, m, iv, yr)
-			// Which NaN a NaN-producing float operation returns (sign,
-			// payload) is not fixed by Go or by the hardware's operand
-			// order, so NaN results are written as the canonical NaN, as
-			// the dot-product kernels do.
-			for j, v := range yr {
-				if v != v {
-					yr[j] = canonNaN(v)
-				}
-			}
+			layerNormRow(x[r*D:(r+1)*D], scale, bias, si, bi, m, iv, y[r*D:(r+1)*D])
 		}
 	}
 }
 
 // layerNormRow sets yr[j] = float32(float32((row[j]-m)*iv) * scale) + bias.
+// Which NaN a NaN-producing float operation returns (sign, payload) is not
+// fixed by Go or by the hardware's operand order, so NaN results are
+// written as the canonical NaN, as the dot-product kernels do
+// (vmath.NormAffine32 does so itself).
 func layerNormRow(row, scale, bias []float32, si, bi []int, m, iv float32, yr []float32) {
 	if si == nil && (bias == nil || bi == nil) {
 		vmath.NormAffine32(yr, row, m, iv, scale, bias)
@@ -429,6 +423,9 @@ func layerNormRow(row, scale, bias []float32, si, bi []int, m, iv float32, yr []
 		t := float32(float32((v-m)*iv) * scale[at(si, j)])
 		if bias != nil {
 			t += bias[at(bi, j)]
+		}
+		if t != t {
+			t = canonNaN(t)
 		}
 		yr[j] = t
 	}

@@ -95,24 +95,28 @@ func NormAffine32(y, x []float32, m, iv float32, sc, bs []float32) {
 			if bs != nil {
 				bp = &bs[0]
 			}
+			// The vector twin writes NaN results as the canonical NaN.
 			vecasm.NormAffine(&y[0], &x[0], j, m, iv, &sc[0], bp)
-		}
-	}
-	if bs == nil {
-		for ; j < n; j++ {
-			y[j] = float32((x[j]-m)*iv) * sc[j]
-		}
-	} else {
-		for ; j < n; j++ {
-			y[j] = float32(float32((x[j]-m)*iv)*sc[j]) + bs[j]
 		}
 	}
 	// Which NaN an operation on NaNs returns depends on the compiled
 	// operand order (the vector code and a -race build of the Go code
 	// differ), so NaN results are written as the canonical quiet NaN.
-	for i, v := range y {
-		if v != v {
-			y[i] = canonicalNaN
+	if bs == nil {
+		for ; j < n; j++ {
+			v := float32((x[j]-m)*iv) * sc[j]
+			if v != v {
+				v = canonicalNaN
+			}
+			y[j] = v
+		}
+	} else {
+		for ; j < n; j++ {
+			v := float32(float32((x[j]-m)*iv)*sc[j]) + bs[j]
+			if v != v {
+				v = canonicalNaN
+			}
+			y[j] = v
 		}
 	}
 }

@@ -2,6 +2,7 @@ package vmath
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/vouchml/vouch/kernel/vmath/internal/vecasm"
 )
@@ -14,8 +15,12 @@ import (
 // UsePortable(true) forces it). dst must be at least as long as src, and
 // dst and src must be the same slice or not overlap.
 
-// fast selects the vector twins; UsePortable overrides it.
-var fast = vecasm.Enabled
+// fast selects the vector twins; UsePortable overrides it. wide selects
+// the 16-lane (AVX-512F) form of those that have one (the same bits).
+var (
+	fast = vecasm.Enabled
+	wide = vecasm.Enabled512
+)
 
 // UsePortable forces the portable (scalar) twins of the slice functions
 // when on, as on a CPU without AVX2+FMA, and restores the CPU's choice when
@@ -82,6 +87,13 @@ func call(v int, dst, src *float32, n int) {
 	case vErf:
 		vecasm.Erf(dst, src, n, &table)
 	case vGeluErf:
+		if m := n &^ 15; wide && m > 0 {
+			vecasm.GeluErf16(dst, src, m, &table)
+			if m == n {
+				return
+			}
+			dst, src, n = (*float32)(unsafe.Add(unsafe.Pointer(dst), 4*m)), (*float32)(unsafe.Add(unsafe.Pointer(src), 4*m)), n-m
+		}
 		vecasm.GeluErf(dst, src, n, &table)
 	case vGeluTanh:
 		vecasm.GeluTanh(dst, src, n, &table)
@@ -215,5 +227,40 @@ func DivScalar32s(dst, src []float32, s float32) {
 	}
 	for i := m; i < len(src); i++ {
 		dst[i] = src[i] / s
+	}
+}
+
+// Add32s sets dst[i] = x[i] + y[i] for every i of x (the float32
+// addition, x the first operand). y and dst must be at least as long as
+// x; dst must be x, y or not overlap them.
+func Add32s(dst, x, y []float32) {
+	n := len(x)
+	dst, y = dst[:n], y[:n]
+	m := 0
+	if fast {
+		m = n &^ 7
+		if m > 0 {
+			vecasm.AddVV(&dst[0], &x[0], &y[0], m)
+		}
+	}
+	for i := m; i < n; i++ {
+		dst[i] = x[i] + y[i]
+	}
+}
+
+// SubScalar32s sets dst[i] = src[i] - s (the float32 subtraction, src[i]
+// the first operand, on either path). dst and src must be the same slice
+// or not overlap.
+func SubScalar32s(dst, src []float32, s float32) {
+	dst = dst[:len(src)]
+	m := 0
+	if fast {
+		m = len(src) &^ 7
+		if m > 0 {
+			vecasm.SubBy(&dst[0], &src[0], m, s)
+		}
+	}
+	for i := m; i < len(src); i++ {
+		dst[i] = src[i] - s
 	}
 }

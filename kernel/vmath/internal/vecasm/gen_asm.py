@@ -369,7 +369,8 @@ row_routine('SqDevRows8', '0-40',
 
 # func NormAffine(y, x *float32, n int, m, iv float32, sc, bs *float32):
 # y[j] = float32(float32((x[j]-m)*iv) * sc[j]) + bs[j] for j < n (n a
-# multiple of 8); bs nil: without the addition.
+# multiple of 8); bs nil: without the addition. NaN results are written as
+# the canonical quiet NaN 0x7fc00000.
 a('// func NormAffine(y, x *float32, n int, m, iv float32, sc, bs *float32)')
 a('TEXT ·NormAffine(SB), NOSPLIT, $0-48')
 a('\tMOVQ y+0(FP), DI')
@@ -379,6 +380,9 @@ a('\tVBROADCASTSS m+24(FP), Y1')
 a('\tVBROADCASTSS iv+28(FP), Y2')
 a('\tMOVQ sc+32(FP), R8')
 a('\tMOVQ bs+40(FP), R9')
+a('\tMOVL $0x7fc00000, AX')
+a('\tMOVL AX, X3')
+a('\tVPBROADCASTD X3, Y3')  # the canonical NaN
 a('\tXORQ AX, AX')
 a('\tSHRQ $3, CX')
 a('\tJZ NormAffine_done')
@@ -390,6 +394,8 @@ a('\tVSUBPS Y1, Y0, Y0')
 a('\tVMULPS Y2, Y0, Y0')
 a('\tVMULPS (R8)(AX*1), Y0, Y0')
 a('\tVADDPS (R9)(AX*1), Y0, Y0')
+a('\tVCMPPS $3, Y0, Y0, Y4')
+a('\tVBLENDVPS Y4, Y3, Y0, Y0')
 a('\tVMOVUPS Y0, (DI)(AX*1)')
 a('\tADDQ $32, AX')
 a('\tDECQ CX')
@@ -400,11 +406,179 @@ a('\tVMOVUPS (SI)(AX*1), Y0')
 a('\tVSUBPS Y1, Y0, Y0')
 a('\tVMULPS Y2, Y0, Y0')
 a('\tVMULPS (R8)(AX*1), Y0, Y0')
+a('\tVCMPPS $3, Y0, Y0, Y4')
+a('\tVBLENDVPS Y4, Y3, Y0, Y0')
 a('\tVMOVUPS Y0, (DI)(AX*1)')
 a('\tADDQ $32, AX')
 a('\tDECQ CX')
 a('\tJNZ NormAffine_nobias')
 a('NormAffine_done:')
+a('\tVZEROUPPER')
+a('\tRET\n')
+
+# func AddVV(dst, x, y *float32, n int): dst[i] = x[i] + y[i] for n a
+# multiple of 8 (VADDPS with x as the first source: the float32 additions
+# x[i] + y[i], NaN operands propagated as ADDSS x, y does).
+a('// func AddVV(dst, x, y *float32, n int)')
+a('TEXT ·AddVV(SB), NOSPLIT, $0-32')
+a('\tMOVQ dst+0(FP), DI')
+a('\tMOVQ x+8(FP), SI')
+a('\tMOVQ y+16(FP), DX')
+a('\tMOVQ n+24(FP), CX')
+a('\tXORQ AX, AX')
+a('\tSHRQ $3, CX')
+a('\tJZ AddVV_done')
+a('\tCMPQ CX, $4')
+a('\tJB AddVV_one')
+a('AddVV_four:')
+for u in range(4):
+    a(f'\tVMOVUPS {32*u}(SI)(AX*1), Y{u}')
+for u in range(4):
+    a(f'\tVADDPS {32*u}(DX)(AX*1), Y{u}, Y{u}')
+for u in range(4):
+    a(f'\tVMOVUPS Y{u}, {32*u}(DI)(AX*1)')
+a('\tADDQ $128, AX')
+a('\tSUBQ $4, CX')
+a('\tCMPQ CX, $4')
+a('\tJAE AddVV_four')
+a('\tTESTQ CX, CX')
+a('\tJZ AddVV_done')
+a('AddVV_one:')
+a('\tVMOVUPS (SI)(AX*1), Y0')
+a('\tVADDPS (DX)(AX*1), Y0, Y0')
+a('\tVMOVUPS Y0, (DI)(AX*1)')
+a('\tADDQ $32, AX')
+a('\tDECQ CX')
+a('\tJNZ AddVV_one')
+a('AddVV_done:')
+a('\tVZEROUPPER')
+a('\tRET\n')
+
+# func GeluErf16(dst, src *float32, n int, tab *[NumConsts][8]float32):
+# GeluErf over n floats (n a multiple of 16), AVX-512F on 16 lanes: the
+# instructions of body_gelu_erf line by line, with the same operands in the
+# same order (so NaN operands propagate alike), on ZMM registers. Branch
+# blends are masked moves (VCMPPS into an opmask, then VMOVAPS under it),
+# the bitwise operations their AVX-512F integer forms (same bits), VROUNDPS
+# mode 0 is VRNDSCALEPS $0 (round to an integer, ties to even). The one
+# difference is Ldexp32 in Exp32(-a*a): its lanes are used only for
+# 0.5 <= a < 4, where n = RoundEven32(-a*a*log2e) lies in [-24, 0], so
+# the scalar's one multiplication by 2^n is done without the two-step
+# clamping (other lanes are discarded by the blends). Constants are held in
+# Z8-Z31 where they fit, the rest read by embedded broadcast.
+REG512 = ['GeluRsqrt2', 'Abs', 'One', 'Sign', 'ErfScale', 'ErfT', 'Log2e', 'NegLn2Hi', 'NegLn2Lo',
+          'I127', 'ErfBig', 'ErfSmall', 'Half', 'ErfS0', 'ErfA0', 'ExpP0',
+          'ErfS1', 'ErfS2', 'ErfS3', 'ErfS4', 'ErfS5', 'ErfA1', 'ErfA2', 'ErfA3']
+Z = {c: f'Z{8 + i}' for i, c in enumerate(REG512)}
+
+
+def op512(mn, c, rest):
+    """mn with constant c as its first (source-2) operand: a register, or
+    the table row's first float broadcast from memory."""
+    if c in Z:
+        a(f'\t{mn} {Z[c]}, {rest}')
+    else:
+        a(f'\t{mn}.BCST {K(c)}, {rest}')
+
+
+def mov512(c, dst):
+    if c in Z:
+        a(f'\tVMOVAPS {Z[c]}, {dst}')
+    else:
+        a(f'\tVBROADCASTSS {K(c)}, {dst}')
+
+
+a('// func GeluErf16(dst, src *float32, n int, tab *[NumConsts][8]float32)')
+a('TEXT ·GeluErf16(SB), NOSPLIT, $0-32')
+a('\tMOVQ dst+0(FP), DI')
+a('\tMOVQ src+8(FP), SI')
+a('\tMOVQ n+16(FP), CX')
+a('\tMOVQ tab+24(FP), R8')
+for c in REG512:
+    a(f'\tVBROADCASTSS {K(c)}, {Z[c]}')
+a('\tSHRQ $4, CX')
+a('\tJZ GeluErf16_done')
+a('GeluErf16_loop:')
+a('\tVMOVUPS (SI), Z0')
+op512('VMULPS', 'GeluRsqrt2', 'Z0, Z0')
+# Erf32 of Z0 into Z5 (body_erf)
+op512('VPANDD', 'Abs', 'Z0, Z1')
+a('\tVMULPS Z0, Z0, Z2')
+mov512('ErfS0', 'Z3')
+for i in range(1, 6):
+    op512('VFMADD213PS', f'ErfS{i}', 'Z2, Z3')
+op512('VMULPS', 'ErfScale', 'Z0, Z2')
+a('\tVMULPS Z2, Z3, Z3')
+mov512('One', 'Z2')
+op512('VFMADD231PS', 'ErfT', 'Z1, Z2')
+mov512('One', 'Z4')
+a('\tVDIVPS Z2, Z4, Z4')
+mov512('ErfA0', 'Z5')
+for i in range(1, 5):
+    op512('VFMADD213PS', f'ErfA{i}', 'Z4, Z5')
+a('\tVMULPS Z4, Z5, Z5')
+a('\tVMULPS Z1, Z1, Z2')
+op512('VPXORD', 'Sign', 'Z2, Z2')
+# exp_core(Z2 -> Z4; Z6, Z7; Z2), Ldexp32 as one multiplication
+op512('VMULPS', 'Log2e', 'Z2, Z6')
+a('\tVRNDSCALEPS $0, Z6, Z6')
+a('\tVMOVAPS Z2, Z7')
+op512('VFMADD231PS', 'NegLn2Hi', 'Z6, Z7')
+op512('VFMADD231PS', 'NegLn2Lo', 'Z6, Z7')
+mov512('ExpP0', 'Z4')
+for i in range(1, 6):
+    op512('VFMADD213PS', f'ExpP{i}', 'Z7, Z4')
+a('\tVMULPS Z7, Z7, Z2')
+a('\tVFMADD213PS Z7, Z2, Z4')
+op512('VADDPS', 'One', 'Z4, Z4')
+a('\tVCVTTPS2DQ Z6, Z6')
+op512('VPADDD', 'I127', 'Z6, Z6')
+a('\tVPSLLD $23, Z6, Z6')
+a('\tVMULPS Z6, Z4, Z4')
+op512('VPXORD', 'Sign', 'Z5, Z5')
+op512('VFMADD213PS', 'One', 'Z4, Z5')
+op512('VPANDD', 'Sign', 'Z0, Z6')
+a('\tVPXORD Z6, Z5, Z5')
+op512('VPORD', 'One', 'Z6, Z6')
+op512(f'VCMPPS ${GE},', 'ErfBig', 'Z1, K1')
+a('\tVMOVAPS Z6, K1, Z5')
+op512(f'VCMPPS ${LT},', 'ErfSmall', 'Z1, K2')
+a('\tVMOVAPS Z3, K2, Z5')
+a(f'\tVCMPPS ${UNORD}, Z0, Z0, K3')
+a('\tVMOVAPS Z0, K3, Z5')
+# gelu_tail
+op512('VADDPS', 'One', 'Z5, Z5')
+a('\tVMOVUPS (SI), Z6')
+op512('VMULPS', 'Half', 'Z6, Z6')
+a('\tVMULPS Z5, Z6, Z5')
+a('\tVMOVUPS Z5, (DI)')
+a('\tADDQ $64, SI')
+a('\tADDQ $64, DI')
+a('\tDECQ CX')
+a('\tJNZ GeluErf16_loop')
+a('GeluErf16_done:')
+a('\tVZEROUPPER')
+a('\tRET\n')
+
+# func SubBy(dst, src *float32, n int, s float32): dst[i] = src[i] - s for
+# n a multiple of 8 (VSUBPS with src as the first operand, as SUBSS).
+a('// func SubBy(dst, src *float32, n int, s float32)')
+a('TEXT ·SubBy(SB), NOSPLIT, $0-28')
+a('\tMOVQ dst+0(FP), DI')
+a('\tMOVQ src+8(FP), SI')
+a('\tMOVQ n+16(FP), CX')
+a('\tVBROADCASTSS s+24(FP), Y1')
+a('\tSHRQ $3, CX')
+a('\tJZ SubBy_done')
+a('SubBy_loop:')
+a('\tVMOVUPS (SI), Y0')
+a('\tVSUBPS Y1, Y0, Y0')
+a('\tVMOVUPS Y0, (DI)')
+a('\tADDQ $32, SI')
+a('\tADDQ $32, DI')
+a('\tDECQ CX')
+a('\tJNZ SubBy_loop')
+a('SubBy_done:')
 a('\tVZEROUPPER')
 a('\tRET\n')
 

@@ -63,7 +63,30 @@ func SumRows8(x *float32, D, n int, sum *[8]float32)
 func SqDevRows8(x *float32, D, n int, mean, q *[8]float32)
 
 // NormAffine sets y[j] = float32(float32((x[j]-m)*iv)*sc[j]) + bs[j] for
-// j < n (n a multiple of 8); with bs nil, without the addition.
+// j < n (n a multiple of 8); with bs nil, without the addition. NaN
+// results are written as the canonical quiet NaN 0x7fc00000.
 //
 //go:noescape
 func NormAffine(y, x *float32, n int, m, iv float32, sc, bs *float32)
+
+// AddVV sets dst[i] = x[i] + y[i] for i < n (n a multiple of 8); dst may
+// be x or y.
+//
+//go:noescape
+func AddVV(dst, x, y *float32, n int)
+
+// Enabled512 reports whether this CPU (and OS) also supports AVX-512F,
+// for the 16-lane routines (GeluErf16).
+var Enabled512 = Enabled && cpu.X86.HasAVX512F
+
+// GeluErf16 computes vmath.GeluErf32 of each element, 16 lanes at a time
+// with AVX-512F (n a multiple of 16): GeluErf's instructions on ZMM
+// registers, the same bits.
+//
+//go:noescape
+func GeluErf16(dst, src *float32, n int, tab *[NumConsts][8]float32)
+
+// SubBy sets dst[i] = src[i] - s for n floats (n a multiple of 8).
+//
+//go:noescape
+func SubBy(dst, src *float32, n int, s float32)

@@ -20,3 +20,12 @@ func SqDevRows8(x *float32, D, n int, mean, q *[8]float32) { panic("vecasm: not 
 func NormAffine(y, x *float32, n int, m, iv float32, sc, bs *float32) {
 	panic("vecasm: not available")
 }
+
+func AddVV(dst, x, y *float32, n int) { panic("vecasm: not available") }
+
+// Enabled512 is false off amd64.
+const Enabled512 = false
+
+func GeluErf16(dst, src *float32, n int, tab *[NumConsts][8]float32) { panic("vecasm: not available") }
+
+func SubBy(dst, src *float32, n int, s float32) { panic("vecasm: not available") }
