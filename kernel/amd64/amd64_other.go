@@ -84,8 +84,6 @@ func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *
 	return false
 }
 
-func TransposeZ(src *float32, lds, n int, dst *float32, ldd, rows int) { panic("amd64: not available") }
-
 func TransposeZ16(src *float32, lds, n int, dst *float32, ldd, rows int) {
 	panic("amd64: not available")
 }

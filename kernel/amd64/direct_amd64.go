@@ -19,16 +19,11 @@ func Conv6x16(k int, px *[6]*float32, offs *int32, w *float32, bias *float32, ou
 // (ConvZ) can run here: AVX-512 F on top of Enabled.
 var EnabledZ = Enabled && cpu.X86.HasAVX512F
 
-// TransposeZ writes the transpose of an n x rows block (n <= 16): for
-// r < rows and t < n, dst[r*ldd+t] = src[t*lds+r] (AVX-512: one gather and
-// one masked store per row of dst). It moves floats only.
-//
-//go:noescape
-func TransposeZ(src *float32, lds, n int, dst *float32, ldd, rows int)
-
-// TransposeZ16 is TransposeZ for 1 <= rows <= 16 by an in-register 16x16
-// transpose: it reads 16 rows of 16 floats from src (lds apart; rows n..15
-// are read and ignored).
+// TransposeZ16 writes the transpose of an n x rows block (n, rows <= 16):
+// for r < rows and t < n, dst[r*ldd+t] = src[t*lds+r], by an in-register
+// 16x16 transpose (AVX-512) and masked stores. It reads 16 rows of 16
+// floats from src, lds apart (rows n..15 are read and ignored), and moves
+// floats only.
 //
 //go:noescape
 func TransposeZ16(src *float32, lds, n int, dst *float32, ldd, rows int)

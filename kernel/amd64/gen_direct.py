@@ -77,6 +77,60 @@ for i in range(6):
 a('\tVZEROUPPER')
 a('\tRET')
 
+
+# TransposeZ16: a tile's pixel-major rows to the NCHW rows of its
+# channels. 16 rows of 16 floats (pixels) are loaded, transposed in
+# registers (32-bit, then 64-bit interleaves within 128-bit lanes, then
+# two rounds of 128-bit lane shuffles) and stored as one masked row (the
+# n valid pixels) per channel.
+a('')
+a('// func TransposeZ16(src *float32, lds, n int, dst *float32, ldd, rows int)')
+a('TEXT ·TransposeZ16(SB), NOSPLIT, $0-48')
+a('\tMOVQ src+0(FP), SI')
+a('\tMOVQ lds+8(FP), AX')
+a('\tSHLQ $2, AX')
+a('\tMOVQ n+16(FP), CX')
+a('\tMOVQ dst+24(FP), DI')
+a('\tMOVQ ldd+32(FP), DX')
+a('\tSHLQ $2, DX')
+a('\tMOVQ rows+40(FP), BX')
+a('\tMOVL $1, R8')
+a('\tSHLL CX, R8')
+a('\tDECL R8')
+a('\tKMOVW R8, K2')
+for r in range(16):
+    a(f'\tVMOVUPS (SI), Z{r}')
+    a('\tADDQ AX, SI')
+for i in range(8):
+    a(f'\tVUNPCKLPS Z{2*i+1}, Z{2*i}, Z{16+2*i}')
+    a(f'\tVUNPCKHPS Z{2*i+1}, Z{2*i}, Z{16+2*i+1}')
+for b in range(4):
+    t0, t1, t2, t3 = [16+4*b+k for k in range(4)]
+    a(f'\tVUNPCKLPD Z{t2}, Z{t0}, Z{4*b+0}')
+    a(f'\tVUNPCKHPD Z{t2}, Z{t0}, Z{4*b+1}')
+    a(f'\tVUNPCKLPD Z{t3}, Z{t1}, Z{4*b+2}')
+    a(f'\tVUNPCKHPD Z{t3}, Z{t1}, Z{4*b+3}')
+for k in range(4):
+    a(f'\tVSHUFF32X4 $0x44, Z{4+k}, Z{k}, Z{16+4*k}')
+    a(f'\tVSHUFF32X4 $0xEE, Z{4+k}, Z{k}, Z{17+4*k}')
+    a(f'\tVSHUFF32X4 $0x44, Z{12+k}, Z{8+k}, Z{18+4*k}')
+    a(f'\tVSHUFF32X4 $0xEE, Z{12+k}, Z{8+k}, Z{19+4*k}')
+for k in range(4):
+    va, vb, wa, wb = 16+4*k, 17+4*k, 18+4*k, 19+4*k
+    a(f'\tVSHUFF32X4 $0x88, Z{wa}, Z{va}, Z{k}')
+    a(f'\tVSHUFF32X4 $0xDD, Z{wa}, Z{va}, Z{4+k}')
+    a(f'\tVSHUFF32X4 $0x88, Z{wb}, Z{vb}, Z{8+k}')
+    a(f'\tVSHUFF32X4 $0xDD, Z{wb}, Z{vb}, Z{12+k}')
+for j in range(16):
+    a(f'\tVMOVUPS Z{j}, K2, (DI)')
+    if j < 15:
+        a('\tDECQ BX')
+        a('\tJEQ tz16done')
+        a('\tADDQ DX, DI')
+a('tz16done:')
+a('\tVZEROUPPER')
+a('\tRET')
+
 with open('direct_amd64.s', 'w') as f:
     f.write('\n'.join(L) + '\n')
 
