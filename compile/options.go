@@ -33,7 +33,7 @@ type Options struct {
 	// layer at the first profile's opt shapes and keeps the fastest;
 	// "heuristic" takes each kernel's preferred candidate without timing.
 	Tactics string `json:"tactics"`
-	// TuneReps is the number of timed runs per candidate (the median is kept).
+	// TuneReps is the number of timed runs per candidate (the fastest is kept).
 	TuneReps int `json:"tune_reps"`
 	// TuneThreads is the number of worker threads candidates are timed
 	// with (0: the process default, GOMAXPROCS). Plans run with any thread

@@ -74,7 +74,7 @@ func chooseTactics(g *ir.Graph, reg *kernel.Registry, types map[string]ir.Type, 
 				if pick, err = tuner.Choose(j.n.Name, layerKey(j.n, j.in, machine), cands); err != nil {
 					return nil, err
 				}
-				reason = "fastest median"
+				reason = "fastest"
 			}
 		} else if len(j.cands) == 1 {
 			reason = "only candidate"

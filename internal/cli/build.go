@@ -68,7 +68,7 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	var profiles multiFlag
 	fs.Var(&profiles, "profile", "an optimization profile NAME:MIN,OPT,MAX[;NAME:...]; repeat for more profiles")
 	fs.StringVar(&o.Compile.Tactics, "tactics", o.Compile.Tactics, "tactic policy: timed (time every candidate, keep the fastest) or heuristic (by rule, no timing)")
-	fs.IntVar(&o.Compile.TuneReps, "tune-reps", o.Compile.TuneReps, "timed runs per tactic candidate (the median is kept)")
+	fs.IntVar(&o.Compile.TuneReps, "tune-reps", o.Compile.TuneReps, "timed runs per tactic candidate (the fastest is kept)")
 	fs.IntVar(&o.Compile.TuneThreads, "tune-threads", 0, "worker threads to time tactics with (0: GOMAXPROCS); choose the deployment's")
 	fs.StringVar(&o.TimingCache, "timing-cache", "", "read timings from FILE if it exists and write them back: rebuilding with the same cache gives a byte-identical plan")
 	fs.StringVar(&o.Compile.Precision, "precision", o.Compile.Precision, "layer precision: fp32, fp16 (weights stored as float16), int8 (post-training quantization, needs --calib or --calib-cache) or best (int8, falling back to fp32 until within --max-accuracy-drop)")
