@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"fmt"
 	"sync"
 	"unsafe"
 
@@ -319,7 +320,9 @@ func (j *directZJob) Run(lo, hi int) {
 				for r := 0; r < z.R; r++ {
 					base[r] = &j.x[min(oy+r, OH-1)*sh*wp+ox*sw]
 				}
-				amd64.ConvZ(z.R, z.T, z.C, sw, K, &base, &d.offs[0], pan, bias, &scratch[0])
+				if !amd64.ConvZ(z.R, z.T, z.C, sw, K, &base, &d.offs[0], pan, bias, &scratch[0]) {
+					panic(fmt.Sprintf("nn: no ConvZ kernel for tile %+v, stride %d", z, sw)) // zTile picks listed tiles only
+				}
 				nt := min(z.T, OW-ox)
 				for r := 0; r < z.R && oy+r < oy1; r++ {
 					// Pixel-major tile to the NCHW rows of its channels.
