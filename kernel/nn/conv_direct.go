@@ -303,6 +303,14 @@ func (j *directZJob) Run(lo, hi int) {
 	K := len(d.offs)
 	OH, OW, sh, sw, wp := g.out[0], g.out[1], g.stride[0], g.stride[1], d.wp
 	cw := d.cw
+	// An epilogue without a residual is a clamp (and perhaps an
+	// activation after it): the kernel clamps as it stores.
+	var clamp *[2]float32
+	var lohi [2]float32
+	if j.ep.on && j.ep.r == nil {
+		lohi = [2]float32{j.ep.lo, j.ep.hi}
+		clamp = &lohi
+	}
 	for u := lo; u < hi; u++ {
 		q, gr := u/j.ngr, u%j.ngr
 		if j.rowsOuter {
@@ -320,7 +328,7 @@ func (j *directZJob) Run(lo, hi int) {
 				for r := 0; r < z.R; r++ {
 					base[r] = &j.x[min(oy+r, OH-1)*sh*wp+ox*sw]
 				}
-				if !amd64.ConvZ(z.R, z.T, z.C, sw, K, &base, &d.offs[0], pan, bias, &scratch[0]) {
+				if !amd64.ConvZ(z.R, z.T, z.C, sw, K, &base, &d.offs[0], pan, bias, &scratch[0], clamp) {
 					panic(fmt.Sprintf("nn: no ConvZ kernel for tile %+v, stride %d", z, sw)) // zTile picks listed tiles only
 				}
 				nt := min(z.T, OW-ox)
@@ -337,7 +345,9 @@ func (j *directZJob) Run(lo, hi int) {
 		if j.ep.on {
 			off := q*cw*j.P + oy0*OW
 			ep := j.ep.tile(off, 0)
-			ep.block(j.y[off:], j.P, chans, (oy1-oy0)*OW)
+			if clamp == nil {
+				ep.block(j.y[off:], j.P, chans, (oy1-oy0)*OW)
+			}
 			ep.activate(j.y[off:], j.P, chans, (oy1-oy0)*OW)
 		}
 	}

@@ -25,6 +25,8 @@ func BenchmarkConvMobileNet(b *testing.B) {
 		{"pw32to16", 32, 16, 112, 1, 1, 1, TacticGemm1x1, false},
 		{"pw16to96", 16, 96, 112, 1, 1, 1, TacticGemm1x1, true},
 		{"pw16to96i", 16, 96, 112, 1, 1, 1, TacticIm2col, true},
+		{"pw16to96d", 16, 96, 112, 1, 1, 1, TacticDirect, true},
+		{"stemd", 3, 32, 224, 3, 2, 1, TacticDirect, true},
 		{"pw16to96at56", 16, 96, 56, 1, 1, 1, TacticGemm1x1, true},
 		{"pw16to96at28", 16, 96, 28, 1, 1, 1, TacticGemm1x1, true},
 		{"dw56s2", 96, 96, 56, 3, 2, 96, "", true},
