@@ -47,6 +47,7 @@ func pipeline() []pass {
 		{"fold-batchnorm-gemm", foldBatchNormGemm},
 		{"fuse-activation", fuseActivation},
 		{"precision", precisionPass},
+		{"transpose-gemm-weights", transposeGemmWeights},
 		{"fuse-elementwise", fuseElementwise},
 		{"eliminate-dead", eliminateDead},
 	}

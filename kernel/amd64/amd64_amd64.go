@@ -55,26 +55,11 @@ func Sgemm6x16RB(k int, rows *[6]*float32, b *float32, ldb int, c *float32, ldc 
 //go:noescape
 func Sgemm6x8R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, bias *float32)
 
-// Dw3x3S1 computes n outputs (n a multiple of 8) of a 3x3 stride-1
-// depthwise convolution row: y[j] is the chain over the 9 taps in row-major
-// order, acc = FMA(x_r[j+t], w[3r+t], acc) from +0, where x0, x1, x2 point at
-// the three input rows at the first output's leftmost tap. When bias is
-// not nil, y[j] = canon(acc) + *bias.
-//
-//go:noescape
-func Dw3x3S1(x0, x1, x2, w, y *float32, n int, bias *float32)
-
 // FMALoop runs n iterations of 12 independent VFMADD231PS on ymm
 // registers (192 flops each): a measure of the core's FMA peak.
 //
 //go:noescape
 func FMALoop(n int)
-
-// Dw3x3S2 is Dw3x3S1 at stride 2: y[j] is the chain over the 9 taps
-// acc = FMA(x_r[2j+t], w[3r+t], acc) from +0. It reads x_r[0 .. 2n+1].
-//
-//go:noescape
-func Dw3x3S2(x0, x1, x2, w, y *float32, n int, bias *float32)
 
 // MaxRowS1 sets y[j] (n outputs, n a multiple of 8) to the first largest
 // non-NaN value of x[j .. j+kw-1]: best = -inf, then for each tap in order
@@ -143,21 +128,3 @@ func Even(dst, src *float32, n int)
 //
 //go:noescape
 func Epi(y *float32, ldy int, r *float32, ldr int, rows, cols int, lo, hi float32)
-
-// Dw3x3RowsS1 runs Dw3x3S1 over rows output rows: output row r (n
-// outputs, n a multiple of 8, at y[r*ldy:]) takes its three input rows
-// at x[r*ldx:], x[r*ldx+wp:] and x[r*ldx+2*wp:]. Each stored value,
-// canon(acc) (+ *bias when bias is not nil), then gets the fused clamp
-// v = lo > v ? lo : v, v = hi < v ? hi : v (amd64.Epi's operations; lo =
-// -Inf and hi = +Inf change nothing). Rows are computed in order, so a
-// row's lanes past ldy may be overwritten by the next row. Hand-written
-// in dw_amd64.s.
-//
-//go:noescape
-func Dw3x3RowsS1(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias *float32, lo, hi float32)
-
-// Dw3x3RowsS2 is Dw3x3RowsS1 at column stride 2 (Dw3x3S2's chains): it
-// reads x_r[0 .. 2n+1] of each input row.
-//
-//go:noescape
-func Dw3x3RowsS2(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias *float32, lo, hi float32)

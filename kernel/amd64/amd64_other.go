@@ -18,11 +18,7 @@ func Sgemm6x16(k int, a, b, c *float32, ldc int, load int, st *Store) {
 	panic("amd64: not available")
 }
 
-func Dw3x3S1(x0, x1, x2, w, y *float32, n int, bias *float32) { panic("amd64: not available") }
-
 func FMALoop(n int) { panic("amd64: not available") }
-
-func Dw3x3S2(x0, x1, x2, w, y *float32, n int, bias *float32) { panic("amd64: not available") }
 
 func MaxRowS1(x *float32, kw int, y *float32, n int) { panic("amd64: not available") }
 
@@ -59,14 +55,6 @@ func Sgemm6x8R(k int, rows *[6]*float32, b, c *float32, ldc int, load int, bias 
 }
 
 func Epi(y *float32, ldy int, r *float32, ldr int, rows, cols int, lo, hi float32) {
-	panic("amd64: not available")
-}
-
-func Dw3x3RowsS1(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias *float32, lo, hi float32) {
-	panic("amd64: not available")
-}
-
-func Dw3x3RowsS2(x *float32, wp, ldx int, w, y *float32, ldy, rows, n int, bias *float32, lo, hi float32) {
 	panic("amd64: not available")
 }
 

@@ -13,3 +13,4 @@ package amd64
 
 //go:generate python3 gen_asm.py
 //go:generate python3 gen_direct.py
+//go:generate sh -c "python3 gen_rows.py > rows_amd64.s"

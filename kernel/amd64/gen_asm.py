@@ -51,15 +51,6 @@ def store_tail(off, label):
     a(f'{label}done:')
 
 
-def dw_bias(label):
-    # y = canon(acc) + bias, when bias is not nil.
-    a('\tTESTQ R11, R11')
-    a(f'\tJZ {label}')
-    a('\tVBROADCASTSS (R11), Y10')
-    a('\tVADDPS Y10, Y9, Y9')
-    a(f'{label}:')
-
-
 def canon_const():
     a('\tMOVL $0x7fc00000, R10')
     a('\tVMOVD R10, X15')
@@ -307,83 +298,11 @@ for i in range(6):
 a('\tVZEROUPPER')
 a('\tRET\n')
 
-a('// func Dw3x3S1(x0, x1, x2, w, y *float32, n int, bias *float32)')
-a('TEXT ·Dw3x3S1(SB), NOSPLIT, $0-56')
-a('\tMOVQ x0+0(FP), AX')
-a('\tMOVQ x1+8(FP), BX')
-a('\tMOVQ x2+16(FP), CX')
-a('\tMOVQ w+24(FP), DX')
-a('\tMOVQ y+32(FP), DI')
-a('\tMOVQ n+40(FP), SI')
-a('\tMOVQ bias+48(FP), R11')
-for t in range(9):
-    a(f'\tVBROADCASTSS {4*t}(DX), Y{t}')
-canon_const()
-a('\tXORQ R8, R8')
-a('\tSHRQ $3, SI')
-a('\tJZ dwdone')
-a('dwloop:')
-a('\tVXORPS Y9, Y9, Y9')
-for r, reg in enumerate(['AX', 'BX', 'CX']):
-    for t in range(3):
-        a(f'\tVMOVUPS {4*t}({reg})(R8*1), Y10')
-        a(f'\tVFMADD231PS Y10, Y{3*r+t}, Y9')
-canon([9])
-dw_bias('dws1b')
-a('\tVMOVUPS Y9, (DI)(R8*1)')
-a('\tADDQ $32, R8')
-a('\tDECQ SI')
-a('\tJNZ dwloop')
-a('dwdone:')
-a('\tVZEROUPPER')
-a('\tRET\n')
-
-
 def deint(lo, hi, dst, odd):
     # dst = the even (odd) floats of the 16 at lo:hi, in order.
     a(f'\tVSHUFPS ${"0xDD" if odd else "0x88"}, {hi}, {lo}, {dst}')
     a(f'\tVPERMPD $0xD8, {dst}, {dst}')
 
-
-a('// func Dw3x3S2(x0, x1, x2, w, y *float32, n int, bias *float32)')
-a('TEXT ·Dw3x3S2(SB), NOSPLIT, $0-56')
-a('\tMOVQ x0+0(FP), AX')
-a('\tMOVQ x1+8(FP), BX')
-a('\tMOVQ x2+16(FP), CX')
-a('\tMOVQ w+24(FP), DX')
-a('\tMOVQ y+32(FP), DI')
-a('\tMOVQ n+40(FP), SI')
-a('\tMOVQ bias+48(FP), R11')
-for t in range(9):
-    a(f'\tVBROADCASTSS {4*t}(DX), Y{t}')
-canon_const()
-a('\tXORQ R8, R8')
-a('\tXORQ R9, R9')
-a('\tSHRQ $3, SI')
-a('\tJZ dws2done')
-a('dws2loop:')
-a('\tVXORPS Y9, Y9, Y9')
-for r, reg in enumerate(['AX', 'BX', 'CX']):
-    a(f'\tVMOVUPS 0({reg})(R9*1), Y10')
-    a(f'\tVMOVUPS 32({reg})(R9*1), Y11')
-    deint('Y10', 'Y11', 'Y12', False)
-    a(f'\tVFMADD231PS Y12, Y{3*r}, Y9')
-    deint('Y10', 'Y11', 'Y13', True)
-    a(f'\tVFMADD231PS Y13, Y{3*r+1}, Y9')
-    a(f'\tVMOVUPS 8({reg})(R9*1), Y10')
-    a(f'\tVMOVUPS 40({reg})(R9*1), Y11')
-    deint('Y10', 'Y11', 'Y12', False)
-    a(f'\tVFMADD231PS Y12, Y{3*r+2}, Y9')
-canon([9])
-dw_bias('dws2b')
-a('\tVMOVUPS Y9, (DI)(R8*1)')
-a('\tADDQ $32, R8')
-a('\tADDQ $64, R9')
-a('\tDECQ SI')
-a('\tJNZ dws2loop')
-a('dws2done:')
-a('\tVZEROUPPER')
-a('\tRET\n')
 
 # Max pooling. VMAXPS best, v, best sets best = v > best ? v : best (the
 # second source on an unordered or equal compare), which is the portable

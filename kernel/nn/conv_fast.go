@@ -1,7 +1,6 @@
 package nn
 
 import (
-	"math"
 	"sync"
 
 	"github.com/vouchml/vouch/kernel/amd64"
@@ -79,99 +78,11 @@ func dw3x3Vec(s *convSetup) bool {
 		g.dil[0] == 1 && g.dil[1] == 1
 }
 
-// dwJob runs depthwise3x3 over (image, channel) planes.
-type dwJob struct {
-	s             *convSetup
-	x, w, bias, y []float32
-	ep            epi
-}
-
-var dwJobs = sync.Pool{New: func() any { return new(dwJob) }}
-
-// depthwise3x3 is the vector twin of depthwiseInto for dw3x3Vec: each
-// plane is copied into a zero-padded plane, and every output row runs
-// through amd64.Dw3x3RowsS1 or Dw3x3RowsS2 (most rows of a plane in one
-// call), eight outputs at a time (a last partial block into a scratch
-// row). Each output is the chain over the nine taps
-// in row-major order from +0, padding taps included as FMA(0, w, acc):
-// depthwiseInto's chain. The bias, when given, is then added by the
-// kernels as each vector is stored (y = acc + B[c], convF32's addition),
-// and then the epilogue ep: its clamp in the same store, or, with a
-// residual, the whole epilogue over the plane once it is final.
+// depthwise3x3 is the vector twin of depthwiseInto for dw3x3Vec (see
+// dwDirectJob and dw9Job in dw_direct.go): the bias and then the epilogue ep
+// are applied as convF32 applies them.
 func depthwise3x3(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
-	j := dwJobs.Get().(*dwJob)
-	*j = dwJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
-	pool.Run(s.N*s.C, s.N*s.C*prod(s.g.out)*9, j)
-	*j = dwJob{}
-	dwJobs.Put(j)
-}
-
-func (j *dwJob) Run(lo0, hi0 int) {
-	g := j.s.g
-	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
-	sh, sw, pt, pl := g.stride[0], g.stride[1], g.padB[0], g.padB[1]
-	OWr := (OW + 7) &^ 7
-	// The padded plane: Hp rows of Wp floats, the input at (pt, pl).
-	Hp := max(pt+H, (OH-1)*sh+3)
-	Wp := max(pl+W, (OWr-1)*sw+3, 2*OWr+2)
-	pbuf, tbuf := getF32(Hp*Wp), getF32(8)
-	xp, tail := *pbuf, *tbuf
-	clear(xp)
-	full := OW &^ 7
-	// Rows [0, R) store whole vectors straight into the plane: the lanes
-	// past a row fall on later rows of this plane, which are computed (and
-	// so overwritten) after it. The rest store their last block through
-	// the scratch row.
-	R := 0
-	if OH*OW >= OWr {
-		R = min(OH, (OH*OW-OWr)/OW+1)
-	}
-	kern := amd64.Dw3x3RowsS1
-	if sw == 2 {
-		kern = amd64.Dw3x3RowsS2
-	}
-	// The clamp of the epilogue goes into the kernels' store; a residual
-	// is added (and then the clamp) over the finished plane instead.
-	lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
-	late := j.ep.on && j.ep.r != nil
-	if j.ep.on && !late {
-		lo, hi = j.ep.lo, j.ep.hi
-	}
-	for nc := lo0; nc < hi0; nc++ {
-		c := nc % j.s.C
-		xc := j.x[nc*H*W : (nc+1)*H*W]
-		for iy := 0; iy < H; iy++ {
-			copy(xp[(pt+iy)*Wp+pl:], xc[iy*W:(iy+1)*W])
-		}
-		wc := &j.w[c*9]
-		yc := j.y[nc*OH*OW : (nc+1)*OH*OW]
-		var bp *float32
-		if j.bias != nil {
-			bp = &j.bias[c]
-		}
-		if R > 0 {
-			_ = yc[(R-1)*OW+OWr-1]
-			_ = xp[((R-1)*sh+2)*Wp+(OWr-1)*sw+2]
-			kern(&xp[0], Wp, sh*Wp, wc, &yc[0], OW, R, OWr, bp, lo, hi)
-		}
-		for oy := R; oy < OH; oy++ {
-			r := xp[oy*sh*Wp:]
-			yr := yc[oy*OW : (oy+1)*OW]
-			if full > 0 {
-				kern(&r[0], Wp, 0, wc, &yr[0], 0, 1, full, bp, lo, hi)
-			}
-			if full < OW {
-				kern(&r[full*sw], Wp, 0, wc, &tail[0], 0, 1, 8, bp, lo, hi)
-				copy(yr[full:], tail)
-			}
-		}
-		if late {
-			ep := j.ep.at(nc * OH * OW)
-			ep.block(yc, OH*OW, 1, OH*OW)
-		}
-	}
-	putF32(pbuf)
-	putF32(tbuf)
+	dwRun(pool, s, x, w, bias, y, ep)
 }
 
 // im2col2D is im2col for two spatial dimensions: the same matrix, built

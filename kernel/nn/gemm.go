@@ -2,7 +2,9 @@ package nn
 
 import (
 	"math"
+	"sync"
 
+	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/kernel/vmath"
 )
@@ -85,6 +87,10 @@ func sgemmP(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []flo
 		return
 	}
 	if fastKernels {
+		if m < gemmMR && bcs == 1 && n >= gemvRowsMin {
+			sgemvRows(pool, m, n, k, a, ars, acs, b, brs, c, ldc)
+			return
+		}
 		if m < gemmMR && n*bcs < 1<<31-16*bcs {
 			sgemvFast(pool, m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
 			return
@@ -244,4 +250,73 @@ func dgemm(m, n, k int, a []float64, ars, acs int, b []float64, brs, bcs int, c 
 			}
 		}
 	})
+}
+
+// gemvRowsMin is the least number of columns for which a GEMM of fewer
+// rows than the 6x16 tile, with B's columns contiguous, streams B row by
+// row (amd64.GemvRows) instead of computing 16 columns over all of k at a
+// time (amd64.GemvC16, which reads B one 64-byte piece per row, each in
+// another page once a row of B is a few KB long).
+const gemvRowsMin = 64
+
+// gemvRowsCols is the number of columns in one work unit of sgemvRows.
+const gemvRowsCols = 64
+
+// sgemvRows is sgemm for m < gemmMR and bcs == 1 through amd64.GemvRows:
+// each output row's chains, parked in c between blocks of four k steps,
+// over one contiguous range of columns per worker; then NaN results are
+// canonicalised. The chains are sgemm's, so are the bits.
+func sgemvRows(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs int, c []float32, ldc int) {
+	j := gemvRowsJobs.Get().(*gemvRowsJob)
+	nu := (n + gemvRowsCols - 1) / gemvRowsCols
+	*j = gemvRowsJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, b: b, brs: brs, c: c, ldc: ldc, nu: nu}
+	pool.Run(m*nu, m*n*k, j)
+	*j = gemvRowsJob{}
+	gemvRowsJobs.Put(j)
+}
+
+type gemvRowsJob struct {
+	m, n, k  int
+	a        []float32
+	ars, acs int
+	b        []float32
+	brs      int
+	c        []float32
+	ldc, nu  int
+}
+
+var gemvRowsJobs = sync.Pool{New: func() any { return new(gemvRowsJob) }}
+
+// gemvTailMasks[t] selects the first t lanes of a vector.
+var gemvTailMasks = func() (m [8][8]int32) {
+	for t := range m {
+		for l := 0; l < t; l++ {
+			m[t][l] = -1
+		}
+	}
+	return m
+}()
+
+func (j *gemvRowsJob) Run(lo, hi int) {
+	for u := lo; u < hi; {
+		i, q0 := u/j.nu, u%j.nu
+		q1 := min(j.nu, q0+hi-u)
+		u += q1 - q0
+		j0, j1 := q0*gemvRowsCols, min(j.n, q1*gemvRowsCols)
+		cols := j1 - j0
+		y := j.c[i*j.ldc+j0 : i*j.ldc+j1]
+		// bounds: the last element of x and of B's block that is read
+		_ = j.a[i*j.ars+(j.k-1)*j.acs]
+		_ = j.b[(j.k-1)*j.brs+j1-1]
+		var mask *int32
+		if t := cols & 7; t != 0 {
+			mask = &gemvTailMasks[t][0]
+		}
+		amd64.GemvRows(j.k, &j.a[i*j.ars], j.acs, &j.b[j0], j.brs, &y[0], cols, mask)
+		for jj, v := range y {
+			if v != v {
+				y[jj] = math.Float32frombits(0x7fc00000)
+			}
+		}
+	}
 }

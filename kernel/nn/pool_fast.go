@@ -52,6 +52,12 @@ func maxPool2D(pool *parallel.Pool, g *geom, NC int, x, y []float32) {
 
 func (j *maxPoolJob) Run(lo, hi int) {
 	g := j.g
+	if a, n, ok := maxPoolK3S2OK(g); ok {
+		for c := lo; c < hi; c++ {
+			maxPoolK3S2Plane(g, a, n, j.x[c*prod(g.in):(c+1)*prod(g.in)], j.y[c*prod(g.out):(c+1)*prod(g.out)])
+		}
+		return
+	}
 	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
 	kw, sw, pl := g.k[1], g.stride[1], g.padB[1]
 	// Rows are reduced on a copy padded with -inf (which never replaces
@@ -178,4 +184,65 @@ func nanFirst(g *geom, xr, y []float32) {
 			y[ox] = v
 		}
 	}
+}
+
+// maxPoolK3S2OK reports whether g's windows are 3 columns wide at column
+// stride 2 with a left pad of 0 or 1, so that amd64.MaxPoolK3S2 computes
+// the outputs [a, a+n) of each row, whose taps all lie inside the row, n
+// >= 8 of them (and, with a left pad of 1, output 0 too).
+func maxPoolK3S2OK(g *geom) (a, n int, ok bool) {
+	W, OW, pl := g.in[1], g.out[1], g.padB[1]
+	if !fastKernels || g.k[1] != 3 || g.stride[1] != 2 || pl > 1 || W+pl < 3 {
+		return 0, 0, false
+	}
+	// Output ox reads columns 2ox-pl .. 2ox-pl+2.
+	a = pl
+	b := min(OW, (W-3+pl)/2+1)
+	return a, b - a, b-a >= 8
+}
+
+// maxPoolK3S2Plane is maxPoolJob's plane for maxPoolK3S2OK's geometry:
+// the window rows of each output row are found here, the outputs [a,
+// a+n) (and output 0 when a is 1) computed by amd64.MaxPoolK3S2, any
+// outputs past them by maxWindow. The rule and so the bits are
+// maxPoolInto's.
+func maxPoolK3S2Plane(g *geom, a, n int, xc, yc []float32) {
+	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
+	kh, sh, pt, pl := g.k[0], g.stride[0], g.padB[0], g.padB[1]
+	for oy := 0; oy < OH; oy++ {
+		yr := yc[oy*OW : (oy+1)*OW]
+		iy0, iy1 := max(oy*sh-pt, 0), min(oy*sh-pt+kh, H)
+		if iy1 <= iy0 {
+			for i := range yr {
+				yr[i] = float32(math.Inf(-1))
+			}
+			continue
+		}
+		// the last tap read: row iy1-1, column 2(a+n-1)-pl+2
+		_ = xc[(iy1-1)*W+2*(a+n-1)-pl+2]
+		amd64.MaxPoolK3S2(&xc[iy0*W+2*a-pl], W, iy1-iy0, &yr[a], n, a)
+		for ox := a + n; ox < OW; ox++ {
+			yr[ox] = maxWindow(xc, W, iy0, iy1, ox*2-pl, ox*2-pl+3)
+		}
+	}
+}
+
+// maxWindow is maxPoolInto's rule over rows [iy0, iy1) and columns
+// [ix0, ix1) of the plane xc (W columns), the columns clipped to the row:
+// the first tap, replaced by each later one that is larger; -inf when no
+// column is inside.
+func maxWindow(xc []float32, W, iy0, iy1, ix0, ix1 int) float32 {
+	ix0, ix1 = max(ix0, 0), min(ix1, W)
+	if ix1 <= ix0 {
+		return float32(math.Inf(-1))
+	}
+	best := xc[iy0*W+ix0]
+	for iy := iy0; iy < iy1; iy++ {
+		for _, v := range xc[iy*W+ix0 : iy*W+ix1] {
+			if v > best {
+				best = v
+			}
+		}
+	}
+	return best
 }

@@ -1,0 +1,313 @@
+package nn
+
+import (
+	"math"
+	"sync"
+
+	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/parallel"
+)
+
+// dwRun runs depthwise3x3: dwDirectJob for one column of left padding
+// (the input read in place), else dw9Job (the planes padded first).
+func dwRun(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
+	work := s.N * s.C * prod(s.g.out) * 9
+	if _, _, ok := dwDirectSetup(s.g); ok {
+		j := dwDirectJobs.Get().(*dwDirectJob)
+		*j = dwDirectJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
+		pool.Run(s.N*s.C, work, j)
+		*j = dwDirectJob{}
+		dwDirectJobs.Put(j)
+		return
+	}
+	j := dw9Jobs.Get().(*dw9Job)
+	*j = dw9Job{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
+	pool.Run(s.N*s.C, work, j)
+	*j = dw9Job{}
+	dw9Jobs.Put(j)
+}
+
+// dwDirectJob runs depthwise3x3 over (image, channel) planes with one
+// column of left padding through amd64.DwS1P1Planes / DwS2P1Planes (the
+// rows of DwS1P1 / DwS2P1, every plane of a run of channels in one call,
+// each plane's rows in the runs dwSegs finds), which read the input rows
+// in place: a padding column is a masked-off lane (+0), a
+// padding row a row of zeros, so each output is the chain over the nine
+// taps in row-major order from +0, padding taps included as FMA(0, w,
+// acc): depthwiseInto's chain. The bias (-0 when there is none, which
+// leaves every value as it is) and the epilogue's clamp are applied by
+// the kernels as they store; with a residual the whole epilogue runs over
+// the finished plane. Output rows are computed in order (rows of fewer
+// than 8 outputs store 8 lanes, the next row overwriting the spill).
+type dwDirectJob struct {
+	s             *convSetup
+	x, w, bias, y []float32
+	ep            epi
+}
+
+var dwDirectJobs = sync.Pool{New: func() any { return new(dwDirectJob) }}
+
+// dwDirectSetup returns the last output column at which an unmasked
+// vector of DwS1P1 / DwS2P1 may start (its taps inside the row), their
+// masks, and whether the direct kernels apply: one column of left
+// padding, the unmasked vectors and the last one covering every output,
+// and, for rows of 8 outputs or more, only the loads that the kernels
+// mask (stride 1: the first vector's kx = 0 taps and the last one's kx =
+// 2 taps; stride 2: the first vector's load A, the last one's B and B')
+// reaching outside the row.
+func dwDirectSetup(g *geom) (mid int, m amd64.DwMasks, ok bool) {
+	W, OW, sw := g.in[1], g.out[1], g.stride[1]
+	if g.padB[1] != 1 {
+		return 0, m, false
+	}
+	// An unmasked vector at j reads columns j-1 .. j+8 (stride 1), 2j-1
+	// .. 2j+15 (stride 2).
+	mid = min(OW-8, W-9)
+	if sw == 2 {
+		mid = min(OW-8, (W-16)/2)
+		if W < 16 {
+			mid = -1
+		}
+	}
+	valid := func(col int) int32 {
+		if col >= 0 && col < W {
+			return -1
+		}
+		return 0
+	}
+	for l := 0; l < 8; l++ {
+		jl := OW - 8 + l
+		if sw == 1 {
+			for kx := 0; kx < 3; kx++ {
+				m.First[kx][l], m.Last[kx][l] = valid(l-1+kx), valid(jl-1+kx)
+			}
+		} else {
+			for i, o := range [4]int{-1, 7, 0, 8} {
+				m.First[i][l], m.Last[i][l] = valid(o+l), valid(2*(OW-8)+o+l)
+			}
+		}
+		if l < OW {
+			m.Store[l] = -1
+		}
+	}
+	full := func(v [8]int32) bool { return v == [8]int32{-1, -1, -1, -1, -1, -1, -1, -1} }
+	ok = OW <= 16 || mid >= OW-16
+	if OW >= 8 && sw == 1 {
+		ok = ok && full(m.First[1]) && full(m.First[2]) && full(m.Last[0]) && full(m.Last[1])
+	}
+	if OW >= 8 && sw == 2 {
+		ok = ok && full(m.First[1]) && full(m.First[2]) && full(m.First[3]) && full(m.Last[0]) && full(m.Last[2])
+	}
+	_, _, fits := dwSegs(g)
+	return mid, m, ok && fits
+}
+
+// dwSegs returns the runs of output rows of a plane for DwS1P1Planes /
+// DwS2P1Planes: rows with a padding tap row one at a time, the rows [a,
+// b) whose three tap rows all lie inside the input in one run; ok is
+// false when there would be more runs than DwPlanes holds.
+func dwSegs(g *geom) (segs [6]amd64.DwSeg, n int, ok bool) {
+	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
+	sh, pt := g.stride[0], g.padB[0]
+	a := min(OH, (pt+sh-1)/sh)
+	b := a
+	if H-3+pt >= 0 {
+		b = max(a, min(OH, (H-3+pt)/sh+1))
+	}
+	for oy := 0; oy < OH; {
+		rows := 1
+		if oy == a && b > a {
+			rows = b - a
+		}
+		if n == len(segs) {
+			return segs, 0, false
+		}
+		sg := &segs[n]
+		sg.OY, sg.Rows = oy, rows
+		for ky := range sg.Off {
+			sg.Off[ky] = -1
+			if iy := oy*sh - pt + ky; iy >= 0 && iy < H {
+				sg.Off[ky] = iy * W
+			}
+		}
+		if oy+rows == OH && OW < 8 {
+			sg.MaskLast = 1
+		}
+		n++
+		oy += rows
+	}
+	return segs, n, true
+}
+
+func (j *dwDirectJob) Run(lo0, hi0 int) {
+	g := j.s.g
+	mid, m, _ := dwDirectSetup(g)
+	segs, nseg, _ := dwSegs(g)
+	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
+	zbuf := getF32(2*W + 64)
+	clear(*zbuf)
+	lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
+	late := j.ep.on && j.ep.r != nil
+	if j.ep.on && !late {
+		lo, hi = j.ep.lo, j.ep.hi
+	}
+	C := j.s.C
+	for nc := lo0; nc < hi0; {
+		// planes [nc, e): consecutive channels of one image
+		c := nc % C
+		e := min(hi0, nc-c+C)
+		_ = j.x[e*H*W-1]
+		_ = j.y[e*OH*OW-1]
+		_ = j.w[(c+e-nc)*9-1]
+		p := amd64.DwPlanes{X: &j.x[nc*H*W], XStep: H * W, Y: &j.y[nc*OH*OW], YStep: OH * OW,
+			W: &j.w[c*9], Bias: &negZero, Planes: e - nc, Zero: &(*zbuf)[16],
+			LDX: g.stride[0] * W, LDY: OW, N: OW, Mid: mid, M: &m, Lo: lo, Hi: hi, NSeg: nseg, Segs: segs}
+		if j.bias != nil {
+			_ = j.bias[c+e-nc-1]
+			p.Bias, p.BStep = &j.bias[c], 1
+		}
+		if g.stride[1] == 1 {
+			amd64.DwS1P1Planes(&p)
+		} else {
+			amd64.DwS2P1Planes(&p)
+		}
+		if late {
+			for k := nc; k < e; k++ {
+				ep := j.ep.at(k * OH * OW)
+				ep.block(j.y[k*OH*OW:(k+1)*OH*OW], OH*OW, 1, OH*OW)
+			}
+		}
+		nc = e
+	}
+	putF32(zbuf)
+}
+
+// dw9Job runs depthwise3x3 over (image, channel) planes through
+// amd64.DwRows9. Each plane is first written zero-padded into a scratch
+// plane: at column stride 1 as it is (rows wp floats apart), at column
+// stride 2 split into its even and odd padded columns (two planes of wq
+// columns), so that every tap of a row of outputs is a contiguous run:
+// tap (ky, kx) of output (oy, ox) is padded (oy*sh+ky, ox*sw+kx), at
+// stride 2 column ox + kx/2 of phase plane kx%2. Each output is the chain
+// over the nine taps in row-major order from +0, padding taps included as
+// FMA(0, w, acc): depthwiseInto's chain. The kernel then adds the bias
+// (y = acc + B[c], convF32's addition; -0 when there is none, which
+// leaves every value as it is) and the epilogue's clamp as it stores;
+// with a residual the whole epilogue runs over the finished plane. Rows
+// of fewer than 8 outputs are computed 8 wide into a scratch plane and
+// copied out.
+type dw9Job struct {
+	s             *convSetup
+	x, w, bias, y []float32
+	ep            epi
+}
+
+var dw9Jobs = sync.Pool{New: func() any { return new(dw9Job) }}
+
+// negZero is the bias of a convolution without one.
+var negZero = float32(math.Copysign(0, -1))
+
+func (j *dw9Job) Run(lo0, hi0 int) {
+	g := j.s.g
+	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
+	sh, sw, pt, pl := g.stride[0], g.stride[1], g.padB[0], g.padB[1]
+	n := max(OW, 8) // outputs computed per row
+	hp := max(pt+H, (OH-1)*sh+3)
+	var wp, planes int
+	var off [9]int
+	if sw == 1 {
+		wp, planes = max(pl+W, n+2), 1
+		for t := range off {
+			off[t] = (t/3)*wp + t%3
+		}
+	} else {
+		wp, planes = max((pl+W+1)/2, n+1), 2
+		for t := range off {
+			kx := t % 3
+			off[t] = (kx%2)*hp*wp + (t/3)*wp + kx/2
+		}
+	}
+	pbuf := getF32(planes * hp * wp)
+	xp := *pbuf
+	clear(xp)
+	var tbuf *[]float32
+	var tmp []float32
+	if OW < 8 {
+		tbuf = getF32(OH * 8)
+		tmp = *tbuf
+	}
+	lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
+	late := j.ep.on && j.ep.r != nil
+	if j.ep.on && !late {
+		lo, hi = j.ep.lo, j.ep.hi
+	}
+	// the last float the taps read: output (OH-1, n-1)'s
+	_ = xp[max(off[7], off[8])+(OH-1)*sh*wp+n-1]
+	for nc := lo0; nc < hi0; nc++ {
+		c := nc % j.s.C
+		xc := j.x[nc*H*W : (nc+1)*H*W]
+		if sw == 1 {
+			for iy := 0; iy < H; iy++ {
+				copy(xp[(pt+iy)*wp+pl:(pt+iy)*wp+pl+W], xc[iy*W:(iy+1)*W])
+			}
+		} else {
+			for iy := 0; iy < H; iy++ {
+				r := (pt + iy) * wp
+				splitCols(xp[r:r+wp], xp[hp*wp+r:hp*wp+r+wp], xc[iy*W:(iy+1)*W], pl)
+			}
+		}
+		_ = j.w[c*9+8]
+		bp := &negZero
+		if j.bias != nil {
+			bp = &j.bias[c]
+		}
+		yc := j.y[nc*OH*OW : (nc+1)*OH*OW]
+		if OW >= 8 {
+			_ = yc[(OH-1)*OW+n-1]
+			amd64.DwRows9(&xp[0], &off, sh*wp, &j.w[c*9], &yc[0], OW, OH, n, bp, lo, hi)
+		} else {
+			amd64.DwRows9(&xp[0], &off, sh*wp, &j.w[c*9], &tmp[0], 8, OH, n, bp, lo, hi)
+			for oy := 0; oy < OH; oy++ {
+				copy(yc[oy*OW:(oy+1)*OW], tmp[oy*8:oy*8+OW])
+			}
+		}
+		if late {
+			ep := j.ep.at(nc * OH * OW)
+			ep.block(yc, OH*OW, 1, OH*OW)
+		}
+	}
+	putF32(pbuf)
+	if tbuf != nil {
+		putF32(tbuf)
+	}
+}
+
+// splitCols writes the row x, after pl columns of padding, into its even
+// padded columns (ev[c/2] for padded column c even) and odd ones (od).
+func splitCols(ev, od, x []float32, pl int) {
+	// x[i] is padded column pl+i: even for i of pl's parity.
+	a, b := ev[pl/2:], od[(pl+1)/2:] // a[k]: the k-th even column from pl
+	if pl%2 == 1 {
+		a, b = od[pl/2:], ev[(pl+1)/2:]
+	}
+	// a[k] = x[2k], b[k] = x[2k+1]
+	ne, no := (len(x)+1)/2, len(x)/2
+	ka, kb := 0, 0
+	if fastKernels {
+		// Even reads 2n floats from its source
+		if n := (len(x) / 2) &^ 7; n > 0 {
+			amd64.Even(&a[0], &x[0], n)
+			ka = n
+		}
+		if n := ((len(x) - 1) / 2) &^ 7; n > 0 {
+			amd64.Even(&b[0], &x[1], n)
+			kb = n
+		}
+	}
+	for i := ka; i < ne; i++ {
+		a[i] = x[2*i]
+	}
+	for i := kb; i < no; i++ {
+		b[i] = x[2*i+1]
+	}
+}

@@ -1,0 +1,42 @@
+package nn
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// BenchmarkDepthwise is mobilenet_v2's depthwise 3x3 layers (bias, Relu6), one
+// worker.
+func BenchmarkDepthwise(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		ch, hw, s int
+	}{
+		{"c32hw112", 32, 112, 1}, {"c96hw112s2", 96, 112, 2}, {"c144hw56", 144, 56, 1}, {"c144hw56s2", 144, 56, 2},
+		{"c192hw28", 192, 28, 1}, {"c384hw14", 384, 14, 1}, {"c576hw14s2", 576, 14, 2}, {"c960hw7", 960, 7, 1},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			r := rand.New(rand.NewSource(1))
+			n := node("Conv", ints("strides", int64(c.s), int64(c.s)), ints("pads", 1, 1, 1, 1), intAttr("group", int64(c.ch)))
+			oh := (c.hw+2-3)/c.s + 1
+			x := tensor.From(randF32(r, c.ch*c.hw*c.hw), 1, c.ch, c.hw, c.hw)
+			w := tensor.From(randF32(r, c.ch*9), c.ch, 1, 3, 3)
+			bias := tensor.From(randF32(r, c.ch), c.ch)
+			y := tensor.New(tensor.Float32, 1, c.ch, oh, oh)
+			pl := parallel.New(1)
+			defer pl.Close()
+			ctx := &kernel.Ctx{Pool: pl}
+			for i := 0; i < b.N; i++ {
+				ctx.Epilogue = kernel.Epilogue{Lo: 0, Hi: 6, HasLo: true, HasHi: true}
+				if err := intoConv(ctx, n, []*tensor.Tensor{x, w, bias}, []*tensor.Tensor{y}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(18*float64(c.ch*oh*oh)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

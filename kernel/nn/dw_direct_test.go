@@ -1,0 +1,96 @@
+package nn
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// TestDepthwiseDirectTwin: depthwise 3x3 convolutions on the direct kernels
+// (amd64.DwS1P1 / DwS2P1: left pad 1, the input read in place) and on the
+// padded-plane one (amd64.DwRows9: other pads) give the portable twin's
+// bits: widths 1 to 120 (rows of fewer than 8 outputs, a vector plus a
+// tail, whole vectors), strides 1 and 2 in either dimension, pads 0-2 on
+// each side, specials in data and weights (non-finite weights included),
+// with and without bias, clamp and residual epilogues, 1 and 3 workers.
+func TestDepthwiseDirectTwin(t *testing.T) {
+	r := rand.New(rand.NewSource(23))
+	pools := []*parallel.Pool{parallel.New(1), parallel.New(3)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+		UsePortable(false)
+	}()
+	widths := []int{1, 2, 3, 5, 7, 8, 9, 13, 14, 15, 16, 17, 23, 28, 31, 56, 57, 112}
+	direct, padded := 0, 0
+	for i := 0; i < 300; i++ {
+		c, nb := 1+r.Intn(4), 1+r.Intn(2)
+		h, w := 1+r.Intn(30), widths[r.Intn(len(widths))]
+		if i%3 == 0 {
+			w = 1 + r.Intn(120)
+		}
+		sh, sw := 1+r.Intn(2), 1+r.Intn(2)
+		pt, pb, pl, pr := r.Intn(3), r.Intn(3), r.Intn(3), r.Intn(3)
+		if i%2 == 0 {
+			pl = 1
+		}
+		if i%4 == 0 {
+			pt, pb, pr = 1, 1, 1
+		}
+		if h+pt+pb < 3 || w+pl+pr < 3 {
+			continue
+		}
+		attrs := []*ir.Attr{intAttr("group", int64(c)), ints("strides", int64(sh), int64(sw)), ints("pads", int64(pt), int64(pl), int64(pb), int64(pr))}
+		n := node("Conv", attrs...)
+		xs, ws := []int{nb, c, h, w}, []int{c, 1, 3, 3}
+		x := tensor.From(specialF32(r, prod(xs), i%2 == 0), xs...)
+		wt := tensor.From(specialF32(r, prod(ws), i%3 == 0), ws...)
+		in := []*tensor.Tensor{x, wt}
+		if i%5 != 4 {
+			in = append(in, tensor.From(specialF32(r, c, i%4 == 1), c))
+		}
+		s, err := setupConv(n, xs, ws)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if _, _, ok := dwDirectSetup(s.g); ok {
+			direct++
+		} else {
+			padded++
+		}
+		oh, ow := s.g.out[0], s.g.out[1]
+		var ep kernel.Epilogue
+		switch i % 3 {
+		case 1:
+			ep = kernel.Epilogue{Lo: 0, Hi: 6, HasLo: true, HasHi: true}
+		case 2:
+			ep = kernel.Epilogue{Residual: specialF32(r, nb*c*oh*ow, true), Lo: -1, HasLo: true}
+		}
+		run := func(p *parallel.Pool) []float32 {
+			y := tensor.New(tensor.Float32, nb, c, oh, ow)
+			ctx := &kernel.Ctx{Pool: p, Epilogue: ep}
+			if err := intoConv(ctx, n, in, []*tensor.Tensor{y}); err != nil {
+				t.Fatalf("case %d: %v", i, err)
+			}
+			return y.Data.([]float32)
+		}
+		UsePortable(true)
+		want := run(pools[0])
+		UsePortable(false)
+		for _, p := range pools {
+			if d := sameF32(run(p), want); d >= 0 {
+				t.Fatalf("case %d (x %v, strides %d %d, pads %d %d %d %d, bias %v, epilogue %d), %d workers: y[%d] = %#x, portable %#x",
+					i, xs, sh, sw, pt, pl, pb, pr, len(in) == 3, i%3, p.Workers(), d, math.Float32bits(run(p)[d]), math.Float32bits(want[d]))
+			}
+		}
+	}
+	if fastKernels && (direct < 60 || padded < 30) {
+		t.Fatalf("direct kernels in %d cases, padded planes in %d: too few", direct, padded)
+	}
+}
