@@ -154,8 +154,8 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 
 func fusedSuffix(n *ir.Node) string {
 	s := ""
-	if l := n.Ints("layout", nil); len(l) == 3 && l[1] == 1 {
-		s += "+Add"
+	if l := n.Ints("layout", nil); len(l) == 3 && l[1] >= 1 && l[1] <= 2 {
+		s += strings.Repeat("+Add", int(l[1]))
 	}
 	if a := n.String("activation", ""); a != "" {
 		s += "+" + a

@@ -47,6 +47,7 @@ func pipeline() []pass {
 		{"fold-batchnorm-gemm", foldBatchNormGemm},
 		{"fuse-activation", fuseActivation},
 		{"precision", precisionPass},
+		{"fuse-residual", fuseResidual},
 		{"transpose-gemm-weights", transposeGemmWeights},
 		{"fuse-elementwise", fuseElementwise},
 		{"eliminate-dead", eliminateDead},

@@ -100,6 +100,7 @@ type Ctx struct {
 //
 //	if Residual != nil { y = y + Residual[i] }   // the Add, output first
 //	if ColBias != nil { y = y + ColBias[i%N] }    // the Add of a [N] operand
+//	if Residual2 != nil { y = y + Residual2[i] } // a second Add, after the first
 //	if HasLo && y < Lo { y = Lo }                 // Relu (Lo = 0), Clip's min
 //	if HasHi && y > Hi { y = Hi }                 // Clip's max
 //	if Act != nil { y = act(y) }                  // Gelu, ... (see Act)
@@ -108,11 +109,15 @@ type Ctx struct {
 // Clip). Residual has the output's layout and length. ColBias (at most one
 // of Residual and ColBias is set) is an Add operand that broadcasts over
 // every axis but the last: N = len(ColBias) is the output's last dimension
-// (a MatMul's bias). A kernel that does not know a field that is set must
-// leave the epilogue alone.
+// (a MatMul's bias). Residual2 is the residual Add that follows a bias Add
+// (a transformer's y = (x·W + b) + x'): it has the output's layout and
+// length and is added, as its own float32 addition, after ColBias (or
+// Residual). A kernel that does not know a field that is set must leave
+// the epilogue alone.
 type Epilogue struct {
 	Residual     []float32
 	ColBias      []float32
+	Residual2    []float32
 	Lo, Hi       float32
 	HasLo, HasHi bool
 	// Act, when set, is an elementwise activation applied last, in place:
@@ -128,7 +133,7 @@ type Epilogue struct {
 
 // Active reports whether e asks for any work.
 func (e *Epilogue) Active() bool {
-	return e.Residual != nil || e.ColBias != nil || e.HasLo || e.HasHi || e.Act != nil
+	return e.Residual != nil || e.ColBias != nil || e.Residual2 != nil || e.HasLo || e.HasHi || e.Act != nil
 }
 
 // TacticAttr is the node attribute that holds the tactic the compiler

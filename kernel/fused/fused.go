@@ -8,10 +8,10 @@
 //
 // Layout of a "vouch" Fused node:
 //
-//	inputs:  base inputs..., [add operand], activation inputs...
+//	inputs:  base inputs..., [add operand, [second add operand]], activation inputs...
 //	attrs:   base         string   the base op type
 //	         base_version int      the base op's opset version
-//	         layout       ints     [number of base inputs, 1 if an add operand follows, number of activation inputs]
+//	         layout       ints     [number of base inputs, number of Adds (0, 1 or 2), number of activation inputs]
 //	         activation   string   the activation op type ("" for none)
 //	         act_version  int      its opset version
 //	         act_<name>   any      the activation's attributes
@@ -21,6 +21,10 @@
 // (opset 14) run in that order with their own kernels; act_version is the
 // Sigmoid's version and act_sigmoid_first (int, default 0) is 1 when the
 // Sigmoid's output was the Mul's first operand. It takes no inputs.
+//
+// With two Adds (a bias, then a residual: y = (x·W + b) + x'), each takes
+// the running value as its first operand and its own operand as its
+// second, in that order, before the activation.
 package fused
 
 import (
@@ -60,6 +64,8 @@ type fusedOp struct {
 // the inputs of each.
 type parts struct {
 	base, add, act *ir.Node
+	// add2 is the second Add (layout[1] == 2), after add.
+	add2 *ir.Node
 	// SiLU: act is the Sigmoid, mul the Mul (sigFirst: the Sigmoid's
 	// output is its first operand) and silu both as an Elementwise layer
 	// (for Into).
@@ -68,11 +74,12 @@ type parts struct {
 	silu         *ir.Node
 	baseIn       []int // indices into the fused node's inputs
 	addIn, actIn []int
+	add2In       []int
 }
 
 func split(n *ir.Node) (*parts, error) {
 	layout := n.Ints("layout", nil)
-	if len(layout) != 3 || layout[0] < 1 || layout[1] < 0 || layout[1] > 1 || layout[2] < 0 ||
+	if len(layout) != 3 || layout[0] < 1 || layout[1] < 0 || layout[1] > 2 || layout[2] < 0 ||
 		int(layout[0]+layout[1]+layout[2]) != len(n.Inputs) {
 		return nil, fmt.Errorf("fused layer: bad layout %v for %d inputs", layout, len(n.Inputs))
 	}
@@ -110,9 +117,14 @@ func split(n *ir.Node) (*parts, error) {
 	for ; i < int(layout[0]); i++ {
 		p.baseIn = append(p.baseIn, i)
 	}
-	if layout[1] == 1 {
+	if layout[1] >= 1 {
 		p.add = &ir.Node{Name: n.Name + "/add", OpType: "Add", Version: 14, Attrs: map[string]*ir.Attr{}}
 		p.addIn = []int{i}
+		i++
+	}
+	if layout[1] == 2 {
+		p.add2 = &ir.Node{Name: n.Name + "/add2", OpType: "Add", Version: 14, Attrs: map[string]*ir.Attr{}}
+		p.add2In = []int{i}
 		i++
 	}
 	for ; i < len(n.Inputs); i++ {
@@ -125,6 +137,9 @@ func split(n *ir.Node) (*parts, error) {
 		if x != nil {
 			x.Outputs = []string{n.Name + "/" + x.OpType}
 		}
+	}
+	if p.add2 != nil {
+		p.add2.Outputs = []string{n.Name + "/Add2"}
 	}
 	return p, nil
 }
@@ -168,6 +183,11 @@ func (f *fusedOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor
 			return nil, err
 		}
 	}
+	if p.add2 != nil {
+		if y, err = step(p.add2, []*tensor.Tensor{y, in[p.add2In[0]]}); err != nil {
+			return nil, err
+		}
+	}
 	if p.act != nil {
 		x := y
 		if y, err = step(p.act, append([]*tensor.Tensor{y}, pick(in, p.actIn)...)); err != nil {
@@ -193,6 +213,11 @@ func (f *fusedOp) infer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 	}
 	if p.add != nil {
 		if t, err = f.reg.InferNode(p.add, []ir.InferInput{{Present: true, Type: t[0]}, in[p.addIn[0]]}); err != nil {
+			return nil, err
+		}
+	}
+	if p.add2 != nil {
+		if t, err = f.reg.InferNode(p.add2, []ir.InferInput{{Present: true, Type: t[0]}, in[p.add2In[0]]}); err != nil {
 			return nil, err
 		}
 	}

@@ -113,12 +113,18 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 		return err
 	}
 	fits := base.Into != nil
-	var add, act *kernel.Op
+	var add, add2, act *kernel.Op
 	if p.add != nil {
 		if add, err = f.reg.Lookup(p.add); err != nil {
 			return err
 		}
 		fits = fits && add.Into != nil && add.InPlace
+	}
+	if p.add2 != nil {
+		if add2, err = f.reg.Lookup(p.add2); err != nil {
+			return err
+		}
+		fits = fits && add2.Into != nil && add2.InPlace
 	}
 	if p.act != nil {
 		if act, err = f.reg.Lookup(p.act); err != nil {
@@ -156,7 +162,7 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 	// where they are ones it can apply (kernel.Epilogue: a clamp, or Gelu
 	// as Act); if it did, they are done. An activation the epilogue cannot
 	// do then runs as its own pass after it.
-	addDone := false
+	addDone, add2Done := false, false
 	if ep, withAct, ok := epilogue(p, in, y[0]); ok {
 		c.Epilogue = ep
 		err := base.Into(c, p.base, in[:nb], y)
@@ -169,6 +175,7 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 			return nil
 		}
 		addDone = applied
+		add2Done = applied && ep.Residual2 != nil
 	} else if err := base.Into(c, p.base, in[:nb], y); err != nil {
 		return fmt.Errorf("%s part: %w", p.base.OpType, err)
 	}
@@ -188,6 +195,14 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 	if add != nil {
 		if !addDone {
 			if err := part(add, p.add, next, next+1); err != nil {
+				return err
+			}
+		}
+		next++
+	}
+	if add2 != nil {
+		if !add2Done {
+			if err := part(add2, p.add2, next, next+1); err != nil {
 				return err
 			}
 		}
@@ -217,8 +232,12 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 // well: none, Relu, or Clip with float32 scalar bounds (read as clipInto
 // reads them: attributes before opset 11, optional inputs since), or Gelu
 // (as Act, see actOf). An activation it cannot do is left to its own pass,
-// after the Add, and only with an Add in the epilogue. The epilogue's operations
-// are then exactly the Add's and the activation's, element by element.
+// after the Add, and only with an Add in the epilogue. A second Add
+// (layout[1] == 2) goes in as Residual2 when its operand has exactly the
+// output's shape; otherwise the epilogue does the first Add alone and the
+// second Add and the activation run as their own passes. The epilogue's
+// operations are then exactly the Adds' and the activation's, element by
+// element.
 func epilogue(p *parts, in []*tensor.Tensor, out *tensor.Tensor) (e kernel.Epilogue, withAct, ok bool) {
 	if out.DType != tensor.Float32 || p.silu != nil || (p.add == nil && p.act == nil) {
 		return e, false, false
@@ -240,6 +259,17 @@ func epilogue(p *parts, in []*tensor.Tensor, out *tensor.Tensor) (e kernel.Epilo
 		default:
 			return e, false, false
 		}
+	}
+	if p.add2 != nil {
+		r := in[p.add2In[0]]
+		var d []float32
+		if r != nil && r.DType == tensor.Float32 {
+			d, _ = r.Data.([]float32)
+		}
+		if d == nil || len(d) != r.Len() || !equalInts(r.Shape, out.Shape) || len(d) != out.Len() {
+			return e, false, true
+		}
+		e.Residual2 = d
 	}
 	if p.act == nil {
 		return e, true, true

@@ -18,6 +18,7 @@ import (
 //	v = acc + bias          (the kernel's own store, as without epilogue)
 //	v = v + r               (the Add: the base output is its first operand)
 //	                        (or v = v + cb[j], j the column: a MatMul's bias)
+//	v = v + r2              (a second Add, after the bias: Residual2)
 //	if v < lo { v = lo }    (Relu: lo = 0; Clip's min; -Inf when absent)
 //	if v > hi { v = hi }    (Clip's max; +Inf when absent)
 //
@@ -30,7 +31,10 @@ import (
 // When col is set, r is a column bias (kernel.Epilogue.ColBias): the
 // operand of output (i, j) is r[j] rather than r at the output's offset.
 type epi struct {
-	r      []float32
+	r []float32
+	// r2 is kernel.Epilogue.Residual2: added after r, before the clamp,
+	// laid out as the output (MatMul only).
+	r2     []float32
 	lo, hi float32
 	on     bool
 	col    bool
@@ -46,15 +50,17 @@ func epiOf(e *kernel.Epilogue, n int) (ep epi, ok bool) {
 	if !e.Active() {
 		return epi{}, true
 	}
-	if e.ColBias != nil || e.Act != nil || e.Residual != nil && len(e.Residual) != n {
+	if e.ColBias != nil || e.Residual2 != nil || e.Act != nil || e.Residual != nil && len(e.Residual) != n {
 		return epi{}, false
 	}
 	return epiClamp(e, epi{r: e.Residual}), true
 }
 
 // epiCols converts the context's epilogue for a GEMM output of n columns
-// (MatMul's): a column bias of n floats and the clamp; ok is false for
-// anything else (a residual).
+// (MatMul's): a column bias of n floats, a second residual (Residual2,
+// which the caller must check against the output: see fitsOut), the
+// clamp and the activation; ok is false for anything else (a residual
+// before the bias).
 func epiCols(e *kernel.Epilogue, n int) (ep epi, ok bool) {
 	if !e.Active() {
 		return epi{}, true
@@ -62,7 +68,16 @@ func epiCols(e *kernel.Epilogue, n int) (ep epi, ok bool) {
 	if e.Residual != nil || e.ColBias != nil && len(e.ColBias) != n {
 		return epi{}, false
 	}
-	return epiClamp(e, epi{r: e.ColBias, col: e.ColBias != nil, act: e.Act}), true
+	return epiClamp(e, epi{r: e.ColBias, col: e.ColBias != nil, r2: e.Residual2, act: e.Act}), true
+}
+
+// fitsOut reports whether ep's second residual, if any, can be applied to
+// the output y of a MatMul of shape s in one GEMM: it has y's length,
+// does not share y's memory (it must be read after the tile that covers
+// it is written), and B has no batch (A's batches are then rows of one
+// GEMM whose output is y itself, so r2 is laid out as the GEMM's C).
+func (ep *epi) fitsOut(s *mmShape, y []float32) bool {
+	return ep.r2 == nil || len(ep.r2) == len(y) && s.bUnbatched() && !overlaps(ep.r2, y)
 }
 
 // epiClamp completes ep with e's bounds.
@@ -84,12 +99,18 @@ func (ep epi) at(off int) epi {
 	if ep.r != nil && !ep.col {
 		ep.r = ep.r[off:]
 	}
+	if ep.r2 != nil {
+		ep.r2 = ep.r2[off:]
+	}
 	return ep
 }
 
 // tile returns ep for the block of a GEMM output that starts at offset
 // off, column col: the residual from off, or the column bias from col.
 func (ep epi) tile(off, col int) epi {
+	if ep.r2 != nil {
+		ep.r2 = ep.r2[off:]
+	}
 	if ep.r == nil {
 		return ep
 	}
@@ -111,7 +132,8 @@ func (ep *epi) ldr(ld int) int {
 }
 
 // block applies ep to rows x cols of y (row stride ld) whose residual is
-// ep.r at the same offsets (a column bias: ep.r[0:cols] for every row).
+// ep.r at the same offsets (a column bias: ep.r[0:cols] for every row),
+// and whose second residual is ep.r2 at the same offsets.
 func (ep *epi) block(y []float32, ld, rows, cols int) {
 	if rows <= 0 || cols <= 0 {
 		return
@@ -121,28 +143,52 @@ func (ep *epi) block(y []float32, ld, rows, cols int) {
 	if ep.r != nil {
 		_ = ep.r[(rows-1)*ldr+cols-1]
 	}
+	if ep.r2 != nil {
+		_ = ep.r2[(rows-1)*ld+cols-1]
+	}
 	if fastKernels {
 		var r *float32
 		if ep.r != nil {
 			r = &ep.r[0]
 		}
-		amd64.Epi(&y[0], ld, r, ldr, rows, cols, ep.lo, ep.hi)
+		lo, hi := ep.lo, ep.hi
+		if ep.r2 != nil {
+			// Two passes: v + r (unbounded: ±Inf change nothing), then
+			// + r2 and the bounds, as epiPortable does per element.
+			if r != nil {
+				amd64.Epi(&y[0], ld, r, ldr, rows, cols, float32(math.Inf(-1)), float32(math.Inf(1)))
+			}
+			r, ldr = &ep.r2[0], ld
+		}
+		amd64.Epi(&y[0], ld, r, ldr, rows, cols, lo, hi)
 		return
 	}
-	epiPortable(y, ep.r, ld, ldr, rows, cols, ep.lo, ep.hi)
+	epiPortable2(y, ep.r, ep.r2, ld, ldr, rows, cols, ep.lo, ep.hi)
 }
 
 // epiPortable is amd64.Epi's portable twin (r's row stride ldr).
 func epiPortable(y, r []float32, ld, ldr, rows, cols int, lo, hi float32) {
+	epiPortable2(y, r, nil, ld, ldr, rows, cols, lo, hi)
+}
+
+// epiPortable2 is epiPortable with, per element, the second residual r2
+// (row stride ld, or nil) added after r and before the bounds.
+func epiPortable2(y, r, r2 []float32, ld, ldr, rows, cols int, lo, hi float32) {
 	for i := 0; i < rows; i++ {
 		yr := y[i*ld : i*ld+cols]
-		var rr []float32
+		var rr, rr2 []float32
 		if r != nil {
 			rr = r[i*ldr : i*ldr+cols]
+		}
+		if r2 != nil {
+			rr2 = r2[i*ld : i*ld+cols]
 		}
 		for j, v := range yr {
 			if rr != nil {
 				v = v + rr[j]
+			}
+			if rr2 != nil {
+				v = v + rr2[j]
 			}
 			if v < lo {
 				v = lo

@@ -219,7 +219,7 @@ func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src
 	kcb := (k + nkb - 1) / nkb
 	*j = gemmJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, src: src, c: c, ldc: ldc,
 		mp: mp, npan: npan, nblk: nblk, kcb: kcb, mchunks: mchunks, mcp: mcp, bias: bias, ep: ep}
-	j.epFuse = ep.on && !overlaps(ep.r, c)
+	j.epFuse = ep.on && !overlaps(ep.r, c) && !overlaps(ep.r2, c)
 	// Row chunks of a column block would each pack its B blocks: pack
 	// them once, up front, all workers sharing the packing, where the
 	// packed B is not too large (a B matrix with contiguous rows is mostly
@@ -326,12 +326,20 @@ func (j *gemmJob) block(bj int) (j0, ncols int) {
 }
 
 // unit computes the outputs of column block bj and row chunk mc.
+//
+// A last row panel of fewer than 6 rows (M not a multiple of 6) is, where
+// A is read in place and k is one block, computed as the full panel of
+// the last 6 rows instead: the rows it shares with the panel before it
+// are the same chains (the same A rows, B columns and k order, from +0)
+// with the same store, so they are written again with the same bits,
+// before the row group's activation and by the same worker. That saves
+// the edge tile's copies and its separate epilogue pass.
 func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 	var tile [gemmMR * gemmNR]float32
-	var arows [gemmMR]*float32
+	var rowp [gemmMC / gemmMR][gemmMR]*float32
 	var btile [gemmMR]float32
 	var st amd64.Store
-	k, ldc := j.k, j.ldc
+	k, ldc, m := j.k, j.ldc, j.m
 	j0, ncols := j.block(bj)
 	nq := (ncols + gemmNR - 1) / gemmNR
 	pA, pZ := mc*j.mcp, min(j.mp, (mc+1)*j.mcp)
@@ -340,6 +348,8 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 	mb, _ := j.src.(*matB)
 	directB := mb != nil && mb.bcs == 1 && j.ap == nil && !testPackB
 	kcb := j.kcb
+	// shift: the last partial row panel runs as the last 6 rows (above).
+	shift := j.ap == nil && kcb >= k && m > gemmMR && m%gemmMR != 0 && (!j.ep.on || j.epFuse)
 	for pc := 0; pc < k; pc += kcb {
 		kb := min(kcb, k-pc)
 		switch {
@@ -362,6 +372,24 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 		epil := final && j.ep.on
 		for p0 := pA; p0 < pZ; p0 += gemmMC / gemmMR {
 			p1 := min(pZ, p0+gemmMC/gemmMR)
+			// The panels' first rows (r0) and valid rows, and, for A
+			// read in place, their row pointers at this k block: once
+			// per k block, not per tile.
+			var r0s [gemmMC / gemmMR]int32
+			var nrows [gemmMC / gemmMR]int8
+			for p := p0; p < p1; p++ {
+				r0, rows := p*gemmMR, min(gemmMR, m-p*gemmMR)
+				if rows < gemmMR && shift && p > p0 {
+					r0, rows = m-gemmMR, gemmMR
+				}
+				r0s[p-p0], nrows[p-p0] = int32(r0), int8(rows)
+				if j.ap == nil {
+					rp := &rowp[p-p0]
+					for ii := range rp {
+						rp[ii] = &j.a[(r0+min(ii, rows-1))*j.ars+pc]
+					}
+				}
+			}
 			for qq := 0; qq < nq; qq++ {
 				q := j0/gemmNR + qq
 				cols := min(gemmNR, j.n-q*gemmNR)
@@ -375,16 +403,18 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 				default:
 					bpan = bblk[qq*gemmNR*kb:]
 				}
+				// The epilogue's operand for this column (a column bias
+				// is the same for every tile of the column).
+				var colR *float32
+				if epil && j.epFuse && j.ep.r != nil && j.ep.col {
+					colR = &j.ep.r[q*gemmNR]
+				}
 				for p := p0; p < p1; p++ {
-					rows := min(gemmMR, j.m-p*gemmMR)
-					off := p*gemmMR*ldc + q*gemmNR
+					r0, rows := int(r0s[p-p0]), int(nrows[p-p0])
+					off := r0*ldc + q*gemmNR
 					var apan []float32
 					if j.ap != nil {
 						apan = j.ap[p*gemmMR*k+pc*gemmMR:]
-					} else {
-						for ii := range arows {
-							arows[ii] = &j.a[(p*gemmMR+min(ii, rows-1))*j.ars+pc]
-						}
 					}
 					full := rows == gemmMR && cols == gemmNR
 					dst, ld := &j.c[off], ldc
@@ -406,10 +436,10 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 					var bias *float32
 					if last {
 						if rows == gemmMR {
-							bias = &j.bias[p*gemmMR]
+							bias = &j.bias[r0]
 						} else {
 							var bt [gemmMR]float32
-							copy(bt[:], j.bias[p*gemmMR:p*gemmMR+rows])
+							copy(bt[:], j.bias[r0:r0+rows])
 							btile = bt
 							bias = &btile[0]
 						}
@@ -419,17 +449,17 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 					if bias != nil || epInStore {
 						st = amd64.Store{Bias: bias}
 						if epInStore {
-							if j.ep.r != nil {
+							switch {
+							case colR != nil:
+								st.R = colR
+							case j.ep.r != nil:
 								// ep.tile(off, q*gemmNR)'s operand,
 								// without copying the epilogue.
-								if j.ep.col {
-									st.R = &j.ep.r[q*gemmNR]
-								} else {
-									st.R = &j.ep.r[off]
-								}
-								st.LDR = j.ep.ldr(ldc)
+								st.R, st.LDR = &j.ep.r[off], ldc
 							}
-							st.Lo, st.Hi, st.Clamp = j.ep.lo, j.ep.hi, true
+							// With a second residual the bounds come
+							// after it (amd64.Epi below).
+							st.Lo, st.Hi, st.Clamp = j.ep.lo, j.ep.hi, j.ep.r2 == nil
 						}
 						stp = &st
 					}
@@ -437,16 +467,23 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 					case apan != nil:
 						amd64.Sgemm6x16(kb, &apan[0], &bpan[0], dst, ld, load, stp)
 					case bdir != nil:
-						amd64.Sgemm6x16RB(kb, &arows, bdir, mb.brs, dst, ld, load, stp)
+						amd64.Sgemm6x16RB(kb, &rowp[p-p0], bdir, mb.brs, dst, ld, load, stp)
 					case cols <= gemmNR/2:
-						amd64.Sgemm6x8R(kb, &arows, &bpan[0], dst, ld, load, bias)
+						amd64.Sgemm6x8R(kb, &rowp[p-p0], &bpan[0], dst, ld, load, bias)
 					default:
-						amd64.Sgemm6x16R(kb, &arows, &bpan[0], dst, ld, load, stp)
+						amd64.Sgemm6x16R(kb, &rowp[p-p0], &bpan[0], dst, ld, load, stp)
 					}
 					if !full {
 						for ii := 0; ii < rows; ii++ {
 							copy(j.c[off+ii*ldc:off+ii*ldc+cols], tile[ii*gemmNR:ii*gemmNR+cols])
 						}
+					}
+					if epInStore && j.ep.r2 != nil {
+						// The store added the bias and the first
+						// operand; the second residual and the bounds
+						// follow, on the tile still in L1.
+						_ = j.ep.r2[off+(gemmMR-1)*ldc+gemmNR-1]
+						amd64.Epi(dst, ldc, &j.ep.r2[off], ldc, gemmMR, gemmNR, j.ep.lo, j.ep.hi)
 					}
 					if epil && !epInStore {
 						// The tile's chains and bias are final: the
@@ -461,7 +498,7 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 				// group's part of the column block, now final: one call
 				// per row of ncols outputs, still in cache.
 				i0 := p0 * gemmMR
-				j.ep.activate(j.c[i0*ldc+j0:], ldc, min(j.m, p1*gemmMR)-i0, ncols)
+				j.ep.activate(j.c[i0*ldc+j0:], ldc, min(m, p1*gemmMR)-i0, ncols)
 			}
 		}
 	}

@@ -171,7 +171,7 @@ func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	// A fused layer's epilogue (kernel.Ctx.Epilogue): a column bias (the
 	// MatMul's bias Add) and a clamp, applied as each tile is stored.
 	ep, ok := epiCols(&c.Epilogue, s.n)
-	if ok && ep.on && (s.n == 0 || overlaps(ep.r, y)) {
+	if ok && ep.on && (s.n == 0 || overlaps(ep.r, y) || !ep.fitsOut(s, y)) {
 		ep, ok = epi{}, false
 	}
 	matmulF32(poolOf(c), s, a.Data.([]float32), b.Data.([]float32), y, ep)

@@ -193,7 +193,7 @@ func strided(dst, src *tensor.Tensor, shape, st []int, base int) error {
 	}
 	switch d := dst.Data.(type) {
 	case []float32:
-		stridedInto(d, src.Data.([]float32), shape, st, base)
+		stridedF32(d, src.Data.([]float32), shape, st, base)
 	case []float64:
 		stridedInto(d, src.Data.([]float64), shape, st, base)
 	case []tensor.Half:
