@@ -270,3 +270,76 @@ func TestBuildLogRecordsDecisions(t *testing.T) {
 		t.Error("tactic and memory decisions must be logged")
 	}
 }
+
+// TestExpandDepthwiseKeepsBits: mobilenet_v2 with its expansion and
+// depthwise convolutions fused (fuse-expand-depthwise) gives the bits of
+// the plan built without that pass, through bound execution (the fused
+// kernel's fast path) and through Run.
+func TestExpandDepthwiseKeepsBits(t *testing.T) {
+	name := "mobilenet_v2"
+	opts := compile.DefaultOptions()
+	opts.Tactics = "heuristic"
+	fusedRes, _ := build(t, name, opts)
+	n := 0
+	for _, nd := range fusedRes.Graph.Nodes {
+		if nd.OpType == "ExpandDepthwise" {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no ExpandDepthwise layer in mobilenet_v2's plan")
+	}
+	opts.DisabledPasses = []string{"fuse-expand-depthwise"}
+	apart, _ := build(t, name, opts)
+	m, err := onnx.DecodeFile(filepath.Join(models, name, "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	feeds, _ := inputs(t, name, m.Graph)
+	_, want := runPlan(t, apart.Plan, feeds)
+	_, got := runPlan(t, fusedRes.Plan, feeds)
+	for k, v := range want {
+		if !sameBits(v, got[k]) {
+			t.Errorf("Run: output %q differs with %d fused expand+depthwise layers", k, n)
+		}
+	}
+	bound := executePlan(t, fusedRes.Plan, feeds)
+	for k, v := range want {
+		if !sameBits(v, bound[k]) {
+			t.Errorf("Execute: output %q differs with %d fused expand+depthwise layers", k, n)
+		}
+	}
+}
+
+// executePlan runs a plan bound to the feeds' shapes (the server's path:
+// every kernel's Into).
+func executePlan(t testing.TB, b []byte, feeds map[string]*tensor.Tensor) map[string]*tensor.Tensor {
+	t.Helper()
+	p, err := plan.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := exec.New(p.Graph, builtin.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shapes [][]int
+	var in []*tensor.Tensor
+	for _, v := range p.Graph.Inputs {
+		shapes = append(shapes, feeds[v.Name].Shape)
+		in = append(in, feeds[v.Name])
+	}
+	bd, err := ex.Bind(shapes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := bd.Execute(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[string]*tensor.Tensor{}
+	for i, v := range p.Graph.Outputs {
+		res[v.Name] = outs[i].Clone()
+	}
+	return res
+}

@@ -48,6 +48,7 @@ func pipeline() []pass {
 		{"fuse-activation", fuseActivation},
 		{"precision", precisionPass},
 		{"fuse-residual", fuseResidual},
+		{"fuse-expand-depthwise", fuseExpandDepthwise},
 		{"transpose-gemm-weights", transposeGemmWeights},
 		{"fuse-elementwise", fuseElementwise},
 		{"eliminate-dead", eliminateDead},

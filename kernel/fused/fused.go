@@ -1,6 +1,8 @@
 // Package fused implements the compiler's fused layers (domain "vouch"):
 // a base operator (Conv, Gemm, MatMul), optionally followed by an Add (a
-// bias or a residual) and an activation, run as one layer.
+// bias or a residual) and an activation, run as one layer; chains of
+// elementwise ops and attention (chain.go); and a 1x1 convolution with the
+// depthwise convolution that reads it (ExpandDepthwise, expand_dw.go).
 //
 // A fused layer performs exactly the floating-point operations of the
 // unfused nodes, in the same order, through the same kernels: fusion changes
@@ -44,9 +46,11 @@ const Domain = "vouch"
 func Ops(base *kernel.Registry) kernel.Table {
 	ew := &ewOp{reg: base}
 	f := &fusedOp{reg: base, ew: ew}
+	edw := &edwOp{reg: base}
 	t := kernel.Table{
-		"Fused":       {Run: f.run, Infer: f.infer, Into: f.into},
-		"Elementwise": {Run: ew.run, Infer: ew.infer, Into: ew.into, InPlace: true},
+		"Fused":         {Run: f.run, Infer: f.infer, Into: f.into},
+		ExpandDepthwise: {Run: edw.run, Infer: edw.infer, Into: edw.into},
+		"Elementwise":   {Run: ew.run, Infer: ew.infer, Into: ew.into, InPlace: true},
 	}
 	for k, v := range chainOps(base) {
 		t[k] = v

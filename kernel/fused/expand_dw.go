@@ -1,0 +1,270 @@
+package fused
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/nn"
+	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// ExpandDepthwise is a 1x1 convolution (the expansion of a MobileNet
+// block) and the depthwise 3x3 convolution that reads its output, as one
+// layer. Each part is a Conv or a Fused Conv with a clamp.
+//
+// Layout of a "vouch" ExpandDepthwise node:
+//
+//	inputs:  the expansion's inputs, then the depthwise's but its first
+//	attrs:   split       int     the number of the expansion's inputs
+//	         a:type, b:type        string  each part's op type (Conv, Fused)
+//	         a:domain, b:domain    string  its domain
+//	         a:version, b:version  int     its opset version
+//	         a.<name>, b.<name>    any     its attributes
+//
+// The layer computes the expansion's outputs a band of rows at a time,
+// just before the depthwise rows that read them (nn.ExpandDepthwise), so
+// the expanded tensor stays in cache; every output is the one each part
+// computes on its own, so the bits are those of the two layers.
+const ExpandDepthwise = "ExpandDepthwise"
+
+// ExpandDepthwiseNode returns the ExpandDepthwise layer of parts a (the
+// expansion) and b (the depthwise convolution, reading a's only output),
+// named after a, with b's outputs.
+func ExpandDepthwiseNode(a, b *ir.Node) *ir.Node {
+	f := &ir.Node{Name: a.Name, OpType: ExpandDepthwise, Domain: Domain, Version: 1, Attrs: map[string]*ir.Attr{}}
+	f.Inputs = append(append([]string{}, a.Inputs...), b.Inputs[1:]...)
+	f.Outputs = append([]string{}, b.Outputs...)
+	f.Attrs["split"] = &ir.Attr{Name: "split", Kind: ir.AttrInt, I: int64(len(a.Inputs))}
+	for p, n := range map[string]*ir.Node{"a": a, "b": b} {
+		f.Attrs[p+":type"] = &ir.Attr{Name: p + ":type", Kind: ir.AttrString, S: n.OpType}
+		f.Attrs[p+":domain"] = &ir.Attr{Name: p + ":domain", Kind: ir.AttrString, S: n.Domain}
+		f.Attrs[p+":version"] = &ir.Attr{Name: p + ":version", Kind: ir.AttrInt, I: n.Version}
+		for k, v := range n.Attrs {
+			c := *v
+			c.Name = p + "." + k
+			f.Attrs[c.Name] = &c
+		}
+	}
+	return f
+}
+
+// edwParts is an ExpandDepthwise node's two parts, rebuilt.
+type edwParts struct {
+	a, b   *ir.Node
+	split  int
+	pa, pb *parts // the Fused parts' own parts (nil for a plain Conv)
+}
+
+func edwSplit(n *ir.Node) (*edwParts, error) {
+	sp := int(n.Int("split", 0))
+	if sp < 2 || sp >= len(n.Inputs) {
+		return nil, fmt.Errorf("expand-depthwise layer: split %d for %d inputs", sp, len(n.Inputs))
+	}
+	e := &edwParts{split: sp}
+	for _, p := range []string{"a", "b"} {
+		x := &ir.Node{Name: n.Name + "/" + p, OpType: n.String(p+":type", ""), Domain: n.String(p+":domain", ""),
+			Version: n.Int(p+":version", 0), Attrs: map[string]*ir.Attr{}}
+		for k, v := range n.Attrs {
+			if name, ok := strings.CutPrefix(k, p+"."); ok {
+				c := *v
+				c.Name = name
+				x.Attrs[name] = &c
+			}
+		}
+		if x.OpType == "" {
+			return nil, fmt.Errorf("expand-depthwise layer: part %s has no op type", p)
+		}
+		x.Outputs = []string{x.Name}
+		if p == "a" {
+			x.Inputs = append([]string{}, n.Inputs[:sp]...)
+		} else {
+			x.Inputs = append([]string{n.Name + "/a"}, n.Inputs[sp:]...)
+		}
+		if x.Domain == Domain && x.OpType == "Fused" {
+			q, err := split(x)
+			if err != nil {
+				return nil, fmt.Errorf("expand-depthwise layer: part %s: %w", p, err)
+			}
+			if p == "a" {
+				e.pa = q
+			} else {
+				e.pb = q
+			}
+		}
+		if p == "a" {
+			e.a = x
+		} else {
+			e.b = x
+		}
+	}
+	return e, nil
+}
+
+type edwOp struct {
+	reg   *kernel.Registry
+	cache sync.Map // *ir.Node -> *edwEntry
+}
+
+type edwEntry struct {
+	p   *edwParts
+	err error
+}
+
+func (o *edwOp) entry(n *ir.Node) *edwEntry {
+	if e, ok := o.cache.Load(n); ok {
+		return e.(*edwEntry)
+	}
+	p, err := edwSplit(n)
+	e, _ := o.cache.LoadOrStore(n, &edwEntry{p: p, err: err})
+	return e.(*edwEntry)
+}
+
+func (o *edwOp) infer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
+	e := o.entry(n)
+	if e.err != nil {
+		return nil, e.err
+	}
+	if len(in) < e.p.split {
+		return nil, fmt.Errorf("expand-depthwise layer: %d inputs, split %d", len(in), e.p.split)
+	}
+	opA, err := o.reg.Lookup(e.p.a)
+	if err != nil {
+		return nil, err
+	}
+	ta, err := opA.Infer(e.p.a, in[:e.p.split])
+	if err != nil {
+		return nil, fmt.Errorf("expansion part: %w", err)
+	}
+	opB, err := o.reg.Lookup(e.p.b)
+	if err != nil {
+		return nil, err
+	}
+	inB := append([]ir.InferInput{{Present: true, Type: ta[0]}}, in[e.p.split:]...)
+	tb, err := opB.Infer(e.p.b, inB)
+	if err != nil {
+		return nil, fmt.Errorf("depthwise part: %w", err)
+	}
+	return tb, nil
+}
+
+// run is the layer as its two parts, one after the other (the portable
+// path, and the reference the fast one is tested against).
+func (o *edwOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	e := o.entry(n)
+	if e.err != nil {
+		return nil, e.err
+	}
+	if len(in) < e.p.split {
+		return nil, fmt.Errorf("expand-depthwise layer: %d inputs, split %d", len(in), e.p.split)
+	}
+	opA, err := o.reg.Lookup(e.p.a)
+	if err != nil {
+		return nil, err
+	}
+	ya, err := opA.Run(c, e.p.a, in[:e.p.split])
+	if err != nil {
+		return nil, fmt.Errorf("expansion part: %w", err)
+	}
+	opB, err := o.reg.Lookup(e.p.b)
+	if err != nil {
+		return nil, err
+	}
+	yb, err := opB.Run(c, e.p.b, append([]*tensor.Tensor{ya[0]}, in[e.p.split:]...))
+	if err != nil {
+		return nil, fmt.Errorf("depthwise part: %w", err)
+	}
+	return yb, nil
+}
+
+func (o *edwOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
+	e := o.entry(n)
+	if e.err != nil {
+		return e.err
+	}
+	if len(out) == 0 || out[0] == nil {
+		return fmt.Errorf("expand-depthwise layer: no output slot")
+	}
+	if len(in) >= e.p.split && o.fast(c, e.p, in, out[0]) {
+		return nil
+	}
+	res, err := o.run(c, n, in)
+	if err != nil {
+		return err
+	}
+	if r := res[0]; r.DType != out[0].DType || r.Len() != out[0].Len() {
+		return fmt.Errorf("expand-depthwise layer: result is %v%v, output slot is %v%v", r.DType, r.Shape, out[0].DType, out[0].Shape)
+	}
+	reflect.Copy(reflect.ValueOf(out[0].Data), reflect.ValueOf(res[0].Data))
+	return nil
+}
+
+// fast runs the layer through nn.ExpandDepthwise where it applies (float32
+// tensors, clamp-only epilogues, the vector kernels on), and reports
+// whether it did.
+func (o *edwOp) fast(c *kernel.Ctx, p *edwParts, in []*tensor.Tensor, y *tensor.Tensor) bool {
+	ina, inb := in[:p.split], in[p.split:]
+	f32 := func(t *tensor.Tensor) []float32 {
+		if t == nil {
+			return nil
+		}
+		d, _ := t.Data.([]float32)
+		return d
+	}
+	x, w1, w2 := ina[0], ina[1], kernel.Input(inb, 0)
+	if x == nil || w1 == nil || w2 == nil || f32(x) == nil || f32(w1) == nil || f32(w2) == nil || f32(y) == nil ||
+		len(x.Shape) != 4 || len(w1.Shape) != 4 || len(w2.Shape) != 4 {
+		return false
+	}
+	b1, b2 := kernel.Input(ina, 2), kernel.Input(inb, 1)
+	if p.pa != nil {
+		b1 = nil
+		if len(p.pa.baseIn) > 2 {
+			b1 = ina[2]
+		}
+	}
+	if p.pb != nil {
+		b2 = nil
+		if len(p.pb.baseIn) > 2 {
+			b2 = inb[1]
+		}
+	}
+	if (b1 != nil && f32(b1) == nil) || (b2 != nil && f32(b2) == nil) {
+		return false
+	}
+	var ea, eb kernel.Epilogue
+	ok := true
+	if p.pa != nil {
+		ea, ok = clampOf(p.pa, in, kernel.Epilogue{})
+	}
+	if ok && p.pb != nil {
+		// The depthwise part's inputs sit after the expansion's, its
+		// first (the expansion's output) left out.
+		pb := *p.pb
+		pb.actIn = make([]int, len(p.pb.actIn))
+		for i, k := range p.pb.actIn {
+			pb.actIn[i] = p.split + k - 1
+		}
+		eb, ok = clampOf(&pb, in, kernel.Epilogue{})
+	}
+	if !ok {
+		return false
+	}
+	pool := c.Pool
+	if pool == nil {
+		pool = parallel.Default()
+	}
+	// The depthwise convolution's own attributes (a Fused part's base).
+	attrs := p.b
+	if p.pb != nil {
+		attrs = p.pb.base
+	}
+	return nn.ExpandDepthwise(pool, nn.ExpandDW{
+		X: f32(x), XShape: x.Shape, W1: f32(w1), W1Shape: w1.Shape, B1: f32(b1), E1: ea,
+		W2: f32(w2), W2Shape: w2.Shape, B2: f32(b2), E2: eb, Attrs: attrs, Y: f32(y), YShape: y.Shape,
+	})
+}

@@ -1,0 +1,226 @@
+package nn
+
+import (
+	"math"
+	"sync"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/parallel"
+)
+
+// ExpandDW is the data of a fused expansion + depthwise layer (package
+// fused's ExpandDepthwise): X [N, Cin, H, W] through the 1x1 convolution
+// W1 [E, Cin, 1, 1] with bias B1 (or nil) and clamp E1, then the
+// depthwise 3x3 convolution W2 [E, 1, 3, 3] (attributes from Attrs) with
+// bias B2 (or nil) and clamp E2, into Y.
+type ExpandDW struct {
+	X       []float32
+	XShape  []int
+	W1      []float32
+	W1Shape []int
+	B1      []float32
+	E1      kernel.Epilogue
+	W2      []float32
+	W2Shape []int
+	B2      []float32
+	E2      kernel.Epilogue
+	Attrs   *ir.Node
+	Y       []float32
+	YShape  []int
+}
+
+// edwSetup is a layer's geometry and depthwise masks, kept per Attrs node.
+type edwSetup struct {
+	x, w2 [4]int
+	g     *geom
+	mid   int
+	masks amd64.DwMasks
+}
+
+var edwSetups sync.Map // *ir.Node -> *edwSetup
+
+// ExpandDepthwise computes the layer on the vector kernels and reports
+// true, or reports false (doing nothing) where they do not apply: the
+// caller then runs the two convolutions one after the other. Each output
+// of the expansion is its 1x1 convolution's (the GEMM's chain over the
+// input channels, canon(acc) + B1, then the clamp), and each output of the
+// layer the depthwise convolution's over those values (DwS1P1 / DwS2P1):
+// the bits of the two layers run apart. The expansion is computed a band
+// of rows at a time into a buffer of a few rows per channel, just before
+// the depthwise rows that read them, so the expanded tensor stays in
+// cache.
+func ExpandDepthwise(pool *parallel.Pool, a ExpandDW) bool {
+	if !fastKernels || len(a.XShape) != 4 || len(a.W1Shape) != 4 || len(a.W2Shape) != 4 || len(a.YShape) != 4 {
+		return false
+	}
+	for _, e := range []*kernel.Epilogue{&a.E1, &a.E2} {
+		if e.Residual != nil || e.ColBias != nil || e.Residual2 != nil || e.Act != nil {
+			return false
+		}
+	}
+	N, Cin, H, W := a.XShape[0], a.XShape[1], a.XShape[2], a.XShape[3]
+	E := a.W1Shape[0]
+	if a.W1Shape[1] != Cin || a.W1Shape[2] != 1 || a.W1Shape[3] != 1 ||
+		a.W2Shape[0] != E || a.W2Shape[1] != 1 || a.W2Shape[2] != 3 || a.W2Shape[3] != 3 ||
+		len(a.X) != N*Cin*H*W || len(a.W1) != E*Cin || len(a.W2) != E*9 ||
+		(a.B1 != nil && len(a.B1) != E) || (a.B2 != nil && len(a.B2) != E) {
+		return false
+	}
+	s := edwSetupOf(a.Attrs, [4]int{N, E, H, W}, [4]int{E, 1, 3, 3})
+	if s == nil {
+		return false
+	}
+	g := s.g
+	OH, OW := g.out[0], g.out[1]
+	if a.YShape[0] != N || a.YShape[1] != E || a.YShape[2] != OH || a.YShape[3] != OW || len(a.Y) != N*E*OH*OW {
+		return false
+	}
+	w := pool.Workers()
+	bands := max(1, min(OH/8, w))
+	j := edwJobs.Get().(*edwJob)
+	*j = edwJob{a: &a, s: s, N: N, Cin: Cin, H: H, W: W, E: E, bands: bands,
+		ep1: epiFrom(&a.E1), lo2: float32(math.Inf(-1)), hi2: float32(math.Inf(1))}
+	if a.E2.HasLo {
+		j.lo2 = a.E2.Lo
+	}
+	if a.E2.HasHi {
+		j.hi2 = a.E2.Hi
+	}
+	pool.Run(N*bands, N*E*(H*W*Cin+OH*OW*9), j)
+	*j = edwJob{}
+	edwJobs.Put(j)
+	return true
+}
+
+// epiFrom is e (a clamp, or nothing) as the GEMM's epilogue.
+func epiFrom(e *kernel.Epilogue) epi {
+	if !e.Active() {
+		return epi{}
+	}
+	return epiClamp(e, epi{})
+}
+
+// edwSetupOf returns the depthwise geometry for attrs at these shapes, or
+// nil where the direct depthwise kernels do not apply (other strides or
+// pads, rows narrower than a vector).
+func edwSetupOf(attrs *ir.Node, x, w2 [4]int) *edwSetup {
+	if v, ok := edwSetups.Load(attrs); ok {
+		if s := v.(*edwSetup); s.x == x && s.w2 == w2 {
+			return s
+		}
+	}
+	g, err := convGeom(attrs, x[2:], w2[2:], false)
+	if err != nil || g.stride[0] != g.stride[1] || g.stride[0] > 2 || g.dil[0] != 1 || g.dil[1] != 1 ||
+		g.padB[0] > 1 || g.out[1] < 8 {
+		return nil
+	}
+	mid, masks, ok := dwDirectSetup(g)
+	if !ok {
+		return nil
+	}
+	s := &edwSetup{x: x, w2: w2, g: g, mid: mid, masks: masks}
+	edwSetups.Store(attrs, s)
+	return s
+}
+
+// edwJob is one call of ExpandDepthwise; units are (image, band of output
+// rows).
+type edwJob struct {
+	a               *ExpandDW
+	s               *edwSetup
+	N, Cin, H, W, E int
+	bands           int
+	ep1             epi
+	lo2, hi2        float32
+}
+
+var edwJobs = sync.Pool{New: func() any { return new(edwJob) }}
+
+func (j *edwJob) Run(lo, hi int) {
+	g := j.s.g
+	H, W, E, Cin := j.H, j.W, j.E, j.Cin
+	OH, OW, sh, pt := g.out[0], g.out[1], g.stride[0], g.padB[0]
+	// The buffer: cap rows of W floats per channel (channel stride cap*W),
+	// about 256 KiB, at least the 3 rows one output row reads plus a
+	// step.
+	capRows := max(3+sh, min(H, (1<<16)/max(1, E*W)))
+	buf := getF32(E*capRows*W + 16)
+	zbuf := getF32(2*W + 64)
+	clear(*zbuf)
+	zr := (*zbuf)[16:]
+	mb := matBs.Get().(*matB)
+	m := j.s.masks
+	for u := lo; u < hi; u++ {
+		ni, band := u/j.bands, u%j.bands
+		oyA, oyB := band*OH/j.bands, (band+1)*OH/j.bands
+		x := j.a.X[ni*Cin*H*W : (ni+1)*Cin*H*W]
+		y := j.a.Y[ni*E*OH*OW : (ni+1)*E*OH*OW]
+		r0, cnt := 0, 0 // the buffer holds input rows [r0, r0+cnt)
+		for oy := oyA; oy < oyB; {
+			// The output rows [oy, oyE) whose input rows fit the buffer.
+			first := max(0, oy*sh-pt)
+			oyE := oy + 1
+			for oyE < oyB && min(H, oyE*sh-pt+3)-first <= capRows {
+				oyE++
+			}
+			last := min(H, (oyE-1)*sh-pt+3) // input rows [first, last)
+			if first < r0 || last > r0+cnt {
+				// Keep the rows still needed, then compute the rest.
+				if first >= r0 && first < r0+cnt {
+					keep := r0 + cnt - first
+					for e := 0; e < E; e++ {
+						pl := (*buf)[e*capRows*W:]
+						copy(pl[:keep*W], pl[(first-r0)*W:(first-r0+keep)*W])
+					}
+					r0, cnt = first, keep
+				} else {
+					r0, cnt = first, 0
+				}
+				if n := last - (r0 + cnt); n > 0 {
+					*mb = matB{b: x[(r0+cnt)*W:], brs: H * W, bcs: 1}
+					sgemmFastB(nil, E, n*W, Cin, j.a.W1, Cin, 1, mb, j.a.B1, j.ep1, (*buf)[cnt*W:], capRows*W)
+					cnt += n
+				}
+			}
+			for e := 0; e < E; e++ {
+				pl := (*buf)[e*capRows*W:]
+				wc := &j.a.W2[e*9]
+				bp := &negZero
+				if j.a.B2 != nil {
+					bp = &j.a.B2[e]
+				}
+				yc := y[e*OH*OW:]
+				for o := oy; o < oyE; {
+					rows := 1
+					iy := o*sh - pt
+					if iy >= 0 && iy+3 <= H {
+						// Every row from here whose taps are all inside.
+						for o+rows < oyE && (o+rows)*sh-pt+3 <= H {
+							rows++
+						}
+					}
+					var r [3]*float32
+					for ky := range r {
+						r[ky] = &zr[0]
+						if t := iy + ky; t >= 0 && t < H {
+							r[ky] = &pl[(t-r0)*W]
+						}
+					}
+					if g.stride[1] == 1 {
+						amd64.DwS1P1(r[0], r[1], r[2], sh*W, rows, wc, &yc[o*OW], OW, OW, j.s.mid, &m, bp, j.lo2, j.hi2)
+					} else {
+						amd64.DwS2P1(r[0], r[1], r[2], sh*W, rows, wc, &yc[o*OW], OW, OW, j.s.mid, &m, bp, j.lo2, j.hi2)
+					}
+					o += rows
+				}
+			}
+			oy = oyE
+		}
+	}
+	*mb = matB{}
+	matBs.Put(mb)
+	putF32(buf)
+	putF32(zbuf)
+}
