@@ -137,6 +137,11 @@ func candidates(ctx *kernel.Ctx, g *ir.Graph, n *ir.Node, op *kernel.Op, tactics
 		}
 		args[i] = t
 	}
+	// Time the layer as bound execution runs it: Into, into outputs
+	// allocated once (a fused layer then hands its epilogue to the base
+	// kernel), where the kernel has Into and the outputs' shapes are
+	// known; Run otherwise.
+	outs := intoOutputs(g, n, op, args)
 	var out []tune.Candidate
 	for _, tac := range tactics {
 		m := *n
@@ -147,11 +152,46 @@ func candidates(ctx *kernel.Ctx, g *ir.Graph, n *ir.Node, op *kernel.Op, tactics
 		m.Attrs[kernel.TacticAttr] = &ir.Attr{Name: kernel.TacticAttr, Kind: ir.AttrString, S: tac}
 		node := &m
 		out = append(out, tune.Candidate{Tactic: tac, Run: func() error {
+			if outs != nil {
+				return op.Into(ctx, node, args, outs)
+			}
 			_, err := op.Run(ctx, node, args)
 			return err
 		}})
 	}
 	return out, nil
+}
+
+// intoOutputs allocates n's outputs for timing through op.Into, or
+// returns nil where that is not possible (no Into, or an output type that
+// is not static at these inputs).
+func intoOutputs(g *ir.Graph, n *ir.Node, op *kernel.Op, args []*tensor.Tensor) []*tensor.Tensor {
+	if op.Into == nil || op.Infer == nil {
+		return nil
+	}
+	in := make([]ir.InferInput, len(args))
+	for i, a := range args {
+		if a == nil {
+			continue
+		}
+		in[i] = ir.InferInput{Present: true, Type: ir.TensorType(a)}
+		if c, ok := g.Initializers[n.Inputs[i]]; ok {
+			in[i].Const = c
+		}
+	}
+	types, err := op.Infer(n, in)
+	if err != nil || len(types) != len(n.Outputs) {
+		return nil
+	}
+	outs := make([]*tensor.Tensor, len(types))
+	for i, t := range types {
+		shape, ok := t.Static()
+		if !ok || t.DType == tensor.Undefined {
+			return nil
+		}
+		outs[i] = tensor.New(t.DType, shape...)
+	}
+	return outs
 }
 
 // fusedTactics are a fused layer's base op's tactics (the base reads the
