@@ -5,6 +5,7 @@ import (
 
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/vmath"
 )
 
 // Fused epilogues. A fused layer (kernel/fused) hands Conv's Into a
@@ -185,10 +186,10 @@ func epiPortable2(y, r, r2 []float32, ld, ldr, rows, cols int, lo, hi float32) {
 		}
 		for j, v := range yr {
 			if rr != nil {
-				v = v + rr[j]
+				v = vmath.Add32(v, rr[j])
 			}
 			if rr2 != nil {
-				v = v + rr2[j]
+				v = vmath.Add32(v, rr2[j])
 			}
 			if v < lo {
 				v = lo

@@ -244,8 +244,24 @@ func Add32s(dst, x, y []float32) {
 		}
 	}
 	for i := m; i < n; i++ {
-		dst[i] = x[i] + y[i]
+		dst[i] = Add32(x[i], y[i])
 	}
+}
+
+// Add32 is the float32 addition a + b with the vector instructions' NaN
+// rule made explicit: a NaN a gives a (quieted), else a NaN b gives b
+// (quieted). Plain Go a + b leaves it to the compiler which operand the
+// hardware sees first, and so which NaN payload survives when both are
+// NaN (a -race build orders them differently); every value but such a
+// NaN is a + b's.
+func Add32(a, b float32) float32 {
+	if a != a {
+		return math.Float32frombits(math.Float32bits(a) | 0x00400000)
+	}
+	if b != b {
+		return math.Float32frombits(math.Float32bits(b) | 0x00400000)
+	}
+	return a + b
 }
 
 // SubScalar32s sets dst[i] = src[i] - s (the float32 subtraction, src[i]
