@@ -117,3 +117,57 @@ func TestExpandDepthwiseTwin(t *testing.T) {
 		t.Fatalf("only %d cases wide enough for the fast path", fastRuns)
 	}
 }
+
+// BenchmarkExpandDepthwise is mobilenet_v2's fused blocks (Clip(0, 6) on
+// both parts) through Into, one worker.
+func BenchmarkExpandDepthwise(b *testing.B) {
+	reg := builtin.Registry()
+	for _, c := range []struct {
+		name          string
+		cin, e, hw, s int
+	}{{"f2_16to96_112s2", 16, 96, 112, 2}, {"f3_24to144_56s1", 24, 144, 56, 1}, {"f4_24to144_56s2", 24, 144, 56, 2}} {
+		b.Run(c.name, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			vals := map[string]*tensor.Tensor{
+				"x": randomTensor(r, 1, c.cin, c.hw, c.hw), "w1": randomTensor(r, c.e, c.cin, 1, 1), "b1": randomTensor(r, c.e),
+				"w2": randomTensor(r, c.e, 1, 3, 3), "b2": randomTensor(r, c.e),
+				"lo": tensor.From([]float32{0}), "hi": tensor.From([]float32{6}),
+			}
+			clip := func(name string, in []string, attrs map[string]*ir.Attr) *ir.Node {
+				f := &ir.Node{Name: name, OpType: "Fused", Domain: fused.Domain, Version: 1, Inputs: append(in, "lo", "hi"),
+					Outputs: []string{name}, Attrs: attrs}
+				f.Attrs["base"] = &ir.Attr{Name: "base", Kind: ir.AttrString, S: "Conv"}
+				f.Attrs["base_version"] = &ir.Attr{Name: "base_version", Kind: ir.AttrInt, I: 11}
+				f.Attrs["activation"] = &ir.Attr{Name: "activation", Kind: ir.AttrString, S: "Clip"}
+				f.Attrs["act_version"] = &ir.Attr{Name: "act_version", Kind: ir.AttrInt, I: 13}
+				f.Attrs["layout"] = &ir.Attr{Name: "layout", Kind: ir.AttrInts, Ints: []int64{3, 0, 2}}
+				return f
+			}
+			s := int64(c.s)
+			a := clip("a", []string{"x", "w1", "b1"}, map[string]*ir.Attr{})
+			bn := clip("b", []string{"a", "w2", "b2"}, map[string]*ir.Attr{
+				"group":   {Name: "group", Kind: ir.AttrInt, I: int64(c.e)},
+				"strides": {Name: "strides", Kind: ir.AttrInts, Ints: []int64{s, s}},
+				"pads":    {Name: "pads", Kind: ir.AttrInts, Ints: []int64{1, 1, 1, 1}}})
+			layer := fused.ExpandDepthwiseNode(a, bn)
+			op, err := reg.Lookup(layer)
+			if err != nil {
+				b.Fatal(err)
+			}
+			in := make([]*tensor.Tensor, len(layer.Inputs))
+			for i, name := range layer.Inputs {
+				in[i] = vals[name]
+			}
+			oh := (c.hw-1)/c.s + 1
+			y := tensor.New(tensor.Float32, 1, c.e, oh, oh)
+			p := parallel.New(1)
+			defer p.Close()
+			ctx := &kernel.Ctx{Pool: p}
+			for i := 0; i < b.N; i++ {
+				if err := op.Into(ctx, layer, in, []*tensor.Tensor{y}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -35,6 +35,8 @@ func BenchmarkConvMobileNet(b *testing.B) {
 		{"pw96to24", 96, 24, 56, 1, 1, 1, TacticGemm1x1, false},
 		{"pw24to144", 24, 144, 56, 1, 1, 1, TacticGemm1x1, true},
 		{"pw160to960", 160, 960, 7, 1, 1, 1, TacticGemm1x1, true},
+		{"pw160to960d", 160, 960, 7, 1, 1, 1, TacticDirect, true},
+		{"pw960to160d", 960, 160, 7, 1, 1, 1, TacticDirect, false},
 		{"pw960to160", 960, 160, 7, 1, 1, 1, TacticGemm1x1, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
