@@ -13,4 +13,5 @@ package amd64
 
 //go:generate python3 gen_asm.py
 //go:generate python3 gen_direct.py
+//go:generate python3 gen_gemmz.py
 //go:generate sh -c "python3 gen_rows.py > rows_amd64.s"

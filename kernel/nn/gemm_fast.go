@@ -37,6 +37,10 @@ import (
 //     the float32 accumulators were parked, and continued at the next k.
 //     Storing and reloading a float32 is exact, so this is still one chain
 //     in k order (no split-K, no partial sums added together).
+//
+// Where the CPU has AVX-512 (amd64.EnabledZ), units run unitZ instead:
+// the same blocking with tiles of gemmZMR rows by 32 columns
+// (amd64.GemmZ32, or GemmZ16), and the same chains and store.
 const (
 	gemmMR = 6
 	gemmNR = 16
@@ -152,6 +156,8 @@ type gemmJob struct {
 	ep       epi       // the fused epilogue, applied after the bias
 	epFuse   bool      // ep goes into the microkernels' store (r and c apart)
 	phase    int
+	z        bool // the AVX-512 kernels (unitZ): row panels of gemmZMR rows, A packed row-major
+	mr       int  // rows per row panel: gemmMR, or gemmZMR when z
 }
 
 var gemmJobs = sync.Pool{New: func() any { return new(gemmJob) }}
@@ -199,7 +205,12 @@ func sgemmFast(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []
 // part of a column block once all its tiles are final.
 func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src bSource, bias []float32, ep epi, c []float32, ldc int) {
 	j := gemmJobs.Get().(*gemmJob)
-	mp := (m + gemmMR - 1) / gemmMR
+	z := useGemmZ()
+	mr := gemmMR
+	if z {
+		mr = gemmZMR
+	}
+	mp := (m + mr - 1) / mr
 	npan := (n + gemmNR - 1) / gemmNR
 	nblk := (npan + gemmNC/gemmNR - 1) / (gemmNC / gemmNR)
 	// Row chunks only where column blocks are fewer than the workers;
@@ -215,10 +226,15 @@ func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src
 	mchunks = (mp + mcp - 1) / mcp
 	// k blocks of equal size (at most gemmKC): no short last block whose
 	// tiles would be loaded and stored for a few steps.
-	nkb := (k + gemmKC - 1) / gemmKC
+	kc := gemmKC
+	if z {
+		kc = min(gemmKC, gemmZKC)
+	}
+	nkb := (k + kc - 1) / kc
 	kcb := (k + nkb - 1) / nkb
 	*j = gemmJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, src: src, c: c, ldc: ldc,
-		mp: mp, npan: npan, nblk: nblk, kcb: kcb, mchunks: mchunks, mcp: mcp, bias: bias, ep: ep}
+		mp: mp, npan: npan, nblk: nblk, kcb: kcb, mchunks: mchunks, mcp: mcp, bias: bias, ep: ep,
+		z: z, mr: mr}
 	j.epFuse = ep.on && !overlaps(ep.r, c) && !overlaps(ep.r2, c)
 	// Row chunks of a column block would each pack its B blocks: pack
 	// them once, up front, all workers sharing the packing, where the
@@ -235,7 +251,7 @@ func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src
 	// is packed into panels first.
 	var abuf *[]float32
 	if acs != 1 || testPackA {
-		abuf = getF32(mp * gemmMR * k)
+		abuf = getF32(mp * mr * k)
 		j.ap = *abuf
 		j.phase = 0
 		pool.Run(mp, m*k*8, j)
@@ -259,7 +275,11 @@ func (j *gemmJob) Run(lo, hi int) {
 	switch j.phase {
 	case 0:
 		for u := lo; u < hi; u++ {
-			j.packA(u)
+			if j.z {
+				j.packAZ(u)
+			} else {
+				j.packA(u)
+			}
 		}
 		return
 	case 2:
@@ -274,7 +294,11 @@ func (j *gemmJob) Run(lo, hi int) {
 	}
 	bbuf := getBBlock()
 	for u := lo; u < hi; u++ {
-		j.unit(u/j.mchunks, u%j.mchunks, bbuf[:])
+		if j.z {
+			j.unitZ(u/j.mchunks, u%j.mchunks, bbuf[:])
+		} else {
+			j.unit(u/j.mchunks, u%j.mchunks, bbuf[:])
+		}
 	}
 	putBBlock(bbuf)
 }
@@ -553,8 +577,9 @@ func (j *gemvJob) Run(lo, hi int) {
 }
 
 // Test hooks: packB forces B into packed panels (no Sgemm6x16RB), packA
-// forces A into packed panels (Sgemm6x16); the bits are the same.
-var testPackB, testPackA bool
+// forces A into packed panels (Sgemm6x16); testAVX2 forces the AVX2
+// kernels where the AVX-512 ones could run. The bits are the same.
+var testPackB, testPackA, testAVX2 bool
 
 // overlaps reports whether r and c share memory (the residual must be
 // read before the tile that covers it is written: with a shared buffer
@@ -565,4 +590,157 @@ func overlaps(r, c []float32) bool {
 	}
 	r0, c0 := uintptr(unsafe.Pointer(&r[0])), uintptr(unsafe.Pointer(&c[0]))
 	return r0 < c0+uintptr(len(c))*4 && c0 < r0+uintptr(len(r))*4
+}
+
+// The AVX-512 path (amd64.GemmZ16 / GemmZ32, where amd64.EnabledZ). The
+// same blocking and the same chains as unit's, with other tiles: rows in
+// panels of gemmZMR (a last panel of fewer rows runs the kernel of that
+// many rows, nothing computed twice), columns in tiles of two 16-column
+// panels (one for an odd last full panel, and one masked tile for a
+// partial panel: lanes past the matrix are computed from B's zero padding
+// and neither read nor stored in C). A that is not read in place is
+// copied row-major (packAZ) and then read as a matrix.
+var (
+	// gemmZMR is the rows of a full tile (at most amd64.GemmZMax32;
+	// amd64.GemmZMax16 with gemmZNZ = 1).
+	gemmZMR = 8
+	// gemmZNZ is the 16-column panels of a full tile (1 or 2).
+	gemmZNZ = 2
+	// gemmZKC is the largest k block of the AVX-512 path.
+	gemmZKC = gemmKC
+)
+
+// useGemmZ reports whether sgemmFastB takes the AVX-512 path.
+func useGemmZ() bool { return fastKernels && amd64.EnabledZ && !testAVX2 }
+
+// packAZ copies A's row panel p (rows p*mr ..) row-major: A(i, kk) to
+// ap[i*k+kk].
+func (j *gemmJob) packAZ(p int) {
+	k := j.k
+	for i := p * j.mr; i < min(j.m, (p+1)*j.mr); i++ {
+		dst := j.ap[i*k : (i+1)*k]
+		if j.acs == 1 {
+			copy(dst, j.a[i*j.ars:i*j.ars+k])
+			continue
+		}
+		for kk := range dst {
+			dst[kk] = j.a[i*j.ars+kk*j.acs]
+		}
+	}
+}
+
+// unitZ is unit on the AVX-512 kernels: the outputs of column block bj
+// and row chunk mc.
+func (j *gemmJob) unitZ(bj, mc int, bblk []float32) {
+	var ar amd64.GemmZArgs
+	k, ldc, m := j.k, j.ldc, j.m
+	j0, ncols := j.block(bj)
+	nq := (ncols + gemmNR - 1) / gemmNR
+	nfull := ncols / gemmNR
+	i0, i1 := mc*j.mcp*j.mr, min(m, (mc+1)*j.mcp*j.mr)
+	a, lda := j.a, j.ars
+	if j.ap != nil {
+		a, lda = j.ap, k
+	}
+	// B with contiguous rows is read in place (unless packed up front),
+	// all but a last partial panel, which is packed.
+	mb, _ := j.src.(*matB)
+	directB := mb != nil && mb.bcs == 1 && j.bp == nil && !testPackB
+	mr, nz := j.mr, gemmZNZ
+	mc0 := max(1, 96/mr) * mr // rows per row group
+	kcb := j.kcb
+	ar.LDA, ar.LDC = lda, ldc
+	for pc := 0; pc < k; pc += kcb {
+		kb := min(kcb, k-pc)
+		switch {
+		case j.bp != nil:
+			bblk = j.bp[j0*k+pc*nq*gemmNR:]
+		case !directB:
+			j.src.packB(bblk, pc, kb, j0, ncols)
+		case nq > nfull:
+			e := nfull * gemmNR
+			mb.packB(bblk, pc, kb, j0+e, ncols-e)
+		}
+		ar.K, ar.Load = kb, 0
+		if pc > 0 {
+			ar.Load = 1
+		}
+		final := pc+kb == k
+		last := final && j.bias != nil
+		epil := final && j.ep.on
+		epInStore := epil && j.epFuse
+		for g0 := i0; g0 < i1; g0 += mc0 {
+			g1 := min(i1, g0+mc0)
+			for qq := 0; qq < nq; {
+				q := j0/gemmNR + qq
+				w := 1
+				if nz == 2 && qq+1 < nfull {
+					w = 2
+				}
+				cols := min(w*gemmNR, j.n-q*gemmNR)
+				ar.Mask = 1<<16 - 1
+				if cols < w*gemmNR {
+					ar.Mask = 1<<(cols-(w-1)*gemmNR) - 1
+				}
+				switch {
+				case directB && qq < nfull:
+					ar.B, ar.LDB, ar.BOff = &mb.b[pc*mb.brs+q*gemmNR], mb.brs, gemmNR
+				case directB:
+					ar.B, ar.LDB, ar.BOff = &bblk[0], gemmNR, gemmNR*kb
+				default:
+					ar.B, ar.LDB, ar.BOff = &bblk[qq*gemmNR*kb], gemmNR, gemmNR*kb
+				}
+				// The epilogue's operand for this column (a column bias
+				// is the same for every row).
+				var colR *float32
+				if epInStore && j.ep.r != nil && j.ep.col {
+					_ = j.ep.r[q*gemmNR+cols-1]
+					colR = &j.ep.r[q*gemmNR]
+				}
+				for i := g0; i < g1; i += mr {
+					rows := min(mr, g1-i)
+					off := i*ldc + q*gemmNR
+					_ = a[(i+rows-1)*lda+pc+kb-1]
+					_ = j.c[off+(rows-1)*ldc+cols-1]
+					ar.A, ar.C = &a[i*lda+pc], &j.c[off]
+					ar.Bias, ar.R, ar.R2, ar.Clamp = nil, nil, nil, false
+					if last {
+						_ = j.bias[i+rows-1]
+						ar.Bias = &j.bias[i]
+					}
+					if epInStore {
+						switch {
+						case colR != nil:
+							ar.R, ar.LDR = colR, 0
+						case j.ep.r != nil:
+							_ = j.ep.r[off+(rows-1)*ldc+cols-1]
+							ar.R, ar.LDR = &j.ep.r[off], ldc
+						}
+						if j.ep.r2 != nil {
+							_ = j.ep.r2[off+(rows-1)*ldc+cols-1]
+							ar.R2, ar.LDR2 = &j.ep.r2[off], ldc
+						}
+						ar.Lo, ar.Hi, ar.Clamp = j.ep.lo, j.ep.hi, true
+					}
+					if w == 2 {
+						amd64.GemmZ32(rows, &ar)
+					} else {
+						amd64.GemmZ16(rows, &ar)
+					}
+					if epil && !epInStore {
+						// The residual shares C's memory: the epilogue
+						// in a pass over the finished tile.
+						ep := j.ep.tile(off, q*gemmNR)
+						ep.block(j.c[off:], ldc, rows, cols)
+					}
+				}
+				qq += w
+			}
+			if epil && j.ep.act != nil {
+				// The activation over this row group's part of the
+				// column block, now final (as in unit).
+				j.ep.activate(j.c[g0*ldc+j0:], ldc, g1-g0, ncols)
+			}
+		}
+	}
 }
