@@ -11,7 +11,17 @@
 // cannot overflow, and the
 // conversion back to float32 (dequantize, bias, residual, activation) is a
 // fixed sequence of float32 operations performed identically by the AVX2
-// epilogue and its Go twin. fp16 weights are converted to float32 with F16C
+// epilogue and its Go twin. On CPUs with AVX-512 (VNNI, BW) most
+// convolutions instead run as a direct convolution (direct.go): 16 output
+// channels in the int32 lanes of a zmm accumulator per output pixel, the
+// pixels' channel pairs broadcast from a pair-interleaved, zero-padded
+// copy of the quantized input, and an in-register transpose back to
+// channel rows before the same epilogue; its sums are the same exact
+// integers, so its output bits are those of the GEMM path and of the
+// portable twins. fp16 weights are converted to float32 with F16C
 // or the identical portable conversion, and computed in float32 by the nn
 // kernels. UsePortable forces the twins (tests, and machines without AVX2).
 package q8
+
+//go:generate python3 gen_asm.py
+//go:generate python3 gen_direct_q8.py

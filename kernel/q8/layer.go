@@ -32,6 +32,10 @@ func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p po
 	}
 	sc := l.getScratch()
 	defer l.putScratch(sc)
+	if g != nil && g.useDirect() {
+		l.computeDirect(pool, g, xd, y, p, sc)
+		return nil
+	}
 	xq := grow16(&sc.xq, len(xd))
 	quantize(*xq, xd, l.inv)
 	e := &sc.epi
@@ -52,6 +56,7 @@ func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p po
 		return nil
 	}
 	K, P := g.K(), g.P()
+	packed := l.convPacked()
 	swap := l.swapped(g)
 	cw := chunkWidth(g)
 	var col, ap *[]int16
@@ -90,7 +95,7 @@ func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p po
 				offs := growInt(&sc.offs, K)
 				g.padded(xg, pad, *offs, Hp, Wp)
 				cj := &sc.conv
-				*cj = convJob{l: l, g: g, src: pad, a: l.packed[gi], epi: e, cw: cw, offs: *offs, Wp: Wp}
+				*cj = convJob{l: l, g: g, src: pad, a: packed[gi], epi: e, cw: cw, offs: *offs, Wp: Wp}
 				nc := (g.OH*Wp + cw - 1) / cw
 				pool.Run(nc, g.Mg*K*P, cj)
 				*cj = convJob{}
@@ -102,7 +107,7 @@ func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p po
 				// Chunks of positions: im2col, packing, GEMM and
 				// epilogue of one chunk stay in the cache.
 				cj := &sc.conv
-				*cj = convJob{l: l, g: g, src: src, W: W, a: l.packed[gi], epi: e, cw: cw}
+				*cj = convJob{l: l, g: g, src: src, W: W, a: packed[gi], epi: e, cw: cw}
 				nc := (P + cw - 1) / cw
 				pool.Run(nc, g.Mg*K*P, cj)
 				*cj = convJob{}
@@ -127,7 +132,7 @@ func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p po
 				*pk = packJob{dst: *bp, b: b, n: P, k: K}
 				pool.Run((P+tileN-1)/tileN, K*P, pk)
 				*pk = packJob{}
-				igemm(pool, g.Mg, P, K, l.packed[gi], *bp, *acc, P)
+				igemm(pool, g.Mg, P, K, packed[gi], *bp, *acc, P)
 			}
 			e.acc = *acc
 			pool.Run(g.Mg, g.Mg*P, e)
@@ -385,11 +390,13 @@ func epilogueRow(y []float32, a []int32, m, b float32, res []float32, relu bool)
 type scratch struct {
 	xq, ap, bp, col []int16
 	ph              []int16 // strided im2col's phases, or the padded input
-	offs            []int   // the direct path's row offsets
+	offs            []int   // the direct paths' row or k-pair offsets
+	zero            []float32
 	acc, acc2       []int32
 	pack            packJob
 	conv            convJob
 	epi             epiJob
+	dconv           dconvJob
 }
 
 // getScratch takes free buffers (a plain free list, not a sync.Pool, so

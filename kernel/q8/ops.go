@@ -56,12 +56,16 @@ type layer struct {
 	inv, xScale  float32
 	w            *tensor.Tensor // identity of the weights the packing came from
 	wShape       []int
-	packed       [][]int16 // Conv: packed A per group; linear: [0] is packed B
+	packed       [][]int16 // Conv: packed A per group (see convPacked); linear: [0] is packed B
+	pOnce        sync.Once
+	groups       int
 	mult, bias   []float32
 	scratchMu    sync.Mutex
 	scratches    []*scratch // free buffers, sized for this layer
 	packedT      [][]int16  // Conv run transposed: packed B per group
 	tOnce        sync.Once
+	dpack        [][]int8 // Conv through the direct kernels: packed weights per group
+	dOnce        sync.Once
 	geomMu       sync.Mutex
 	geom         *geom2
 	geomX        []int // the last input shape, its geometry and output shape
@@ -144,17 +148,10 @@ func (q *q8Op) parse(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
 		if G < 1 || M%G != 0 {
 			return nil, fmt.Errorf("q8: Conv: group %d does not divide %d output channels", G, M)
 		}
-		Mg := M / G
-		w16 := make([]int16, Mg*K)
-		for gi := 0; gi < G; gi++ {
-			for i := range w16 {
-				w16[i] = int16(wd[gi*Mg*K+i])
-			}
-			al, _ := packedLen(Mg, 0, K)
-			p := make([]int16, al)
-			packA(p, w16, Mg, K, K)
-			l.packed = append(l.packed, p)
-		}
+		// The GEMM panels are packed at first use (convPacked): a
+		// convolution that runs through the direct kernels never needs
+		// them.
+		l.groups = G
 		return l, nil
 	}
 	if len(w.Shape) != 2 {
@@ -165,6 +162,28 @@ func (q *q8Op) parse(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
 	packBT(p, wd, M, K, K)
 	l.packed = [][]int16{p}
 	return l, nil
+}
+
+// convPacked returns a Conv layer's weights packed as GEMM A panels, per
+// group (packed at first use).
+func (l *layer) convPacked() [][]int16 {
+	l.pOnce.Do(func() {
+		wd := l.w.Data.([]int8)
+		M := l.wShape[0]
+		K := l.w.Len() / max(M, 1)
+		Mg := M / l.groups
+		w16 := make([]int16, Mg*K)
+		for gi := 0; gi < l.groups; gi++ {
+			for i := range w16 {
+				w16[i] = int16(wd[gi*Mg*K+i])
+			}
+			al, _ := packedLen(Mg, 0, K)
+			p := make([]int16, al)
+			packA(p, w16, Mg, K, K)
+			l.packed = append(l.packed, p)
+		}
+	})
+	return l.packed
 }
 
 // splitAttrs separates the base op's attributes and builds the Add and
