@@ -22,6 +22,14 @@ type Layer struct {
 	FLOPs  int64         `json:"flops,omitempty"`
 }
 
+// PeerLayer is one node of a peer's own per-node profile (ONNX Runtime's:
+// the nodes of its optimised graph, with its op type as Kind).
+type PeerLayer struct {
+	Name   string        `json:"name"`
+	Kind   string        `json:"kind"`
+	Median time.Duration `json:"median_ns"`
+}
+
 // GFLOPs returns the layer's throughput at its median time (0 when the plan
 // records no FLOPs for it).
 func (l Layer) GFLOPs() float64 {

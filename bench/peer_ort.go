@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 
 	ort "github.com/yalue/onnxruntime_go"
@@ -42,24 +43,21 @@ func newORT(m *Model, cfg PeerConfig) (Engine, error) {
 			return nil, fmt.Errorf("bench: peer ort: %w: loading %s: %w", ErrUnavailable, cfg.ORTLib, err)
 		}
 	}
-	opts, err := ort.NewSessionOptions()
+	opts, err := ortOptions(cfg, "")
 	if err != nil {
-		return nil, fmt.Errorf("bench: peer ort: %w", err)
+		return nil, err
 	}
 	defer opts.Destroy()
-	threads := max(cfg.Threads, 1)
-	for _, err := range []error{
-		opts.SetIntraOpNumThreads(threads),
-		opts.SetInterOpNumThreads(1),
-		opts.SetExecutionMode(ort.ExecutionModeSequential),
-		opts.SetGraphOptimizationLevel(ort.GraphOptimizationLevelEnableAll),
-		// Spinning threads would steal the core from the engine timed next.
-		opts.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"),
-	} {
-		if err != nil {
-			return nil, fmt.Errorf("bench: peer ort: session options: %w", err)
-		}
+	e, err := newORTSession(m, opts)
+	if err != nil {
+		return nil, err
 	}
+	return e, nil
+}
+
+// newORTSession creates the session for m with opts and its input values.
+func newORTSession(m *Model, opts *ort.SessionOptions) (*ortEngine, error) {
+	var err error
 	names := make([]string, 0, len(m.Inputs))
 	for n := range m.Inputs {
 		names = append(names, n)
@@ -84,6 +82,85 @@ func newORT(m *Model, cfg PeerConfig) (Engine, error) {
 		return nil, fmt.Errorf("bench: peer ort: %w: creating the session: %w", ErrUnavailable, err)
 	}
 	return e, nil
+}
+
+// ortOptions are the session options of the peer: intra-op threads as
+// asked, inter-op 1, sequential execution, all graph optimisations, no
+// spinning; and ORT's own per-node profiling to files named after
+// profile, when it is not "".
+func ortOptions(cfg PeerConfig, profile string) (*ort.SessionOptions, error) {
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, fmt.Errorf("bench: peer ort: %w", err)
+	}
+	threads := max(cfg.Threads, 1)
+	errs := []error{
+		opts.SetIntraOpNumThreads(threads),
+		opts.SetInterOpNumThreads(1),
+		opts.SetExecutionMode(ort.ExecutionModeSequential),
+		opts.SetGraphOptimizationLevel(ort.GraphOptimizationLevelEnableAll),
+		// Spinning threads would steal the core from the engine timed next.
+		opts.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"),
+	}
+	if profile != "" {
+		errs = append(errs, opts.EnableProfiling(profile))
+	}
+	for _, err := range errs {
+		if err != nil {
+			opts.Destroy()
+			return nil, fmt.Errorf("bench: peer ort: session options: %w", err)
+		}
+	}
+	return opts, nil
+}
+
+// ProfileORT runs the model o.Warmup + o.Runs times in a separate ONNX
+// Runtime session with ORT's own profiling on, and returns each node's
+// median kernel time, in the order ORT ran them (its optimised graph: its
+// fused and layout nodes, not the ONNX model's). The profile adds a little
+// time per node, so these times are for comparing layers, not for the
+// end-to-end ratio.
+func ProfileORT(m *Model, cfg PeerConfig, o Options) ([]PeerLayer, error) {
+	if cfg.ORTLib == "" {
+		return nil, fmt.Errorf("bench: peer ort: %w: no library path", ErrUnavailable)
+	}
+	dir, err := os.MkdirTemp("", "vouch-ort-profile")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	e, err := newORTProfiled(m, cfg, filepath.Join(dir, "ort"))
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < o.Warmup+max(o.Runs, 1); i++ {
+		if err := e.Run(); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("bench: peer ort: %w", err)
+		}
+	}
+	// The profile is written when the session ends.
+	if err := e.Close(); err != nil {
+		return nil, fmt.Errorf("bench: peer ort: %w", err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "ort*.json"))
+	if len(files) != 1 {
+		return nil, fmt.Errorf("bench: peer ort: profiling wrote %d files, want 1", len(files))
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		return nil, err
+	}
+	return parseORTProfile(raw, o.Warmup)
+}
+
+func newORTProfiled(m *Model, cfg PeerConfig, profile string) (*ortEngine, error) {
+	opts, err := ortOptions(cfg, profile)
+	if err != nil {
+		return nil, err
+	}
+	defer opts.Destroy()
+	return newORTSession(m, opts)
 }
 
 func ortTensor(t *tensor.Tensor) (ort.Value, error) {

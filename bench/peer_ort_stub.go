@@ -10,3 +10,8 @@ func newORT(*Model, PeerConfig) (Engine, error) {
 
 // ORTBuilt reports whether the ONNX Runtime peer is compiled in.
 const ORTBuilt = false
+
+// ProfileORT needs the ort build tag.
+func ProfileORT(*Model, PeerConfig, Options) ([]PeerLayer, error) {
+	return nil, fmt.Errorf("bench: peer ort: %w: vouch was built without -tags ort (cgo); see scripts/fetch-ort.sh", ErrUnavailable)
+}

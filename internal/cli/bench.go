@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -50,7 +51,8 @@ first dimension (a model exported at batch 1 is relaxed to a dynamic batch),
 
 --threads sets GOMAXPROCS for vouch and GoMLX, and ORT's intra-op threads.
 --layers also prints the plan's per-layer profile: kind, tactic, median time
-and share of the total. --gemm runs the GEMM microbenchmark instead, against
+and share of the total; with --peer ort, also ONNX Runtime's own per-node
+profile (from a separate profiled session), to compare layer by layer. --gemm runs the GEMM microbenchmark instead, against
 this core's measured FP32 FMA peak.
 
 Peers are compiled in with build tags: -tags ort (cgo; the library comes from
@@ -164,6 +166,7 @@ type benchReport struct {
 	Ratios      map[string]float64 `json:"ratio_vouch_over,omitempty"`
 	Unavailable map[string]string  `json:"unavailable,omitempty"`
 	Layers      []bench.Layer      `json:"layers,omitempty"`
+	ORTLayers   []bench.PeerLayer  `json:"ort_layers,omitempty"`
 	GEMM        *gemmReport        `json:"gemm,omitempty"`
 }
 
@@ -221,6 +224,13 @@ func (m *Main) bench(ctx context.Context, o BenchOptions) error {
 		if rep.Layers, err = bench.Profile(ctx, model.Plan, model.Inputs, bench.Options{Runs: o.Runs, Warmup: 1}); err != nil {
 			return err
 		}
+		if _, unavailable := rep.Unavailable["ort"]; slices.Contains(o.Peers, "ort") && !unavailable {
+			// ORT's own per-node profile, from a separate profiled
+			// session after the timed runs.
+			if rep.ORTLayers, err = bench.ProfileORT(model, bench.PeerConfig{Threads: o.Threads, ORTLib: o.ORTLib}, bench.Options{Runs: o.Runs, Warmup: 3}); err != nil {
+				return err
+			}
+		}
 	}
 	if o.JSON {
 		return m.printJSONReport(rep)
@@ -249,8 +259,30 @@ func (m *Main) bench(ctx context.Context, o BenchOptions) error {
 	}
 	if o.Layers {
 		m.printLayers(rep.Layers)
+		if rep.ORTLayers != nil {
+			m.printPeerLayers("ONNX Runtime", rep.ORTLayers)
+		}
 	}
 	return nil
+}
+
+// printPeerLayers prints a peer's own per-node profile.
+func (m *Main) printPeerLayers(peer string, layers []bench.PeerLayer) {
+	var total time.Duration
+	for _, l := range layers {
+		total += l.Median
+	}
+	fmt.Fprintf(m.Stdout, "\n%s per-node profile (its optimised graph, its own profiler; median of each node; sum %s)\n", peer, bench.FormatDuration(total))
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tnode\top\tmedian\tshare")
+	for i, l := range layers {
+		share := 0.0
+		if total > 0 {
+			share = 100 * float64(l.Median) / float64(total)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f%%\n", i, l.Name, l.Kind, bench.FormatDuration(l.Median), share)
+	}
+	tw.Flush()
 }
 
 func describeInputs(model *bench.Model) string {
