@@ -75,3 +75,7 @@ func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *
 func TransposeZ16(src *float32, lds, n int, dst *float32, ldd, rows int) {
 	panic("amd64: not available")
 }
+
+func TransposeZ16E(src *float32, lds, n int, dst *float32, ldd, rows int, r *float32, clamp *[2]float32) {
+	panic("amd64: not available")
+}

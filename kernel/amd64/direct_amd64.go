@@ -27,3 +27,12 @@ var EnabledZ = Enabled && cpu.X86.HasAVX512F
 //
 //go:noescape
 func TransposeZ16(src *float32, lds, n int, dst *float32, ldd, rows int)
+
+// TransposeZ16E is TransposeZ16 with a residual layer's epilogue in the
+// store: each stored value v becomes v + r[...] (v the first operand; r
+// laid out as dst, ldd apart; none when r is nil), then, when clamp is not
+// nil, lo > v ? lo : v and hi < v ? hi : v (amd64.Epi's operations in its
+// order). Only the n valid lanes of r are read.
+//
+//go:noescape
+func TransposeZ16E(src *float32, lds, n int, dst *float32, ldd, rows int, r *float32, clamp *[2]float32)

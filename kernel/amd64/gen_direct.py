@@ -131,6 +131,81 @@ a('tz16done:')
 a('\tVZEROUPPER')
 a('\tRET')
 
+
+# TransposeZ16E: TransposeZ16 with the epilogue of a residual layer in the
+# store: each transposed row v (channel), v = v + r (v the first operand,
+# r laid out as dst), then, when clamp is not nil, lo > v ? lo : v and
+# hi < v ? hi : v: amd64.Epi's operations in its order.
+a('')
+a('// func TransposeZ16E(src *float32, lds, n int, dst *float32, ldd, rows int, r *float32, clamp *[2]float32)')
+a('TEXT ·TransposeZ16E(SB), NOSPLIT, $0-64')
+a('\tMOVQ src+0(FP), SI')
+a('\tMOVQ lds+8(FP), AX')
+a('\tSHLQ $2, AX')
+a('\tMOVQ n+16(FP), CX')
+a('\tMOVQ dst+24(FP), DI')
+a('\tMOVQ ldd+32(FP), DX')
+a('\tSHLQ $2, DX')
+a('\tMOVQ rows+40(FP), BX')
+a('\tMOVQ r+48(FP), R9')
+a('\tMOVQ clamp+56(FP), R10')
+a('\tMOVL $1, R8')
+a('\tSHLL CX, R8')
+a('\tDECL R8')
+a('\tKMOVW R8, K2')
+for r in range(16):
+    a(f'\tVMOVUPS (SI), Z{r}')
+    a('\tADDQ AX, SI')
+for i in range(8):
+    a(f'\tVUNPCKLPS Z{2*i+1}, Z{2*i}, Z{16+2*i}')
+    a(f'\tVUNPCKHPS Z{2*i+1}, Z{2*i}, Z{16+2*i+1}')
+for b in range(4):
+    t0, t1, t2, t3 = [16+4*b+k for k in range(4)]
+    a(f'\tVUNPCKLPD Z{t2}, Z{t0}, Z{4*b+0}')
+    a(f'\tVUNPCKHPD Z{t2}, Z{t0}, Z{4*b+1}')
+    a(f'\tVUNPCKLPD Z{t3}, Z{t1}, Z{4*b+2}')
+    a(f'\tVUNPCKHPD Z{t3}, Z{t1}, Z{4*b+3}')
+for k in range(4):
+    a(f'\tVSHUFF32X4 $0x44, Z{4+k}, Z{k}, Z{16+4*k}')
+    a(f'\tVSHUFF32X4 $0xEE, Z{4+k}, Z{k}, Z{17+4*k}')
+    a(f'\tVSHUFF32X4 $0x44, Z{12+k}, Z{8+k}, Z{18+4*k}')
+    a(f'\tVSHUFF32X4 $0xEE, Z{12+k}, Z{8+k}, Z{19+4*k}')
+for k in range(4):
+    va, vb, wa, wb = 16+4*k, 17+4*k, 18+4*k, 19+4*k
+    a(f'\tVSHUFF32X4 $0x88, Z{wa}, Z{va}, Z{k}')
+    a(f'\tVSHUFF32X4 $0xDD, Z{wa}, Z{va}, Z{4+k}')
+    a(f'\tVSHUFF32X4 $0x88, Z{wb}, Z{vb}, Z{8+k}')
+    a(f'\tVSHUFF32X4 $0xDD, Z{wb}, Z{vb}, Z{12+k}')
+# lo/hi in Z30/Z31 when clamping: +-Inf otherwise (which change nothing)
+a('\tTESTQ R10, R10')
+a('\tJEQ tz16enoclamp')
+a('\tVBROADCASTSS (R10), Z30')
+a('\tVBROADCASTSS 4(R10), Z31')
+a('\tJMP tz16eclampset')
+a('tz16enoclamp:')
+a('\tMOVL $0xff800000, R11')
+a('\tVPBROADCASTD R11, Z30')
+a('\tMOVL $0x7f800000, R11')
+a('\tVPBROADCASTD R11, Z31')
+a('tz16eclampset:')
+for j in range(16):
+    a('\tTESTQ R9, R9')
+    a(f'\tJEQ tz16enor{j}')
+    a(f'\tVMOVUPS.Z (R9), K2, Z16')
+    a(f'\tVADDPS Z16, Z{j}, Z{j}')
+    a('\tADDQ DX, R9')
+    a(f'tz16enor{j}:')
+    a(f'\tVMAXPS Z{j}, Z30, Z{j}')
+    a(f'\tVMINPS Z{j}, Z31, Z{j}')
+    a(f'\tVMOVUPS Z{j}, K2, (DI)')
+    if j < 15:
+        a('\tDECQ BX')
+        a('\tJEQ tz16edone')
+        a('\tADDQ DX, DI')
+a('tz16edone:')
+a('\tVZEROUPPER')
+a('\tRET')
+
 with open('direct_amd64.s', 'w') as f:
     f.write('\n'.join(L) + '\n')
 

@@ -316,6 +316,13 @@ func (j *directZJob) Run(lo, hi int) {
 		lohi = [2]float32{j.ep.lo, j.ep.hi}
 		clamp = &lohi
 	}
+	// A residual (laid out as the output, not sharing its memory:
+	// directOK) and the clamp after it go into the transpose's store.
+	var res []float32
+	if j.ep.on && j.ep.r != nil {
+		res = j.ep.r
+		lohi = [2]float32{j.ep.lo, j.ep.hi}
+	}
 	for u := lo; u < hi; u++ {
 		q, gr := u/j.ngr, u%j.ngr
 		if j.rowsOuter {
@@ -341,7 +348,15 @@ func (j *directZJob) Run(lo, hi int) {
 					// Pixel-major tile to the NCHW rows of its channels.
 					o := q*cw*j.P + (oy+r)*OW + ox
 					_ = j.y[o+(chans-1)*j.P+nt-1]
+					if res != nil {
+						_ = res[o+(chans-1)*j.P+nt-1]
+					}
 					for c0 := 0; c0 < chans; c0 += 16 {
+						if res != nil {
+							// The residual and the clamp in the store.
+							amd64.TransposeZ16E(&scratch[r*z.T*cw+c0], cw, nt, &j.y[o+c0*j.P], j.P, min(16, chans-c0), &res[o+c0*j.P], &lohi)
+							continue
+						}
 						amd64.TransposeZ16(&scratch[r*z.T*cw+c0], cw, nt, &j.y[o+c0*j.P], j.P, min(16, chans-c0))
 					}
 				}
@@ -350,7 +365,7 @@ func (j *directZJob) Run(lo, hi int) {
 		if j.ep.on {
 			off := q*cw*j.P + oy0*OW
 			ep := j.ep.tile(off, 0)
-			if clamp == nil {
+			if clamp == nil && res == nil {
 				ep.block(j.y[off:], j.P, chans, (oy1-oy0)*OW)
 			}
 			ep.activate(j.y[off:], j.P, chans, (oy1-oy0)*OW)
