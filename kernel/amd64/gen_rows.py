@@ -774,5 +774,86 @@ TEXT ·{name}(SB), NOSPLIT, {frame}
 """
 
 
+# amd64.DwFlat field offsets.
+F = dict(X=0, Y=8, W=16, Bias=24, BStep=32, Planes=40, Step=48, LD=56, NV=64, Lo=72, Hi=76, Masks=80)
+
+
+def dwflatz():
+    """DwS1P1FlatZ: whole planes of a stride 1, pad 1 depthwise 3x3 as
+    flat runs of 16 outputs (AVX-512), every tap a zero-masked load."""
+    taps = []
+    for ky, r in enumerate(ROWS):
+        for kx in range(3):
+            t = 3 * ky + kx
+            taps.append(f"\tKMOVW {2 * t}(R10), K1")
+            taps.append(f"\tVMOVUPS.Z {4 * (kx - 1)}({r})(AX*1), K1, Z10")
+            taps.append(f"\tVFMADD231PS Z10, Z{t}, Z9")
+    taps = "\n".join(taps)
+    weights = "\n".join(f"\tVBROADCASTSS {4 * t}(R9), Z{t}" for t in range(9))
+    return f"""
+// func DwS1P1FlatZ(p *DwFlat)
+//
+// Registers: R14 p, BX the plane's input, SI / CX its rows above / below
+// (BX -/+ LD*4 bytes), DI its output, AX the vector's byte offset, R10
+// its masks, R11 vectors left, R8 the plane's byte step, R12 the row's
+// bytes. Z0-Z8 the weights, Z9 the chain, Z10 a tap, Z11 the canonical
+// NaN, Z12 hi, Z13 lo, Z14 the bias.
+TEXT ·DwS1P1FlatZ(SB), NOSPLIT, $0-8
+	MOVQ p+0(FP), R14
+	CMPQ {F['Planes']}(R14), $0
+	JLE dwflatzdone
+	MOVL $0x7fc00000, R9
+	VPBROADCASTD R9, Z11
+	VBROADCASTSS {F['Hi']}(R14), Z12
+	VBROADCASTSS {F['Lo']}(R14), Z13
+	MOVQ {F['Step']}(R14), R8
+	SHLQ $2, R8
+	MOVQ {F['LD']}(R14), R12
+	SHLQ $2, R12
+	MOVQ {F['X']}(R14), BX
+	MOVQ {F['Y']}(R14), DI
+
+dwflatzplane:
+	MOVQ {F['W']}(R14), R9
+{weights}
+	MOVQ {F['Bias']}(R14), R9
+	VBROADCASTSS (R9), Z14
+	MOVQ BX, SI
+	SUBQ R12, SI
+	LEAQ (BX)(R12*1), CX
+	XORQ AX, AX
+	LEAQ {F['Masks']}(R14), R10
+	MOVQ {F['NV']}(R14), R11
+
+dwflatzvec:
+	VPXORD Z9, Z9, Z9
+{taps}
+	VCMPPS $3, Z9, Z9, K2
+	VMOVAPS Z11, K2, Z9
+	VADDPS Z14, Z9, Z9
+	VMAXPS Z9, Z13, Z9 // lo > v ? lo : v
+	VMINPS Z9, Z12, Z9 // hi < v ? hi : v
+	KMOVW 18(R10), K3
+	VMOVUPS Z9, K3, (DI)(AX*1)
+	ADDQ $64, AX
+	ADDQ $20, R10
+	DECQ R11
+	JNZ dwflatzvec
+
+	ADDQ R8, BX
+	ADDQ R8, DI
+	ADDQ $36, {F['W']}(R14)
+	MOVQ {F['BStep']}(R14), AX
+	SHLQ $2, AX
+	ADDQ AX, {F['Bias']}(R14)
+	DECQ {F['Planes']}(R14)
+	JNZ dwflatzplane
+
+dwflatzdone:
+	VZEROUPPER
+	RET
+"""
+
+
 print(HEADER + FIXED + dwrows9() + dwdirect("DwS1P1", 1) + dwdirect("DwS2P1", 2) + dwplanes("DwS1P1Planes", 1)
-      + dwplanes("DwS2P1Planes", 2), end="")
+      + dwplanes("DwS2P1Planes", 2) + dwflatz(), end="")

@@ -126,3 +126,37 @@ func DwS1P1Planes(p *DwPlanes)
 //
 //go:noescape
 func DwS2P1Planes(p *DwPlanes)
+
+// DwFlat describes Planes depthwise 3x3 planes for DwS1P1FlatZ (offsets
+// fixed: the assembly reads them, and advances W and Bias and counts
+// Planes down as it goes).
+type DwFlat struct {
+	X      *float32 // 0: plane 0's input
+	Y      *float32 // 8: plane 0's output
+	W      *float32 // 16: plane 0's nine weights, the next plane's 9 floats on
+	Bias   *float32 // 24
+	BStep  int      // 32: floats from one plane's bias to the next's
+	Planes int      // 40
+	Step   int      // 48: floats from one plane to the next (input and output)
+	LD     int      // 56: the row length
+	NV     int      // 64: vectors of 16 outputs per plane, at most len(Masks)
+	Lo, Hi float32  // 72, 76
+	// Masks[v][t] (t < 9) masks tap t's load of vector v (outputs 16v ..
+	// 16v+15 of the plane): bit l is set where output 16v+l is in the plane
+	// and its tap lies inside the input; Masks[v][9] masks the store (bit l
+	// set where output 16v+l is in the plane).
+	Masks [16][10]uint16 // 80
+}
+
+// DwS1P1FlatZ (AVX-512, where EnabledZ) computes p.Planes planes of a
+// depthwise 3x3 convolution at stride 1 with one row and column of padding
+// on every side (output plane = input plane, LD wide), each plane as a
+// flat run of outputs 16 at a time: output o's tap (ky, kx) is x[o +
+// (ky-1)*LD + kx-1] where it lies inside the input, else +0 (a zero-masked
+// load). Its value is the chain acc = FMA(tap, w[3ky+kx], acc) over the
+// nine taps in row-major order from +0, then canon(acc) + *bias, then lo
+// > v ? lo : v and hi < v ? hi : v: DwS1P1's chain and epilogue. Only the
+// masked lanes are read and written.
+//
+//go:noescape
+func DwS1P1FlatZ(p *DwFlat)

@@ -57,3 +57,20 @@ type DwPlanes struct {
 func DwS1P1Planes(p *DwPlanes) { panic("amd64: not available") }
 
 func DwS2P1Planes(p *DwPlanes) { panic("amd64: not available") }
+
+// DwFlat is rows_amd64.go's (see there).
+type DwFlat struct {
+	X      *float32
+	Y      *float32
+	W      *float32
+	Bias   *float32
+	BStep  int
+	Planes int
+	Step   int
+	LD     int
+	NV     int
+	Lo, Hi float32
+	Masks  [16][10]uint16
+}
+
+func DwS1P1FlatZ(p *DwFlat) { panic("amd64: not available") }

@@ -12,6 +12,14 @@ import (
 // (the input read in place), else dw9Job (the planes padded first).
 func dwRun(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
 	work := s.N * s.C * prod(s.g.out) * 9
+	if dwFlatOK(s.g) {
+		j := dwFlatJobs.Get().(*dwFlatJob)
+		*j = dwFlatJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
+		pool.Run(s.N*s.C, work, j)
+		*j = dwFlatJob{}
+		dwFlatJobs.Put(j)
+		return
+	}
 	if _, _, ok := dwDirectSetup(s.g); ok {
 		j := dwDirectJobs.Get().(*dwDirectJob)
 		*j = dwDirectJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
@@ -309,5 +317,102 @@ func splitCols(ev, od, x []float32, pl int) {
 	}
 	for i := kb; i < no; i++ {
 		b[i] = x[2*i+1]
+	}
+}
+
+// dwFlatMax is the largest plane (outputs) that dwFlatJob takes, and
+// dwFlatW the narrowest row it leaves to the row kernels (from 8 outputs
+// a row fills their vectors; at 14x14 the flat kernel measured no
+// faster).
+const (
+	dwFlatMax = 256
+	dwFlatW   = 8
+)
+
+// testNoDwFlat makes dwRun skip dwFlatJob (tests of the AVX2 kernels).
+var testNoDwFlat bool
+
+// dwFlatOK reports whether dwFlatJob applies: AVX-512, stride 1 and one
+// row and column of padding on each side (the output plane the input
+// plane's shape), rows narrower than dwFlatW, a plane of at most
+// dwFlatMax outputs.
+func dwFlatOK(g *geom) bool {
+	return amd64.EnabledZ && !testNoDwFlat && g.stride[0] == 1 && g.stride[1] == 1 &&
+		g.padB[0] == 1 && g.padB[1] == 1 && g.padE[0] == 1 && g.padE[1] == 1 &&
+		g.out[0] == g.in[0] && g.out[1] == g.in[1] && g.in[1] < dwFlatW && g.in[0]*g.in[1] <= dwFlatMax
+}
+
+// dwFlatJob runs depthwise3x3 over (image, channel) planes for dwFlatOK
+// through amd64.DwS1P1FlatZ: each plane a flat run of outputs, 16 at a
+// time, output o's tap (ky, kx) the input at o + (ky-1)*W + kx-1 where
+// that lies inside the plane's row and column range, else +0 (masked).
+// Each output is depthwiseInto's chain over the nine taps in row-major
+// order from +0, padding taps included as FMA(0, w, acc); the bias (-0
+// when there is none) and the clamp are applied as the kernel stores, a
+// residual epilogue over the finished planes.
+type dwFlatJob struct {
+	s             *convSetup
+	x, w, bias, y []float32
+	ep            epi
+}
+
+var dwFlatJobs = sync.Pool{New: func() any { return new(dwFlatJob) }}
+
+// dwFlatMasks fills p's masks, vector counts and row length for an H x W
+// plane.
+func dwFlatMasks(p *amd64.DwFlat, H, W int) {
+	HW := H * W
+	p.LD, p.NV = W, (HW+15)/16
+	for v := 0; v < p.NV; v++ {
+		for t := 0; t < 10; t++ {
+			var m uint16
+			for l := 0; l < 16; l++ {
+				o := 16*v + l
+				if o >= HW {
+					continue
+				}
+				iy, ix := o/W+t/3-1, o%W+t%3-1
+				if t == 9 || (iy >= 0 && iy < H && ix >= 0 && ix < W) {
+					m |= 1 << l
+				}
+			}
+			p.Masks[v][t] = m
+		}
+	}
+}
+
+func (j *dwFlatJob) Run(lo0, hi0 int) {
+	g := j.s.g
+	H, W := g.in[0], g.in[1]
+	HW := H * W
+	lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
+	late := j.ep.on && j.ep.r != nil
+	if j.ep.on && !late {
+		lo, hi = j.ep.lo, j.ep.hi
+	}
+	var p amd64.DwFlat
+	dwFlatMasks(&p, H, W)
+	C := j.s.C
+	for nc := lo0; nc < hi0; {
+		// planes [nc, e): consecutive channels of one image
+		c := nc % C
+		e := min(hi0, nc-c+C)
+		_ = j.x[e*HW-1]
+		_ = j.y[e*HW-1]
+		_ = j.w[(c+e-nc)*9-1]
+		p.X, p.Y, p.W, p.Bias, p.BStep = &j.x[nc*HW], &j.y[nc*HW], &j.w[c*9], &negZero, 0
+		p.Planes, p.Step, p.Lo, p.Hi = e-nc, HW, lo, hi
+		if j.bias != nil {
+			_ = j.bias[c+e-nc-1]
+			p.Bias, p.BStep = &j.bias[c], 1
+		}
+		amd64.DwS1P1FlatZ(&p)
+		if late {
+			for k := nc; k < e; k++ {
+				ep := j.ep.at(k * HW)
+				ep.block(j.y[k*HW:(k+1)*HW], HW, 1, HW)
+			}
+		}
+		nc = e
 	}
 }

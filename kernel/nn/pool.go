@@ -350,9 +350,17 @@ func globalPool[F kernel.Float](x []F, NC, S int, isMax bool) []F {
 	return y
 }
 
-// globalPoolInto is globalPool into y (one value per channel).
+// globalPoolInto is globalPool into y (one value per channel). Sums run
+// eight channels at a time, each channel's sequential chain in its own
+// accumulator (the same additions in the same order, interleaved), so the
+// chains' latencies overlap.
 func globalPoolInto[F kernel.Float](x []F, S int, isMax bool, y []F) {
-	for c := range y {
+	c0 := 0
+	if !isMax && S > 0 {
+		c0 = len(y) &^ 7
+		globalSum8(x, S, y[:c0])
+	}
+	for c := c0; c < len(y); c++ {
 		row := x[c*S : (c+1)*S]
 		if isMax {
 			m := F(math.Inf(-1))
@@ -367,6 +375,34 @@ func globalPoolInto[F kernel.Float](x []F, S int, isMax bool, y []F) {
 			s += v
 		}
 		y[c] = s / F(S)
+	}
+}
+
+// globalSum8 is globalPoolInto's sums for len(y) a multiple of 8.
+func globalSum8[F kernel.Float](x []F, S int, y []F) {
+	for c := 0; c+8 <= len(y); c += 8 {
+		r0 := x[c*S : c*S+S]
+		r1 := x[(c+1)*S : (c+1)*S+S]
+		r2 := x[(c+2)*S : (c+2)*S+S]
+		r3 := x[(c+3)*S : (c+3)*S+S]
+		r4 := x[(c+4)*S : (c+4)*S+S]
+		r5 := x[(c+5)*S : (c+5)*S+S]
+		r6 := x[(c+6)*S : (c+6)*S+S]
+		r7 := x[(c+7)*S : (c+7)*S+S]
+		var s0, s1, s2, s3, s4, s5, s6, s7 F
+		for i := range r0 {
+			s0 += r0[i]
+			s1 += r1[i]
+			s2 += r2[i]
+			s3 += r3[i]
+			s4 += r4[i]
+			s5 += r5[i]
+			s6 += r6[i]
+			s7 += r7[i]
+		}
+		n := F(S)
+		y[c], y[c+1], y[c+2], y[c+3] = s0/n, s1/n, s2/n, s3/n
+		y[c+4], y[c+5], y[c+6], y[c+7] = s4/n, s5/n, s6/n, s7/n
 	}
 }
 

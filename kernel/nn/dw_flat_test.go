@@ -1,0 +1,85 @@
+package nn
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// TestDepthwiseFlatTwin: stride 1, pad 1 depthwise 3x3 convolutions on
+// small planes, through the flat AVX-512 kernel (amd64.DwS1P1FlatZ) and
+// with it switched off (the AVX2 row kernels), give the portable twin's
+// bits: planes 1x1 to 36x7 (a partial last vector, planes of one vector
+// or less, rows of 1 to 7), specials in data and weights, with and
+// without bias, clamp and residual epilogues, 1, 2 and 8 workers.
+func TestDepthwiseFlatTwin(t *testing.T) {
+	r := rand.New(rand.NewSource(29))
+	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+		UsePortable(false)
+		testNoDwFlat = false
+	}()
+	flat := 0
+	for i := 0; i < 160; i++ {
+		c, nb := 1+r.Intn(19), 1+r.Intn(2)
+		h, w := 1+r.Intn(36), 1+r.Intn(7)
+		if i < 49 {
+			h, w = 1+i/7, 1+i%7
+		}
+		n := node("Conv", intAttr("group", int64(c)), ints("strides", 1, 1), ints("pads", 1, 1, 1, 1))
+		xs, ws := []int{nb, c, h, w}, []int{c, 1, 3, 3}
+		x := tensor.From(specialF32(r, prod(xs), i%2 == 0), xs...)
+		wt := tensor.From(specialF32(r, prod(ws), i%3 == 0), ws...)
+		in := []*tensor.Tensor{x, wt}
+		if i%5 != 4 {
+			in = append(in, tensor.From(specialF32(r, c, i%4 == 1), c))
+		}
+		s, err := setupConv(n, xs, ws)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if dwFlatOK(s.g) {
+			flat++
+		}
+		var ep kernel.Epilogue
+		switch i % 3 {
+		case 1:
+			ep = kernel.Epilogue{Lo: 0, Hi: 6, HasLo: true, HasHi: true}
+		case 2:
+			ep = kernel.Epilogue{Residual: specialF32(r, nb*c*h*w, true), Lo: -1, HasLo: true}
+		}
+		run := func(p *parallel.Pool) []float32 {
+			y := tensor.New(tensor.Float32, nb, c, h, w)
+			ctx := &kernel.Ctx{Pool: p, Epilogue: ep}
+			if err := intoConv(ctx, n, in, []*tensor.Tensor{y}); err != nil {
+				t.Fatalf("case %d: %v", i, err)
+			}
+			return y.Data.([]float32)
+		}
+		UsePortable(true)
+		want := run(pools[0])
+		UsePortable(false)
+		for _, off := range []bool{false, true} {
+			testNoDwFlat = off
+			for _, p := range pools {
+				if got := run(p); sameF32(got, want) >= 0 {
+					d := sameF32(got, want)
+					t.Fatalf("case %d (x %v, bias %v, epilogue %d, flat off %v), %d workers: y[%d] = %#x, portable %#x",
+						i, xs, len(in) == 3, i%3, off, p.Workers(), d, math.Float32bits(got[d]), math.Float32bits(want[d]))
+				}
+			}
+		}
+		testNoDwFlat = false
+	}
+	if amd64.EnabledZ && flat < 150 {
+		t.Fatalf("flat kernel in %d cases: too few", flat)
+	}
+}
