@@ -239,7 +239,9 @@ func (o *edwOp) fast(c *kernel.Ctx, p *edwParts, in []*tensor.Tensor, y *tensor.
 	var ea, eb kernel.Epilogue
 	ok := true
 	if p.pa != nil {
-		ea, ok = clampOf(p.pa, in, kernel.Epilogue{})
+		if p.pa.act != nil {
+			ea, ok = clampOf(p.pa, in, kernel.Epilogue{})
+		}
 	}
 	if ok && p.pb != nil {
 		// The depthwise part's inputs sit after the expansion's, its
@@ -249,7 +251,9 @@ func (o *edwOp) fast(c *kernel.Ctx, p *edwParts, in []*tensor.Tensor, y *tensor.
 		for i, k := range p.pb.actIn {
 			pb.actIn[i] = p.split + k - 1
 		}
-		eb, ok = clampOf(&pb, in, kernel.Epilogue{})
+		if pb.act != nil {
+			eb, ok = clampOf(&pb, in, kernel.Epilogue{})
+		}
 	}
 	if !ok {
 		return false
