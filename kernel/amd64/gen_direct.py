@@ -78,6 +78,36 @@ a('\tVZEROUPPER')
 a('\tRET')
 
 
+def transpose16():
+    # Loads 16 rows of 16 floats (SI, AX bytes apart) into Z0-Z15 and
+    # transposes them in registers: 32-bit, then 64-bit interleaves within
+    # 128-bit lanes, then two rounds of 128-bit lane shuffles; column j
+    # ends in Zj. Uses Z16-Z31.
+    for r in range(16):
+        a(f'\tVMOVUPS (SI), Z{r}')
+        a('\tADDQ AX, SI')
+    for i in range(8):
+        a(f'\tVUNPCKLPS Z{2*i+1}, Z{2*i}, Z{16+2*i}')
+        a(f'\tVUNPCKHPS Z{2*i+1}, Z{2*i}, Z{16+2*i+1}')
+    for b in range(4):
+        t0, t1, t2, t3 = [16+4*b+k for k in range(4)]
+        a(f'\tVUNPCKLPD Z{t2}, Z{t0}, Z{4*b+0}')
+        a(f'\tVUNPCKHPD Z{t2}, Z{t0}, Z{4*b+1}')
+        a(f'\tVUNPCKLPD Z{t3}, Z{t1}, Z{4*b+2}')
+        a(f'\tVUNPCKHPD Z{t3}, Z{t1}, Z{4*b+3}')
+    for k in range(4):
+        a(f'\tVSHUFF32X4 $0x44, Z{4+k}, Z{k}, Z{16+4*k}')
+        a(f'\tVSHUFF32X4 $0xEE, Z{4+k}, Z{k}, Z{17+4*k}')
+        a(f'\tVSHUFF32X4 $0x44, Z{12+k}, Z{8+k}, Z{18+4*k}')
+        a(f'\tVSHUFF32X4 $0xEE, Z{12+k}, Z{8+k}, Z{19+4*k}')
+    for k in range(4):
+        va, vb, wa, wb = 16+4*k, 17+4*k, 18+4*k, 19+4*k
+        a(f'\tVSHUFF32X4 $0x88, Z{wa}, Z{va}, Z{k}')
+        a(f'\tVSHUFF32X4 $0xDD, Z{wa}, Z{va}, Z{4+k}')
+        a(f'\tVSHUFF32X4 $0x88, Z{wb}, Z{vb}, Z{8+k}')
+        a(f'\tVSHUFF32X4 $0xDD, Z{wb}, Z{vb}, Z{12+k}')
+
+
 # TransposeZ16: a tile's pixel-major rows to the NCHW rows of its
 # channels. 16 rows of 16 floats (pixels) are loaded, transposed in
 # registers (32-bit, then 64-bit interleaves within 128-bit lanes, then
@@ -98,29 +128,7 @@ a('\tMOVL $1, R8')
 a('\tSHLL CX, R8')
 a('\tDECL R8')
 a('\tKMOVW R8, K2')
-for r in range(16):
-    a(f'\tVMOVUPS (SI), Z{r}')
-    a('\tADDQ AX, SI')
-for i in range(8):
-    a(f'\tVUNPCKLPS Z{2*i+1}, Z{2*i}, Z{16+2*i}')
-    a(f'\tVUNPCKHPS Z{2*i+1}, Z{2*i}, Z{16+2*i+1}')
-for b in range(4):
-    t0, t1, t2, t3 = [16+4*b+k for k in range(4)]
-    a(f'\tVUNPCKLPD Z{t2}, Z{t0}, Z{4*b+0}')
-    a(f'\tVUNPCKHPD Z{t2}, Z{t0}, Z{4*b+1}')
-    a(f'\tVUNPCKLPD Z{t3}, Z{t1}, Z{4*b+2}')
-    a(f'\tVUNPCKHPD Z{t3}, Z{t1}, Z{4*b+3}')
-for k in range(4):
-    a(f'\tVSHUFF32X4 $0x44, Z{4+k}, Z{k}, Z{16+4*k}')
-    a(f'\tVSHUFF32X4 $0xEE, Z{4+k}, Z{k}, Z{17+4*k}')
-    a(f'\tVSHUFF32X4 $0x44, Z{12+k}, Z{8+k}, Z{18+4*k}')
-    a(f'\tVSHUFF32X4 $0xEE, Z{12+k}, Z{8+k}, Z{19+4*k}')
-for k in range(4):
-    va, vb, wa, wb = 16+4*k, 17+4*k, 18+4*k, 19+4*k
-    a(f'\tVSHUFF32X4 $0x88, Z{wa}, Z{va}, Z{k}')
-    a(f'\tVSHUFF32X4 $0xDD, Z{wa}, Z{va}, Z{4+k}')
-    a(f'\tVSHUFF32X4 $0x88, Z{wb}, Z{vb}, Z{8+k}')
-    a(f'\tVSHUFF32X4 $0xDD, Z{wb}, Z{vb}, Z{12+k}')
+transpose16()
 for j in range(16):
     a(f'\tVMOVUPS Z{j}, K2, (DI)')
     if j < 15:
@@ -153,29 +161,7 @@ a('\tMOVL $1, R8')
 a('\tSHLL CX, R8')
 a('\tDECL R8')
 a('\tKMOVW R8, K2')
-for r in range(16):
-    a(f'\tVMOVUPS (SI), Z{r}')
-    a('\tADDQ AX, SI')
-for i in range(8):
-    a(f'\tVUNPCKLPS Z{2*i+1}, Z{2*i}, Z{16+2*i}')
-    a(f'\tVUNPCKHPS Z{2*i+1}, Z{2*i}, Z{16+2*i+1}')
-for b in range(4):
-    t0, t1, t2, t3 = [16+4*b+k for k in range(4)]
-    a(f'\tVUNPCKLPD Z{t2}, Z{t0}, Z{4*b+0}')
-    a(f'\tVUNPCKHPD Z{t2}, Z{t0}, Z{4*b+1}')
-    a(f'\tVUNPCKLPD Z{t3}, Z{t1}, Z{4*b+2}')
-    a(f'\tVUNPCKHPD Z{t3}, Z{t1}, Z{4*b+3}')
-for k in range(4):
-    a(f'\tVSHUFF32X4 $0x44, Z{4+k}, Z{k}, Z{16+4*k}')
-    a(f'\tVSHUFF32X4 $0xEE, Z{4+k}, Z{k}, Z{17+4*k}')
-    a(f'\tVSHUFF32X4 $0x44, Z{12+k}, Z{8+k}, Z{18+4*k}')
-    a(f'\tVSHUFF32X4 $0xEE, Z{12+k}, Z{8+k}, Z{19+4*k}')
-for k in range(4):
-    va, vb, wa, wb = 16+4*k, 17+4*k, 18+4*k, 19+4*k
-    a(f'\tVSHUFF32X4 $0x88, Z{wa}, Z{va}, Z{k}')
-    a(f'\tVSHUFF32X4 $0xDD, Z{wa}, Z{va}, Z{4+k}')
-    a(f'\tVSHUFF32X4 $0x88, Z{wb}, Z{vb}, Z{8+k}')
-    a(f'\tVSHUFF32X4 $0xDD, Z{wb}, Z{vb}, Z{12+k}')
+transpose16()
 # lo/hi in Z30/Z31 when clamping: +-Inf otherwise (which change nothing)
 a('\tTESTQ R10, R10')
 a('\tJEQ tz16enoclamp')
