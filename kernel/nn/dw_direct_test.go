@@ -65,21 +65,7 @@ func TestDepthwiseDirectTwin(t *testing.T) {
 			padded++
 		}
 		oh, ow := s.g.out[0], s.g.out[1]
-		var ep kernel.Epilogue
-		switch i % 3 {
-		case 1:
-			ep = kernel.Epilogue{Lo: 0, Hi: 6, HasLo: true, HasHi: true}
-		case 2:
-			ep = kernel.Epilogue{Residual: specialF32(r, nb*c*oh*ow, true), Lo: -1, HasLo: true}
-		}
-		run := func(p *parallel.Pool) []float32 {
-			y := tensor.New(tensor.Float32, nb, c, oh, ow)
-			ctx := &kernel.Ctx{Pool: p, Epilogue: ep}
-			if err := intoConv(ctx, n, in, []*tensor.Tensor{y}); err != nil {
-				t.Fatalf("case %d: %v", i, err)
-			}
-			return y.Data.([]float32)
-		}
+		run := dwCaseRun(t, r, i, n, in, nb, c, oh, ow)
 		UsePortable(true)
 		want := run(pools[0])
 		UsePortable(false)
@@ -92,5 +78,27 @@ func TestDepthwiseDirectTwin(t *testing.T) {
 	}
 	if fastKernels && (direct < 60 || padded < 30) {
 		t.Fatalf("direct kernels in %d cases, padded planes in %d: too few", direct, padded)
+	}
+}
+
+// dwCaseRun returns a function that runs case i's depthwise Conv n on in
+// through Into on a pool, with the case's epilogue (none, Relu6, or a
+// residual and a lower bound, by i % 3), into an [nb, c, oh, ow] output.
+func dwCaseRun(t *testing.T, r *rand.Rand, i int, n *ir.Node, in []*tensor.Tensor, nb, c, oh, ow int) func(*parallel.Pool) []float32 {
+	t.Helper()
+	var ep kernel.Epilogue
+	switch i % 3 {
+	case 1:
+		ep = kernel.Epilogue{Lo: 0, Hi: 6, HasLo: true, HasHi: true}
+	case 2:
+		ep = kernel.Epilogue{Residual: specialF32(r, nb*c*oh*ow, true), Lo: -1, HasLo: true}
+	}
+	return func(p *parallel.Pool) []float32 {
+		y := tensor.New(tensor.Float32, nb, c, oh, ow)
+		ctx := &kernel.Ctx{Pool: p, Epilogue: ep}
+		if err := intoConv(ctx, n, in, []*tensor.Tensor{y}); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		return y.Data.([]float32)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"math/rand"
 	"testing"
 
-	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
@@ -49,21 +48,7 @@ func TestDepthwiseFlatTwin(t *testing.T) {
 		if dwFlatOK(s.g) {
 			flat++
 		}
-		var ep kernel.Epilogue
-		switch i % 3 {
-		case 1:
-			ep = kernel.Epilogue{Lo: 0, Hi: 6, HasLo: true, HasHi: true}
-		case 2:
-			ep = kernel.Epilogue{Residual: specialF32(r, nb*c*h*w, true), Lo: -1, HasLo: true}
-		}
-		run := func(p *parallel.Pool) []float32 {
-			y := tensor.New(tensor.Float32, nb, c, h, w)
-			ctx := &kernel.Ctx{Pool: p, Epilogue: ep}
-			if err := intoConv(ctx, n, in, []*tensor.Tensor{y}); err != nil {
-				t.Fatalf("case %d: %v", i, err)
-			}
-			return y.Data.([]float32)
-		}
+		run := dwCaseRun(t, r, i, n, in, nb, c, h, w)
 		UsePortable(true)
 		want := run(pools[0])
 		UsePortable(false)
