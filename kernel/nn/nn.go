@@ -5,7 +5,10 @@
 // Every float32 dot product (MatMul, Gemm, Conv, ConvTranspose) goes
 // through the GEMM of gemm.go, whose doc comment states the determinism
 // rules: one FMA chain per output over k ascending, bias and scaling after
-// the chain, no dependence on blocking, batching or threads.
+// the chain, no dependence on blocking, batching or threads. The direct
+// convolution (conv_direct.go), the depthwise kernels (dw_direct.go) and
+// the fused expansion + depthwise layer (expand_dw.go) compute the same
+// chains without the GEMM's packing.
 package nn
 
 import (
