@@ -122,10 +122,27 @@ func dwSegs(g *geom) (segs [6]amd64.DwSeg, n int, ok bool) {
 	if H-3+pt >= 0 {
 		b = max(a, min(OH, (H-3+pt)/sh+1))
 	}
+	// Rows of fewer than 8 outputs store 8 lanes, the lanes past the row
+	// falling on the rows after it; a row whose lanes would pass the end
+	// of its plane (into another worker's plane, or past the tensor) must
+	// store under the mask, which the kernels apply to a run's last row
+	// only: such rows [spill, OH) run one at a time, masked.
+	spill := OH
+	if OW < 8 {
+		spill = 0
+		if OH*OW >= 8 {
+			spill = (OH*OW-8)/OW + 1
+		}
+	}
 	for oy := 0; oy < OH; {
 		rows := 1
 		if oy == a && b > a {
 			rows = b - a
+		}
+		if oy >= spill {
+			rows = 1
+		} else if oy+rows > spill {
+			rows = spill - oy
 		}
 		if n == len(segs) {
 			return segs, 0, false
@@ -138,7 +155,7 @@ func dwSegs(g *geom) (segs [6]amd64.DwSeg, n int, ok bool) {
 				sg.Off[ky] = iy * W
 			}
 		}
-		if oy+rows == OH && OW < 8 {
+		if oy+rows > spill {
 			sg.MaskLast = 1
 		}
 		n++
