@@ -92,6 +92,12 @@ type DwSeg struct {
 	OY, Rows, MaskLast int
 }
 
+// The X, Y, W and Bias fields of DwPlanes and DwFlat are addresses
+// (uintptr), not pointers: the assembly advances them past the last plane,
+// which a Go pointer must never be (the garbage collector would take it
+// for a pointer into whatever lies there). The caller keeps the arrays
+// alive.
+//
 // DwPlanes describes Planes depthwise planes for DwS1P1Planes and
 // DwS2P1Planes (offsets fixed: the assembly reads them, and advances X,
 // Y, W and Bias and counts Planes down as it goes). Plane i reads its
@@ -99,12 +105,12 @@ type DwSeg struct {
 // i*BStep, and writes its outputs at Y + i*YStep, in the rows of Segs[:NSeg]
 // in order.
 type DwPlanes struct {
-	X        *float32 // 0
+	X        uintptr  // 0
 	XStep    int      // 8
-	Y        *float32 // 16
+	Y        uintptr  // 16
 	YStep    int      // 24
-	W        *float32 // 32
-	Bias     *float32 // 40
+	W        uintptr  // 32
+	Bias     uintptr  // 40
 	BStep    int      // 48
 	Planes   int      // 56
 	Zero     *float32 // 64: a row of zeros, readable 16 floats either side of the input rows' reads
@@ -131,16 +137,16 @@ func DwS2P1Planes(p *DwPlanes)
 // fixed: the assembly reads them, and advances W and Bias and counts
 // Planes down as it goes).
 type DwFlat struct {
-	X      *float32 // 0: plane 0's input
-	Y      *float32 // 8: plane 0's output
-	W      *float32 // 16: plane 0's nine weights, the next plane's 9 floats on
-	Bias   *float32 // 24
-	BStep  int      // 32: floats from one plane's bias to the next's
-	Planes int      // 40
-	Step   int      // 48: floats from one plane to the next (input and output)
-	LD     int      // 56: the row length
-	NV     int      // 64: vectors of 16 outputs per plane, at most len(Masks)
-	Lo, Hi float32  // 72, 76
+	X      uintptr // 0: plane 0's input
+	Y      uintptr // 8: plane 0's output
+	W      uintptr // 16: plane 0's nine weights, the next plane's 9 floats on
+	Bias   uintptr // 24
+	BStep  int     // 32: floats from one plane's bias to the next's
+	Planes int     // 40
+	Step   int     // 48: floats from one plane to the next (input and output)
+	LD     int     // 56: the row length
+	NV     int     // 64: vectors of 16 outputs per plane, at most len(Masks)
+	Lo, Hi float32 // 72, 76
 	// Masks[v][t] (t < 9) masks tap t's load of vector v (outputs 16v ..
 	// 16v+15 of the plane): bit l is set where output 16v+l is in the plane
 	// and its tap lies inside the input; Masks[v][9] masks the store (bit l

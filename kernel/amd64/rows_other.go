@@ -37,12 +37,12 @@ type DwSeg struct {
 
 // DwPlanes is rows_amd64.go's (see there).
 type DwPlanes struct {
-	X        *float32
+	X        uintptr
 	XStep    int
-	Y        *float32
+	Y        uintptr
 	YStep    int
-	W        *float32
-	Bias     *float32
+	W        uintptr
+	Bias     uintptr
 	BStep    int
 	Planes   int
 	Zero     *float32
@@ -60,10 +60,10 @@ func DwS2P1Planes(p *DwPlanes) { panic("amd64: not available") }
 
 // DwFlat is rows_amd64.go's (see there).
 type DwFlat struct {
-	X      *float32
-	Y      *float32
-	W      *float32
-	Bias   *float32
+	X      uintptr
+	Y      uintptr
+	W      uintptr
+	Bias   uintptr
 	BStep  int
 	Planes int
 	Step   int

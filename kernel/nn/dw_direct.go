@@ -3,6 +3,7 @@ package nn
 import (
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/parallel"
@@ -184,12 +185,12 @@ func (j *dwDirectJob) Run(lo0, hi0 int) {
 		_ = j.x[e*H*W-1]
 		_ = j.y[e*OH*OW-1]
 		_ = j.w[(c+e-nc)*9-1]
-		p := amd64.DwPlanes{X: &j.x[nc*H*W], XStep: H * W, Y: &j.y[nc*OH*OW], YStep: OH * OW,
-			W: &j.w[c*9], Bias: &negZero, Planes: e - nc, Zero: &(*zbuf)[16],
+		p := amd64.DwPlanes{X: addr(&j.x[nc*H*W]), XStep: H * W, Y: addr(&j.y[nc*OH*OW]), YStep: OH * OW,
+			W: addr(&j.w[c*9]), Bias: addr(&negZero), Planes: e - nc, Zero: &(*zbuf)[16],
 			LDX: g.stride[0] * W, LDY: OW, N: OW, Mid: mid, M: &m, Lo: lo, Hi: hi, NSeg: nseg, Segs: segs}
 		if j.bias != nil {
 			_ = j.bias[c+e-nc-1]
-			p.Bias, p.BStep = &j.bias[c], 1
+			p.Bias, p.BStep = addr(&j.bias[c]), 1
 		}
 		if g.stride[1] == 1 {
 			amd64.DwS1P1Planes(&p)
@@ -417,11 +418,11 @@ func (j *dwFlatJob) Run(lo0, hi0 int) {
 		_ = j.x[e*HW-1]
 		_ = j.y[e*HW-1]
 		_ = j.w[(c+e-nc)*9-1]
-		p.X, p.Y, p.W, p.Bias, p.BStep = &j.x[nc*HW], &j.y[nc*HW], &j.w[c*9], &negZero, 0
+		p.X, p.Y, p.W, p.Bias, p.BStep = addr(&j.x[nc*HW]), addr(&j.y[nc*HW]), addr(&j.w[c*9]), addr(&negZero), 0
 		p.Planes, p.Step, p.Lo, p.Hi = e-nc, HW, lo, hi
 		if j.bias != nil {
 			_ = j.bias[c+e-nc-1]
-			p.Bias, p.BStep = &j.bias[c], 1
+			p.Bias, p.BStep = addr(&j.bias[c]), 1
 		}
 		amd64.DwS1P1FlatZ(&p)
 		if late {
@@ -433,3 +434,8 @@ func (j *dwFlatJob) Run(lo0, hi0 int) {
 		nc = e
 	}
 }
+
+// addr is v's address for the kernels' plane descriptors (amd64.DwPlanes,
+// DwFlat), whose assembly advances it past the arrays' ends: an address,
+// not a Go pointer. The jobs keep the arrays alive.
+func addr(v *float32) uintptr { return uintptr(unsafe.Pointer(v)) }
