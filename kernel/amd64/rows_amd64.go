@@ -92,11 +92,11 @@ type DwSeg struct {
 	OY, Rows, MaskLast int
 }
 
-// The X, Y, W and Bias fields of DwPlanes and DwFlat are addresses
-// (uintptr), not pointers: the assembly advances them past the last plane,
-// which a Go pointer must never be (the garbage collector would take it
-// for a pointer into whatever lies there). The caller keeps the arrays
-// alive.
+// The X, Y, W and Bias fields of DwPlanes, DwFlat and DwFlatS2 are
+// addresses (uintptr), not pointers: the assembly advances them past the
+// last plane, which a Go pointer must never be (the garbage collector
+// would take it for a pointer into whatever lies there). The caller keeps
+// the arrays alive.
 //
 // DwPlanes describes Planes depthwise planes for DwS1P1Planes and
 // DwS2P1Planes (offsets fixed: the assembly reads them, and advances X,
@@ -166,3 +166,75 @@ type DwFlat struct {
 //
 //go:noescape
 func DwS1P1FlatZ(p *DwFlat)
+
+// DwFlatS2 describes Planes depthwise 3x3 planes for DwS2P1FlatZ (offsets
+// fixed: the assembly reads them, and advances X, Y, W and Bias and counts
+// Planes down as it goes).
+type DwFlatS2 struct {
+	X      uintptr // 0: plane 0's input
+	Y      uintptr // 8: plane 0's output
+	W      uintptr // 16: plane 0's nine weights, the next plane's 9 floats on
+	Bias   uintptr // 24
+	BStep  int     // 32: floats from one plane's bias to the next's
+	Planes int     // 40
+	XStep  int     // 48: floats from one input plane to the next
+	YStep  int     // 56: floats from one output plane to the next
+	LD     int     // 64: the input row's length
+	NV     int     // 72: vectors (pairs of output rows) per plane, at most len(Masks)
+	OW2    int     // 80: floats of output per vector (two output rows)
+	Lo, Hi float32 // 88, 92
+	// Idx[kx][l] is the lane that tap column kx of output lane l is picked
+	// from: 0..15 a lane of the vector's first output row's tap row, 16..31
+	// of its second's (lane i holding input column i-1).
+	Idx [3][16]int32 // 96
+	// Masks[v][k] (k < 5) masks the load of input row 4v-1+k, columns -1
+	// .. 14, for vector v (output rows 2v, 2v+1): bit i set where column
+	// i-1 and the row lie inside the input; Masks[v][5] masks the store
+	// (bit l set where output lane l is in the plane).
+	Masks [8][6]uint16 // 288
+}
+
+// DwS2P1FlatZ (AVX-512, where EnabledZ) computes p.Planes planes of a
+// depthwise 3x3 convolution at stride 2 with one row and column of
+// leading padding, input rows of at most 15 floats (LD) and output rows
+// of at most 7 (OW2/2), two output rows per vector of 16 lanes: output
+// (oy, ox)'s tap (ky, kx) is the input at row 2oy-1+ky, column 2ox-1+kx
+// where that lies inside the input, else +0 (a zero-masked load). Its
+// value is the chain acc = FMA(tap, w[3ky+kx], acc) over the nine taps in
+// row-major order from +0, then canon(acc) + *bias, then lo > v ? lo : v
+// and hi < v ? hi : v: DwS2P1's chain and epilogue. Only the masked lanes
+// are read and written.
+//
+//go:noescape
+func DwS2P1FlatZ(p *DwFlatS2)
+
+// DwMasksZ are DwS2P1Z's masks (offsets fixed: the assembly reads them):
+// NV vectors of 16 outputs per row, and for vector v (outputs 16v ..
+// 16v+15) Masks[v][i] masks its loads of columns 32v-1.., 32v+15..,
+// 32v.., 32v+16.. (i = 0..3; bit l set where column start+l lies inside
+// the input row) and Masks[v][4] its store (bit l set where output 16v+l
+// is in the row).
+type DwMasksZ struct {
+	NV    int           // 0
+	Masks [16][5]uint16 // 8
+}
+
+// DwS2P1Z (AVX-512, where EnabledZ) is DwS2P1 with 16 outputs per
+// vector, every load and store under m's masks: rows x (16 m.NV, the
+// stores masked) outputs, output (r, j)'s tap (ky, kx) rky[r*ldx +
+// 2j-1+kx] where that lies inside the row, else +0. Its value is the chain
+// acc = FMA(tap, w[3ky+kx], acc) over the nine taps in row-major order
+// from +0, then canon(acc) + *bias (-0 for none), then lo > v ? lo : v and
+// hi < v ? hi : v, stored at y[r*ldy + j]: DwS2P1's chain and epilogue.
+// Only the masked lanes are read and written; the rows are computed a
+// vector's column at a time (y must not alias the input).
+//
+//go:noescape
+func DwS2P1Z(r0, r1, r2 *float32, ldx, rows int, w, y *float32, ldy int, m *DwMasksZ, bias *float32, lo, hi float32)
+
+// DwS2P1PlanesZ (AVX-512, where EnabledZ) runs DwS2P1Z over p's planes and
+// segments in one call (p.M, p.N and p.Mid unused; m the rows' masks):
+// the same chains, epilogue and stores.
+//
+//go:noescape
+func DwS2P1PlanesZ(p *DwPlanes, m *DwMasksZ)

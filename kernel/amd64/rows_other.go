@@ -74,3 +74,35 @@ type DwFlat struct {
 }
 
 func DwS1P1FlatZ(p *DwFlat) { panic("amd64: not available") }
+
+// DwFlatS2 is rows_amd64.go's (see there).
+type DwFlatS2 struct {
+	X      uintptr
+	Y      uintptr
+	W      uintptr
+	Bias   uintptr
+	BStep  int
+	Planes int
+	XStep  int
+	YStep  int
+	LD     int
+	NV     int
+	OW2    int
+	Lo, Hi float32
+	Idx    [3][16]int32
+	Masks  [8][6]uint16
+}
+
+func DwS2P1FlatZ(p *DwFlatS2) { panic("amd64: not available") }
+
+// DwMasksZ is rows_amd64.go's (see there).
+type DwMasksZ struct {
+	NV    int
+	Masks [16][5]uint16
+}
+
+func DwS2P1Z(r0, r1, r2 *float32, ldx, rows int, w, y *float32, ldy int, m *DwMasksZ, bias *float32, lo, hi float32) {
+	panic("amd64: not available")
+}
+
+func DwS2P1PlanesZ(p *DwPlanes, m *DwMasksZ) { panic("amd64: not available") }

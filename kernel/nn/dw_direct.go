@@ -13,6 +13,14 @@ import (
 // (the input read in place), else dw9Job (the planes padded first).
 func dwRun(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
 	work := s.N * s.C * prod(s.g.out) * 9
+	if dwFlatS2OK(s.g) {
+		j := dwFlatS2Jobs.Get().(*dwFlatS2Job)
+		*j = dwFlatS2Job{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
+		pool.Run(s.N*s.C, work, j)
+		*j = dwFlatS2Job{}
+		dwFlatS2Jobs.Put(j)
+		return
+	}
 	if dwFlatOK(s.g) {
 		j := dwFlatJobs.Get().(*dwFlatJob)
 		*j = dwFlatJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
@@ -21,7 +29,7 @@ func dwRun(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
 		dwFlatJobs.Put(j)
 		return
 	}
-	if _, _, ok := dwDirectSetup(s.g); ok {
+	if _, _, ok := dwDirectSetup(s.g); ok || dwZOK(s.g) {
 		j := dwDirectJobs.Get().(*dwDirectJob)
 		*j = dwDirectJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
 		pool.Run(s.N*s.C, work, j)
@@ -172,6 +180,11 @@ func (j *dwDirectJob) Run(lo0, hi0 int) {
 	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
 	zbuf := getF32(2*W + 64)
 	clear(*zbuf)
+	if dwZOK(g) {
+		j.runZ(lo0, hi0, &(*zbuf)[16])
+		putF32(zbuf)
+		return
+	}
 	lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
 	late := j.ep.on && j.ep.r != nil
 	if j.ep.on && !late {
@@ -435,7 +448,220 @@ func (j *dwFlatJob) Run(lo0, hi0 int) {
 	}
 }
 
+// dwFlatS2OK reports whether dwFlatS2Job applies: AVX-512, stride 2 and
+// one row and column of leading padding, input rows of at most 15 floats
+// and output rows of at most 7 (two output rows' taps fit the lanes of two
+// vectors), at most 16 output rows.
+func dwFlatS2OK(g *geom) bool {
+	return amd64.EnabledZ && !testNoDwFlat && g.stride[0] == 2 && g.stride[1] == 2 &&
+		g.padB[0] == 1 && g.padB[1] == 1 && g.in[1] <= 15 && g.out[1] <= 7 && g.out[0] <= 16
+}
+
+// dwFlatS2Job runs depthwise3x3 over (image, channel) planes for
+// dwFlatS2OK through amd64.DwS2P1FlatZ: two output rows per vector, output
+// (oy, ox)'s tap (ky, kx) the input at (2oy-1+ky, 2ox-1+kx) where that
+// lies inside the input, else +0 (masked). Each output is depthwiseInto's
+// chain over the nine taps in row-major order from +0, padding taps
+// included as FMA(0, w, acc); the bias (-0 when there is none) and the
+// clamp are applied as the kernel stores, a residual epilogue over the
+// finished planes.
+type dwFlatS2Job struct {
+	s             *convSetup
+	x, w, bias, y []float32
+	ep            epi
+}
+
+var dwFlatS2Jobs = sync.Pool{New: func() any { return new(dwFlatS2Job) }}
+
+// dwFlatS2Masks fills p's indices, masks, vector count and row lengths for
+// an H x W input plane and an OH x OW output plane.
+func dwFlatS2Masks(p *amd64.DwFlatS2, H, W, OH, OW int) {
+	p.LD, p.NV, p.OW2 = W, (OH+1)/2, 2*OW
+	for kx := 0; kx < 3; kx++ {
+		for l := 0; l < 16; l++ {
+			switch {
+			case l < OW:
+				p.Idx[kx][l] = int32(2*l + kx)
+			case l < 2*OW:
+				p.Idx[kx][l] = int32(16 + 2*(l-OW) + kx)
+			default:
+				p.Idx[kx][l] = 0
+			}
+		}
+	}
+	cols := uint16(1<<(W+1) - 2) // lanes 1 .. W: columns 0 .. W-1
+	for v := 0; v < p.NV; v++ {
+		for k := 0; k < 5; k++ {
+			p.Masks[v][k] = 0
+			if iy := 4*v - 1 + k; iy >= 0 && iy < H {
+				p.Masks[v][k] = cols
+			}
+		}
+		rows := min(2, OH-2*v)
+		p.Masks[v][5] = uint16(1<<(rows*OW) - 1)
+	}
+}
+
+func (j *dwFlatS2Job) Run(lo0, hi0 int) {
+	g := j.s.g
+	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
+	HW, OHW := H*W, OH*OW
+	lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
+	late := j.ep.on && j.ep.r != nil
+	if j.ep.on && !late {
+		lo, hi = j.ep.lo, j.ep.hi
+	}
+	var p amd64.DwFlatS2
+	dwFlatS2Masks(&p, H, W, OH, OW)
+	C := j.s.C
+	for nc := lo0; nc < hi0; {
+		// planes [nc, e): consecutive channels of one image
+		c := nc % C
+		e := min(hi0, nc-c+C)
+		_ = j.x[e*HW-1]
+		_ = j.y[e*OHW-1]
+		_ = j.w[(c+e-nc)*9-1]
+		p.X, p.Y, p.W, p.Bias, p.BStep = addr(&j.x[nc*HW]), addr(&j.y[nc*OHW]), addr(&j.w[c*9]), addr(&negZero), 0
+		p.Planes, p.XStep, p.YStep, p.Lo, p.Hi = e-nc, HW, OHW, lo, hi
+		if j.bias != nil {
+			_ = j.bias[c+e-nc-1]
+			p.Bias, p.BStep = addr(&j.bias[c]), 1
+		}
+		amd64.DwS2P1FlatZ(&p)
+		if late {
+			for k := nc; k < e; k++ {
+				ep := j.ep.at(k * OHW)
+				ep.block(j.y[k*OHW:(k+1)*OHW], OHW, 1, OHW)
+			}
+		}
+		nc = e
+	}
+}
+
+// testNoDwZ makes dwRun skip the AVX-512 row kernel DwS2P1Z (tests of the
+// AVX2 kernels).
+var testNoDwZ bool
+
+// dwZOK reports whether dwDirectJob runs its rows through
+// amd64.DwS2P1PlanesZ: AVX-512, stride 2 and one column of left padding,
+// rows of more than 8 outputs (narrower ones would leave half of a vector
+// idle) and at most 256, the rows' runs fitting amd64.DwPlanes.Segs
+// (dwSegs).
+func dwZOK(g *geom) bool {
+	_, _, fits := dwSegs(g)
+	return amd64.EnabledZ && !testNoDwZ && g.stride[1] == 2 && g.padB[1] == 1 && g.out[1] > 8 && g.out[1] <= 16*16 && fits
+}
+
+// dwMasksZ returns amd64.DwS2P1Z's masks for rows of W inputs and OW
+// outputs (OW <= 256).
+func dwMasksZ(W, OW int) (m amd64.DwMasksZ) {
+	m.NV = (OW + 15) / 16
+	for v := 0; v < m.NV; v++ {
+		for i, o := range [4]int{-1, 15, 0, 16} {
+			for l := 0; l < 16; l++ {
+				if col := 32*v + o + l; col >= 0 && col < W {
+					m.Masks[v][i] |= 1 << l
+				}
+			}
+		}
+		for l := 0; l < 16 && 16*v+l < OW; l++ {
+			m.Masks[v][4] |= 1 << l
+		}
+	}
+	return m
+}
+
+// testDwZRows makes runZ call amd64.DwS2P1Z per plane and run of rows
+// (tests of the one-call kernel, which ExpandDepthwise may call) instead
+// of DwS2P1PlanesZ.
+var testDwZRows bool
+
+// runZ is Run through amd64.DwS2P1PlanesZ (dwZOK): the rows of every
+// plane of a run of channels in one call, in the runs dwSegs finds, a
+// padding tap row read from zero (a row of zeros, readable W floats on):
+// the same chains, epilogue and stores.
+func (j *dwDirectJob) runZ(lo0, hi0 int, zero *float32) {
+	if testDwZRows {
+		j.runZRows(lo0, hi0, zero)
+		return
+	}
+	g := j.s.g
+	segs, nseg, _ := dwSegs(g)
+	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
+	m := dwMasksZ(W, OW)
+	lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
+	late := j.ep.on && j.ep.r != nil
+	if j.ep.on && !late {
+		lo, hi = j.ep.lo, j.ep.hi
+	}
+	C := j.s.C
+	for nc := lo0; nc < hi0; {
+		// planes [nc, e): consecutive channels of one image
+		c := nc % C
+		e := min(hi0, nc-c+C)
+		_ = j.x[e*H*W-1]
+		_ = j.y[e*OH*OW-1]
+		_ = j.w[(c+e-nc)*9-1]
+		p := amd64.DwPlanes{X: addr(&j.x[nc*H*W]), XStep: H * W, Y: addr(&j.y[nc*OH*OW]), YStep: OH * OW,
+			W: addr(&j.w[c*9]), Bias: addr(&negZero), Planes: e - nc, Zero: zero,
+			LDX: g.stride[0] * W, LDY: OW, N: OW, Lo: lo, Hi: hi, NSeg: nseg, Segs: segs}
+		if j.bias != nil {
+			_ = j.bias[c+e-nc-1]
+			p.Bias, p.BStep = addr(&j.bias[c]), 1
+		}
+		amd64.DwS2P1PlanesZ(&p, &m)
+		if late {
+			for k := nc; k < e; k++ {
+				ep := j.ep.at(k * OH * OW)
+				ep.block(j.y[k*OH*OW:(k+1)*OH*OW], OH*OW, 1, OH*OW)
+			}
+		}
+		nc = e
+	}
+}
+
+// runZRows is runZ through amd64.DwS2P1Z, one call per plane and run of
+// rows.
+func (j *dwDirectJob) runZRows(lo0, hi0 int, zero *float32) {
+	g := j.s.g
+	segs, nseg, _ := dwSegs(g)
+	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
+	m := dwMasksZ(W, OW)
+	lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
+	late := j.ep.on && j.ep.r != nil
+	if j.ep.on && !late {
+		lo, hi = j.ep.lo, j.ep.hi
+	}
+	ldx := g.stride[0] * W
+	for nc := lo0; nc < hi0; nc++ {
+		c := nc % j.s.C
+		xc := j.x[nc*H*W : (nc+1)*H*W]
+		yc := j.y[nc*OH*OW : (nc+1)*OH*OW]
+		_ = j.w[c*9+8]
+		bp := &negZero
+		if j.bias != nil {
+			bp = &j.bias[c]
+		}
+		for _, sg := range segs[:nseg] {
+			var r [3]*float32
+			for ky, off := range sg.Off {
+				r[ky] = zero
+				if off >= 0 {
+					_ = xc[off+(sg.Rows-1)*ldx+W-1]
+					r[ky] = &xc[off]
+				}
+			}
+			_ = yc[(sg.OY+sg.Rows)*OW-1]
+			amd64.DwS2P1Z(r[0], r[1], r[2], ldx, sg.Rows, &j.w[c*9], &yc[sg.OY*OW], OW, &m, bp, lo, hi)
+		}
+		if late {
+			ep := j.ep.at(nc * OH * OW)
+			ep.block(yc, OH*OW, 1, OH*OW)
+		}
+	}
+}
+
 // addr is v's address for the kernels' plane descriptors (amd64.DwPlanes,
-// DwFlat), whose assembly advances it past the arrays' ends: an address,
-// not a Go pointer. The jobs keep the arrays alive.
+// DwFlat, DwFlatS2), whose assembly advances it past the arrays' ends: an
+// address, not a Go pointer. The jobs keep the arrays alive.
 func addr(v *float32) uintptr { return uintptr(unsafe.Pointer(v)) }

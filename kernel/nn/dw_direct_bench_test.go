@@ -10,14 +10,28 @@ import (
 )
 
 // BenchmarkDepthwise is mobilenet_v2's depthwise 3x3 layers (bias, Relu6), one
-// worker.
+// worker, and stride 2 layers small enough to stay in cache (c8hw112s2,
+// c24hw56s2: the kernels' speed rather than memory's).
 func BenchmarkDepthwise(b *testing.B) {
+	benchDepthwise(b)
+}
+
+// BenchmarkDepthwiseAVX2 is BenchmarkDepthwise with the AVX-512 kernels
+// switched off (the AVX2 row kernels).
+func BenchmarkDepthwiseAVX2(b *testing.B) {
+	testNoDwFlat, testNoDwZ = true, true
+	defer func() { testNoDwFlat, testNoDwZ = false, false }()
+	benchDepthwise(b)
+}
+
+func benchDepthwise(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		ch, hw, s int
 	}{
 		{"c32hw112", 32, 112, 1}, {"c96hw112s2", 96, 112, 2}, {"c144hw56", 144, 56, 1}, {"c144hw56s2", 144, 56, 2},
 		{"c192hw28", 192, 28, 1}, {"c384hw14", 384, 14, 1}, {"c576hw14s2", 576, 14, 2}, {"c960hw7", 960, 7, 1},
+		{"c192hw28s2", 192, 28, 2}, {"c8hw112s2", 8, 112, 2}, {"c24hw56s2", 24, 56, 2},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			r := rand.New(rand.NewSource(1))

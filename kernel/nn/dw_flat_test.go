@@ -68,3 +68,70 @@ func TestDepthwiseFlatTwin(t *testing.T) {
 		t.Fatalf("flat kernel in %d cases: too few", flat)
 	}
 }
+
+// TestDepthwiseFlatS2Twin: stride 2 depthwise 3x3 convolutions with one
+// row and column of leading padding on small planes, through the flat
+// AVX-512 kernel (amd64.DwS2P1FlatZ) and with it switched off (the AVX2
+// row kernels or the padded planes), give the portable twin's bits:
+// inputs 1x1 to 32x15 (odd and even sizes, one or two output rows in the
+// last vector), trailing pads 0-2, specials in data and weights, with and
+// without bias, clamp and residual epilogues, 1, 2 and 8 workers.
+func TestDepthwiseFlatS2Twin(t *testing.T) {
+	r := rand.New(rand.NewSource(31))
+	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+		UsePortable(false)
+		testNoDwFlat = false
+	}()
+	flat := 0
+	for i := 0; i < 200; i++ {
+		c, nb := 1+r.Intn(19), 1+r.Intn(2)
+		h, w := 1+r.Intn(32), 1+r.Intn(15)
+		if i < 60 {
+			h, w = 1+i/4, 11+i%4
+		}
+		pb, pr := r.Intn(3), r.Intn(3)
+		if i%2 == 0 {
+			pb, pr = 1, 1
+		}
+		if h+1+pb < 3 || w+1+pr < 3 {
+			continue
+		}
+		n := node("Conv", intAttr("group", int64(c)), ints("strides", 2, 2), ints("pads", 1, 1, int64(pb), int64(pr)))
+		xs, ws := []int{nb, c, h, w}, []int{c, 1, 3, 3}
+		x := tensor.From(specialF32(r, prod(xs), i%2 == 0), xs...)
+		wt := tensor.From(specialF32(r, prod(ws), i%3 == 0), ws...)
+		in := []*tensor.Tensor{x, wt}
+		if i%5 != 4 {
+			in = append(in, tensor.From(specialF32(r, c, i%4 == 1), c))
+		}
+		s, err := setupConv(n, xs, ws)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if dwFlatS2OK(s.g) {
+			flat++
+		}
+		run := dwCaseRun(t, r, i, n, in, nb, c, s.g.out[0], s.g.out[1])
+		UsePortable(true)
+		want := run(pools[0])
+		UsePortable(false)
+		for _, off := range []bool{false, true} {
+			testNoDwFlat = off
+			for _, p := range pools {
+				if got := run(p); sameF32(got, want) >= 0 {
+					d := sameF32(got, want)
+					t.Fatalf("case %d (x %v, pads 1 1 %d %d, bias %v, epilogue %d, flat off %v), %d workers: y[%d] = %#x, portable %#x",
+						i, xs, pb, pr, len(in) == 3, i%3, off, p.Workers(), d, math.Float32bits(got[d]), math.Float32bits(want[d]))
+				}
+			}
+		}
+		testNoDwFlat = false
+	}
+	if amd64.EnabledZ && flat < 150 {
+		t.Fatalf("flat kernel in %d cases: too few", flat)
+	}
+}
