@@ -37,6 +37,9 @@ type edwSetup struct {
 	g     *geom
 	mid   int
 	masks amd64.DwMasks
+	// z: stride-2 rows run on AVX-512 (amd64.DwS2P1Z, masks mz).
+	z  bool
+	mz amd64.DwMasksZ
 }
 
 var edwSetups sync.Map // *ir.Node -> *edwSetup
@@ -120,7 +123,10 @@ func edwSetupOf(attrs *ir.Node, x, w2 [4]int) *edwSetup {
 	if !ok {
 		return nil
 	}
-	s := &edwSetup{x: x, w2: w2, g: g, mid: mid, masks: masks}
+	s := &edwSetup{x: x, w2: w2, g: g, mid: mid, masks: masks, z: dwZOK(g)}
+	if s.z {
+		s.mz = dwMasksZ(g.in[1], g.out[1])
+	}
 	edwSetups.Store(attrs, s)
 	return s
 }
@@ -210,6 +216,8 @@ func (j *edwJob) Run(lo, hi int) {
 					}
 					if g.stride[1] == 1 {
 						amd64.DwS1P1(r[0], r[1], r[2], sh*W, rows, wc, &yc[o*OW], OW, OW, j.s.mid, &m, bp, j.lo2, j.hi2)
+					} else if j.s.z {
+						amd64.DwS2P1Z(r[0], r[1], r[2], sh*W, rows, wc, &yc[o*OW], OW, &j.s.mz, bp, j.lo2, j.hi2)
 					} else {
 						amd64.DwS2P1(r[0], r[1], r[2], sh*W, rows, wc, &yc[o*OW], OW, OW, j.s.mid, &m, bp, j.lo2, j.hi2)
 					}
