@@ -3,262 +3,262 @@
 package amd64
 
 //go:noescape
-func ConvZ1x12x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x12x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x13x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x13x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x14x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x14x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x15x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x15x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x16x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x16x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x6x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x6x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x7x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x7x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x8x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x8x1s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x6x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x6x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x7x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x7x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x8x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x8x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x9x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x9x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x10x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x10x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x11x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x11x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x12x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x12x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x13x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x13x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x14x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x14x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x4x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x4x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x5x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x5x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x6x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x6x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x7x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x7x2s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x4x4s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x4x4s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x5x4s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x5x4s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x6x4s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x6x4s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x7x4s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x7x4s1(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x12x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x12x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x13x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x13x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x14x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x14x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x15x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x15x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x16x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x16x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x6x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x6x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x7x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x7x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x8x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x8x1s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x6x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x6x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x7x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x7x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x8x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x8x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x9x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x9x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x10x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x10x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x11x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x11x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x12x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x12x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x13x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x13x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x14x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x14x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x4x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x4x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x5x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x5x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x6x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x6x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ2x7x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ2x7x2s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x4x4s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x4x4s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x5x4s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x5x4s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x6x4s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x6x4s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
-func ConvZ1x7x4s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32)
+func ConvZ1x7x4s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 // ConvZ runs the AVX-512 direct convolution tile of R rows by T pixels
 // by C vectors of 16 channels at column stride S (see ConvZShapes);
 // it reports false, doing nothing, for a shape without a kernel. Each
 // output is canon(acc) + bias (when not nil), then, when clamp is not
 // nil, clamped as amd64.Epi clamps: lo > v ? lo : v, then hi < v ? hi : v.
-func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32) bool {
+func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32) bool {
 	switch R<<16 | T<<8 | C<<4 | S {
 	case 1<<16 | 12<<8 | 1<<4 | 1:
-		ConvZ1x12x1s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x12x1s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 13<<8 | 1<<4 | 1:
-		ConvZ1x13x1s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x13x1s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 14<<8 | 1<<4 | 1:
-		ConvZ1x14x1s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x14x1s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 15<<8 | 1<<4 | 1:
-		ConvZ1x15x1s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x15x1s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 16<<8 | 1<<4 | 1:
-		ConvZ1x16x1s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x16x1s1(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 6<<8 | 1<<4 | 1:
-		ConvZ2x6x1s1(k, base, offs, w, bias, out, clamp)
+		ConvZ2x6x1s1(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 7<<8 | 1<<4 | 1:
-		ConvZ2x7x1s1(k, base, offs, w, bias, out, clamp)
+		ConvZ2x7x1s1(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 8<<8 | 1<<4 | 1:
-		ConvZ2x8x1s1(k, base, offs, w, bias, out, clamp)
+		ConvZ2x8x1s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 6<<8 | 2<<4 | 1:
-		ConvZ1x6x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x6x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 7<<8 | 2<<4 | 1:
-		ConvZ1x7x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x7x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 8<<8 | 2<<4 | 1:
-		ConvZ1x8x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x8x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 9<<8 | 2<<4 | 1:
-		ConvZ1x9x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x9x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 10<<8 | 2<<4 | 1:
-		ConvZ1x10x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x10x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 11<<8 | 2<<4 | 1:
-		ConvZ1x11x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x11x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 12<<8 | 2<<4 | 1:
-		ConvZ1x12x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x12x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 13<<8 | 2<<4 | 1:
-		ConvZ1x13x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x13x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 14<<8 | 2<<4 | 1:
-		ConvZ1x14x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x14x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 4<<8 | 2<<4 | 1:
-		ConvZ2x4x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ2x4x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 5<<8 | 2<<4 | 1:
-		ConvZ2x5x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ2x5x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 6<<8 | 2<<4 | 1:
-		ConvZ2x6x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ2x6x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 7<<8 | 2<<4 | 1:
-		ConvZ2x7x2s1(k, base, offs, w, bias, out, clamp)
+		ConvZ2x7x2s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 4<<8 | 4<<4 | 1:
-		ConvZ1x4x4s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x4x4s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 5<<8 | 4<<4 | 1:
-		ConvZ1x5x4s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x5x4s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 6<<8 | 4<<4 | 1:
-		ConvZ1x6x4s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x6x4s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 7<<8 | 4<<4 | 1:
-		ConvZ1x7x4s1(k, base, offs, w, bias, out, clamp)
+		ConvZ1x7x4s1(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 12<<8 | 1<<4 | 2:
-		ConvZ1x12x1s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x12x1s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 13<<8 | 1<<4 | 2:
-		ConvZ1x13x1s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x13x1s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 14<<8 | 1<<4 | 2:
-		ConvZ1x14x1s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x14x1s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 15<<8 | 1<<4 | 2:
-		ConvZ1x15x1s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x15x1s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 16<<8 | 1<<4 | 2:
-		ConvZ1x16x1s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x16x1s2(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 6<<8 | 1<<4 | 2:
-		ConvZ2x6x1s2(k, base, offs, w, bias, out, clamp)
+		ConvZ2x6x1s2(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 7<<8 | 1<<4 | 2:
-		ConvZ2x7x1s2(k, base, offs, w, bias, out, clamp)
+		ConvZ2x7x1s2(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 8<<8 | 1<<4 | 2:
-		ConvZ2x8x1s2(k, base, offs, w, bias, out, clamp)
+		ConvZ2x8x1s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 6<<8 | 2<<4 | 2:
-		ConvZ1x6x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x6x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 7<<8 | 2<<4 | 2:
-		ConvZ1x7x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x7x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 8<<8 | 2<<4 | 2:
-		ConvZ1x8x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x8x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 9<<8 | 2<<4 | 2:
-		ConvZ1x9x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x9x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 10<<8 | 2<<4 | 2:
-		ConvZ1x10x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x10x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 11<<8 | 2<<4 | 2:
-		ConvZ1x11x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x11x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 12<<8 | 2<<4 | 2:
-		ConvZ1x12x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x12x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 13<<8 | 2<<4 | 2:
-		ConvZ1x13x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x13x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 14<<8 | 2<<4 | 2:
-		ConvZ1x14x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x14x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 4<<8 | 2<<4 | 2:
-		ConvZ2x4x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ2x4x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 5<<8 | 2<<4 | 2:
-		ConvZ2x5x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ2x5x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 6<<8 | 2<<4 | 2:
-		ConvZ2x6x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ2x6x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<16 | 7<<8 | 2<<4 | 2:
-		ConvZ2x7x2s2(k, base, offs, w, bias, out, clamp)
+		ConvZ2x7x2s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 4<<8 | 4<<4 | 2:
-		ConvZ1x4x4s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x4x4s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 5<<8 | 4<<4 | 2:
-		ConvZ1x5x4s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x5x4s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 6<<8 | 4<<4 | 2:
-		ConvZ1x6x4s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x6x4s2(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<16 | 7<<8 | 4<<4 | 2:
-		ConvZ1x7x4s2(k, base, offs, w, bias, out, clamp)
+		ConvZ1x7x4s2(k, base, offs, w, bias, out, clamp, pf)
 	default:
 		return false
 	}
