@@ -22,7 +22,9 @@ import "unsafe"
 // Mask selects the valid columns of the last 16 (bit j for column j, or
 // 16+j in GemmZ32): C and the residuals are read and written there only
 // where its bit is set (1<<16-1 for a full tile). B is read in full (16
-// or 32 floats a step), A and Bias for the MR rows only.
+// or 32 floats a step), A and Bias for the MR rows only. When PF is not
+// nil, step kk also prefetches the 64 bytes at PF + 64*kk into L2 (a hint:
+// nothing there is read or changes the results).
 type GemmZArgs struct {
 	K     int      // 0
 	A     *float32 // 8
@@ -42,6 +44,7 @@ type GemmZArgs struct {
 	Hi    float32  // 116
 	Mask  uint32   // 120
 	Clamp bool     // 124
+	PF    *float32 // 128
 }
 
 // The assembly reads GemmZArgs at these offsets: a compile error here
@@ -49,6 +52,7 @@ type GemmZArgs struct {
 var _ = [1]struct{}{}[unsafe.Offsetof(GemmZArgs{}.Clamp)-124]
 var _ = [1]struct{}{}[unsafe.Offsetof(GemmZArgs{}.Lo)-112]
 var _ = [1]struct{}{}[unsafe.Offsetof(GemmZArgs{}.R2)-96]
+var _ = [1]struct{}{}[unsafe.Offsetof(GemmZArgs{}.PF)-128]
 
 // GemmZMax16 and GemmZMax32 are the most rows of GemmZ16 and GemmZ32.
 const (

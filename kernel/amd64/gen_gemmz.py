@@ -25,7 +25,7 @@ MAX32 = 14  # rows of the 32-column kernels (28 accumulators)
 # Args field offsets (GemmZArgs; gemmz_amd64.go checks them).
 OFF = dict(K=0, A=8, LDA=16, B=24, LDB=32, BOff=40, C=48, LDC=56, Load=64,
            Bias=72, R=80, LDR=88, R2=96, LDR2=104, Lo=112, Hi=116, Mask=120,
-           Clamp=124)
+           Clamp=124, PF=128)
 
 # Row pointers: rows 4p..4p+3 at PTR[p] + {0, S, 2S, S3} (S = LDA*4 in
 # R10, S3 = 3S in R11).
@@ -79,7 +79,9 @@ def kernel(mr, nz):
     for q in range(1, np):
         a(f'\tLEAQ ({PTR[q-1]})(R10*4), {PTR[q]}')
 
-    def step(u):
+    def step(u, pf=False):
+        if pf:
+            a(f'\tPREFETCHT1 {64*u}(R13)')
         if nz == 2:
             a('\tVMOVUPS (DI), Z28')
             a('\tVMOVUPS (DI)(R9*1), Z29')
@@ -100,6 +102,19 @@ def kernel(mr, nz):
         for q in range(np):
             a(f'\tADDQ ${4*n}, {PTR[q]}')
 
+    # With PF (not nil) each step also prefetches a line of PF into L2.
+    a(f'\tMOVQ {OFF["PF"]}(DX), R13')
+    a('\tTESTQ R13, R13')
+    a(f'\tJEQ {p}loop4')
+    a(f'{p}loop4pf:')
+    a('\tCMPQ CX, $4')
+    a(f'\tJLT {p}tail')
+    for u in range(4):
+        step(u, True)
+    advance(4)
+    a('\tADDQ $256, R13')
+    a('\tSUBQ $4, CX')
+    a(f'\tJMP {p}loop4pf')
     a(f'{p}loop4:')
     a('\tCMPQ CX, $4')
     a(f'\tJLT {p}tail')
@@ -205,7 +220,9 @@ g('''// GemmZArgs is one tile of an AVX-512 GEMM microkernel (GemmZ16 and
 // Mask selects the valid columns of the last 16 (bit j for column j, or
 // 16+j in GemmZ32): C and the residuals are read and written there only
 // where its bit is set (1<<16-1 for a full tile). B is read in full (16
-// or 32 floats a step), A and Bias for the MR rows only.
+// or 32 floats a step), A and Bias for the MR rows only. When PF is not
+// nil, step kk also prefetches the 64 bytes at PF + 64*kk into L2 (a hint:
+// nothing there is read or changes the results).
 type GemmZArgs struct {
 	K     int      // 0
 	A     *float32 // 8
@@ -225,6 +242,7 @@ type GemmZArgs struct {
 	Hi    float32  // 116
 	Mask  uint32   // 120
 	Clamp bool     // 124
+	PF    *float32 // 128
 }''')
 g('')
 g('// The assembly reads GemmZArgs at these offsets: a compile error here')
@@ -232,6 +250,7 @@ g('// means the layout moved.')
 g('var _ = [1]struct{}{}[unsafe.Offsetof(GemmZArgs{}.Clamp)-%d]' % OFF['Clamp'])
 g('var _ = [1]struct{}{}[unsafe.Offsetof(GemmZArgs{}.Lo)-%d]' % OFF['Lo'])
 g('var _ = [1]struct{}{}[unsafe.Offsetof(GemmZArgs{}.R2)-%d]' % OFF['R2'])
+g('var _ = [1]struct{}{}[unsafe.Offsetof(GemmZArgs{}.PF)-%d]' % OFF['PF'])
 g('')
 g(f'// GemmZMax16 and GemmZMax32 are the most rows of GemmZ16 and GemmZ32.')
 g(f'const (\n\tGemmZMax16 = {MAX16}\n\tGemmZMax32 = {MAX32}\n)')

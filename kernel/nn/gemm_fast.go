@@ -631,6 +631,9 @@ func (j *gemmJob) packAZ(p int) {
 
 // unitZ is unit on the AVX-512 kernels: the outputs of column block bj
 // and row chunk mc.
+// gemmPF turns on unitZ's prefetch of the next row group's A.
+var gemmPF = true
+
 func (j *gemmJob) unitZ(bj, mc int, bblk []float32) {
 	var ar amd64.GemmZArgs
 	k, ldc, m := j.k, j.ldc, j.m
@@ -721,6 +724,14 @@ func (j *gemmJob) unitZ(bj, mc int, bblk []float32) {
 							ar.R2, ar.LDR2 = &j.ep.r2[off], ldc
 						}
 						ar.Lo, ar.Hi, ar.Clamp = j.ep.lo, j.ep.hi, true
+					}
+					// The first column panel's tiles prefetch the next row
+					// group's A rows (contiguous when one k block spans
+					// all of k), which would otherwise come from memory
+					// on that group's first pass.
+					ar.PF = nil
+					if gemmPF && qq == 0 && kb == lda && i+mc0+mr <= i1 {
+						ar.PF = &a[(i+mc0)*lda]
 					}
 					if w == 2 {
 						amd64.GemmZ32(rows, &ar)
