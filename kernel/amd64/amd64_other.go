@@ -68,7 +68,7 @@ const EnabledZ = false
 // ConvZShapes is empty off amd64.
 var ConvZShapes [][4]int
 
-func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32) bool {
+func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32) bool {
 	return false
 }
 

@@ -22,6 +22,7 @@ type GemmZArgs struct {
 	Hi    float32
 	Mask  uint32
 	Clamp bool
+	PF    *float32
 }
 
 // GemmZMax16 and GemmZMax32 are gemmz_amd64.go's.
