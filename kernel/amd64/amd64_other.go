@@ -79,3 +79,8 @@ func TransposeZ16(src *float32, lds, n int, dst *float32, ldd, rows int) {
 func TransposeZ16E(src *float32, lds, n int, dst *float32, ldd, rows int, r *float32, clamp *[2]float32) {
 	panic("amd64: not available")
 }
+
+// StoreZB is not available off amd64 (EnabledZ is false).
+func StoreZB(src *float32, lds, n int, dst *float32, bs, blocks int, res *float32, clamp *[2]float32) {
+	panic("amd64: not available")
+}

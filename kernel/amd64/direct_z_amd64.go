@@ -152,120 +152,311 @@ func ConvZ1x6x4s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float
 //go:noescape
 func ConvZ1x7x4s2(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
+//go:noescape
+func ConvZ1x12x1s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x13x1s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x14x1s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x15x1s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x16x1s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x6x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x7x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x8x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x9x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x10x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x11x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x12x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x13x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x14x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ2x4x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ2x5x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ2x6x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ2x7x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x12x1s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x13x1s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x14x1s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x15x1s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x16x1s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x6x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x7x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x8x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x9x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x10x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x11x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x12x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x13x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x14x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ2x4x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ2x5x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ2x6x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ2x7x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
 // ConvZ runs the AVX-512 direct convolution tile of R rows by T pixels
 // by C vectors of 16 channels at column stride S (see ConvZShapes);
 // it reports false, doing nothing, for a shape without a kernel. Each
 // output is canon(acc) + bias (when not nil), then, when clamp is not
 // nil, clamped as amd64.Epi clamps: lo > v ? lo : v, then hi < v ? hi : v.
 func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32) bool {
-	switch R<<16 | T<<8 | C<<4 | S {
-	case 1<<16 | 12<<8 | 1<<4 | 1:
+	switch R<<24 | T<<16 | C<<8 | S {
+	case 1<<24 | 12<<16 | 1<<8 | 1:
 		ConvZ1x12x1s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 13<<8 | 1<<4 | 1:
+	case 1<<24 | 13<<16 | 1<<8 | 1:
 		ConvZ1x13x1s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 14<<8 | 1<<4 | 1:
+	case 1<<24 | 14<<16 | 1<<8 | 1:
 		ConvZ1x14x1s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 15<<8 | 1<<4 | 1:
+	case 1<<24 | 15<<16 | 1<<8 | 1:
 		ConvZ1x15x1s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 16<<8 | 1<<4 | 1:
+	case 1<<24 | 16<<16 | 1<<8 | 1:
 		ConvZ1x16x1s1(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 6<<8 | 1<<4 | 1:
+	case 2<<24 | 6<<16 | 1<<8 | 1:
 		ConvZ2x6x1s1(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 7<<8 | 1<<4 | 1:
+	case 2<<24 | 7<<16 | 1<<8 | 1:
 		ConvZ2x7x1s1(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 8<<8 | 1<<4 | 1:
+	case 2<<24 | 8<<16 | 1<<8 | 1:
 		ConvZ2x8x1s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 6<<8 | 2<<4 | 1:
+	case 1<<24 | 6<<16 | 2<<8 | 1:
 		ConvZ1x6x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 7<<8 | 2<<4 | 1:
+	case 1<<24 | 7<<16 | 2<<8 | 1:
 		ConvZ1x7x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 8<<8 | 2<<4 | 1:
+	case 1<<24 | 8<<16 | 2<<8 | 1:
 		ConvZ1x8x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 9<<8 | 2<<4 | 1:
+	case 1<<24 | 9<<16 | 2<<8 | 1:
 		ConvZ1x9x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 10<<8 | 2<<4 | 1:
+	case 1<<24 | 10<<16 | 2<<8 | 1:
 		ConvZ1x10x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 11<<8 | 2<<4 | 1:
+	case 1<<24 | 11<<16 | 2<<8 | 1:
 		ConvZ1x11x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 12<<8 | 2<<4 | 1:
+	case 1<<24 | 12<<16 | 2<<8 | 1:
 		ConvZ1x12x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 13<<8 | 2<<4 | 1:
+	case 1<<24 | 13<<16 | 2<<8 | 1:
 		ConvZ1x13x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 14<<8 | 2<<4 | 1:
+	case 1<<24 | 14<<16 | 2<<8 | 1:
 		ConvZ1x14x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 4<<8 | 2<<4 | 1:
+	case 2<<24 | 4<<16 | 2<<8 | 1:
 		ConvZ2x4x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 5<<8 | 2<<4 | 1:
+	case 2<<24 | 5<<16 | 2<<8 | 1:
 		ConvZ2x5x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 6<<8 | 2<<4 | 1:
+	case 2<<24 | 6<<16 | 2<<8 | 1:
 		ConvZ2x6x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 7<<8 | 2<<4 | 1:
+	case 2<<24 | 7<<16 | 2<<8 | 1:
 		ConvZ2x7x2s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 4<<8 | 4<<4 | 1:
+	case 1<<24 | 4<<16 | 4<<8 | 1:
 		ConvZ1x4x4s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 5<<8 | 4<<4 | 1:
+	case 1<<24 | 5<<16 | 4<<8 | 1:
 		ConvZ1x5x4s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 6<<8 | 4<<4 | 1:
+	case 1<<24 | 6<<16 | 4<<8 | 1:
 		ConvZ1x6x4s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 7<<8 | 4<<4 | 1:
+	case 1<<24 | 7<<16 | 4<<8 | 1:
 		ConvZ1x7x4s1(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 12<<8 | 1<<4 | 2:
+	case 1<<24 | 12<<16 | 1<<8 | 2:
 		ConvZ1x12x1s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 13<<8 | 1<<4 | 2:
+	case 1<<24 | 13<<16 | 1<<8 | 2:
 		ConvZ1x13x1s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 14<<8 | 1<<4 | 2:
+	case 1<<24 | 14<<16 | 1<<8 | 2:
 		ConvZ1x14x1s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 15<<8 | 1<<4 | 2:
+	case 1<<24 | 15<<16 | 1<<8 | 2:
 		ConvZ1x15x1s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 16<<8 | 1<<4 | 2:
+	case 1<<24 | 16<<16 | 1<<8 | 2:
 		ConvZ1x16x1s2(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 6<<8 | 1<<4 | 2:
+	case 2<<24 | 6<<16 | 1<<8 | 2:
 		ConvZ2x6x1s2(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 7<<8 | 1<<4 | 2:
+	case 2<<24 | 7<<16 | 1<<8 | 2:
 		ConvZ2x7x1s2(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 8<<8 | 1<<4 | 2:
+	case 2<<24 | 8<<16 | 1<<8 | 2:
 		ConvZ2x8x1s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 6<<8 | 2<<4 | 2:
+	case 1<<24 | 6<<16 | 2<<8 | 2:
 		ConvZ1x6x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 7<<8 | 2<<4 | 2:
+	case 1<<24 | 7<<16 | 2<<8 | 2:
 		ConvZ1x7x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 8<<8 | 2<<4 | 2:
+	case 1<<24 | 8<<16 | 2<<8 | 2:
 		ConvZ1x8x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 9<<8 | 2<<4 | 2:
+	case 1<<24 | 9<<16 | 2<<8 | 2:
 		ConvZ1x9x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 10<<8 | 2<<4 | 2:
+	case 1<<24 | 10<<16 | 2<<8 | 2:
 		ConvZ1x10x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 11<<8 | 2<<4 | 2:
+	case 1<<24 | 11<<16 | 2<<8 | 2:
 		ConvZ1x11x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 12<<8 | 2<<4 | 2:
+	case 1<<24 | 12<<16 | 2<<8 | 2:
 		ConvZ1x12x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 13<<8 | 2<<4 | 2:
+	case 1<<24 | 13<<16 | 2<<8 | 2:
 		ConvZ1x13x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 14<<8 | 2<<4 | 2:
+	case 1<<24 | 14<<16 | 2<<8 | 2:
 		ConvZ1x14x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 4<<8 | 2<<4 | 2:
+	case 2<<24 | 4<<16 | 2<<8 | 2:
 		ConvZ2x4x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 5<<8 | 2<<4 | 2:
+	case 2<<24 | 5<<16 | 2<<8 | 2:
 		ConvZ2x5x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 6<<8 | 2<<4 | 2:
+	case 2<<24 | 6<<16 | 2<<8 | 2:
 		ConvZ2x6x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 2<<16 | 7<<8 | 2<<4 | 2:
+	case 2<<24 | 7<<16 | 2<<8 | 2:
 		ConvZ2x7x2s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 4<<8 | 4<<4 | 2:
+	case 1<<24 | 4<<16 | 4<<8 | 2:
 		ConvZ1x4x4s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 5<<8 | 4<<4 | 2:
+	case 1<<24 | 5<<16 | 4<<8 | 2:
 		ConvZ1x5x4s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 6<<8 | 4<<4 | 2:
+	case 1<<24 | 6<<16 | 4<<8 | 2:
 		ConvZ1x6x4s2(k, base, offs, w, bias, out, clamp, pf)
-	case 1<<16 | 7<<8 | 4<<4 | 2:
+	case 1<<24 | 7<<16 | 4<<8 | 2:
 		ConvZ1x7x4s2(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 12<<16 | 1<<8 | 16:
+		ConvZ1x12x1s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 13<<16 | 1<<8 | 16:
+		ConvZ1x13x1s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 14<<16 | 1<<8 | 16:
+		ConvZ1x14x1s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 15<<16 | 1<<8 | 16:
+		ConvZ1x15x1s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 16<<16 | 1<<8 | 16:
+		ConvZ1x16x1s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 6<<16 | 2<<8 | 16:
+		ConvZ1x6x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 7<<16 | 2<<8 | 16:
+		ConvZ1x7x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 8<<16 | 2<<8 | 16:
+		ConvZ1x8x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 9<<16 | 2<<8 | 16:
+		ConvZ1x9x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 10<<16 | 2<<8 | 16:
+		ConvZ1x10x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 11<<16 | 2<<8 | 16:
+		ConvZ1x11x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 12<<16 | 2<<8 | 16:
+		ConvZ1x12x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 13<<16 | 2<<8 | 16:
+		ConvZ1x13x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 14<<16 | 2<<8 | 16:
+		ConvZ1x14x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 2<<24 | 4<<16 | 2<<8 | 16:
+		ConvZ2x4x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 2<<24 | 5<<16 | 2<<8 | 16:
+		ConvZ2x5x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 2<<24 | 6<<16 | 2<<8 | 16:
+		ConvZ2x6x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 2<<24 | 7<<16 | 2<<8 | 16:
+		ConvZ2x7x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 12<<16 | 1<<8 | 32:
+		ConvZ1x12x1s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 13<<16 | 1<<8 | 32:
+		ConvZ1x13x1s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 14<<16 | 1<<8 | 32:
+		ConvZ1x14x1s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 15<<16 | 1<<8 | 32:
+		ConvZ1x15x1s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 16<<16 | 1<<8 | 32:
+		ConvZ1x16x1s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 6<<16 | 2<<8 | 32:
+		ConvZ1x6x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 7<<16 | 2<<8 | 32:
+		ConvZ1x7x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 8<<16 | 2<<8 | 32:
+		ConvZ1x8x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 9<<16 | 2<<8 | 32:
+		ConvZ1x9x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 10<<16 | 2<<8 | 32:
+		ConvZ1x10x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 11<<16 | 2<<8 | 32:
+		ConvZ1x11x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 12<<16 | 2<<8 | 32:
+		ConvZ1x12x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 13<<16 | 2<<8 | 32:
+		ConvZ1x13x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 14<<16 | 2<<8 | 32:
+		ConvZ1x14x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 2<<24 | 4<<16 | 2<<8 | 32:
+		ConvZ2x4x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 2<<24 | 5<<16 | 2<<8 | 32:
+		ConvZ2x5x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 2<<24 | 6<<16 | 2<<8 | 32:
+		ConvZ2x6x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 2<<24 | 7<<16 | 2<<8 | 32:
+		ConvZ2x7x2s32(k, base, offs, w, bias, out, clamp, pf)
 	default:
 		return false
 	}
 	return true
 }
 
-// ConvZShapes lists the (R, T, C, S) tiles ConvZ has kernels for.
+// StoreZB stores n >= 1 pixels of a tile (pixel t at src + t*lds floats,
+// 16*blocks channels) into the 16-channel blocks of a blocked tensor:
+// block c (blocks >= 1) at dst + c*bs floats, pixel t at + 16t. With res
+// (laid out as dst) each value is v + r; with clamp, then lo > v ? lo : v
+// and hi < v ? hi : v: amd64.Epi's operations in its order.
+//
+//go:noescape
+func StoreZB(src *float32, lds, n int, dst *float32, bs, blocks int, res *float32, clamp *[2]float32)
+
+// ConvZShapes lists the (R, T, C, S) tiles ConvZ has kernels for; S is
+// the column stride in floats: 1 or 2 for planar inputs, 16 or 32 for
+// inputs in 16-channel blocks.
 var ConvZShapes = [][4]int{
 	{1, 12, 1, 1},
 	{1, 13, 1, 1},
@@ -317,4 +508,40 @@ var ConvZShapes = [][4]int{
 	{1, 5, 4, 2},
 	{1, 6, 4, 2},
 	{1, 7, 4, 2},
+	{1, 12, 1, 16},
+	{1, 13, 1, 16},
+	{1, 14, 1, 16},
+	{1, 15, 1, 16},
+	{1, 16, 1, 16},
+	{1, 6, 2, 16},
+	{1, 7, 2, 16},
+	{1, 8, 2, 16},
+	{1, 9, 2, 16},
+	{1, 10, 2, 16},
+	{1, 11, 2, 16},
+	{1, 12, 2, 16},
+	{1, 13, 2, 16},
+	{1, 14, 2, 16},
+	{2, 4, 2, 16},
+	{2, 5, 2, 16},
+	{2, 6, 2, 16},
+	{2, 7, 2, 16},
+	{1, 12, 1, 32},
+	{1, 13, 1, 32},
+	{1, 14, 1, 32},
+	{1, 15, 1, 32},
+	{1, 16, 1, 32},
+	{1, 6, 2, 32},
+	{1, 7, 2, 32},
+	{1, 8, 2, 32},
+	{1, 9, 2, 32},
+	{1, 10, 2, 32},
+	{1, 11, 2, 32},
+	{1, 12, 2, 32},
+	{1, 13, 2, 32},
+	{1, 14, 2, 32},
+	{2, 4, 2, 32},
+	{2, 5, 2, 32},
+	{2, 6, 2, 32},
+	{2, 7, 2, 32},
 }

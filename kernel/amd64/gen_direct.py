@@ -210,6 +210,13 @@ ZSHAPES = [(1, t, 1) for t in range(12, 17)] + [(2, t, 1) for t in (6, 7, 8)] + 
 for S in (1, 2):
     for (R, T, C) in ZSHAPES:
         ZKERNELS.append((R, T, C, S))
+# Inputs laid out in 16-channel blocks (nn's blocked convolution): a
+# pixel is 16 floats, so column stride 1 or 2 is S = 16 or 32 floats.
+ZBSHAPES = [(1, t, 1) for t in range(12, 17)] + [(1, t, 2) for t in range(6, 15)] + \
+    [(2, t, 2) for t in range(4, 8)]
+for S in (16, 32):
+    for (R, T, C) in ZBSHAPES:
+        ZKERNELS.append((R, T, C, S))
 BASE = ['SI', 'DI']
 
 
@@ -309,6 +316,62 @@ for (R, T, C, S) in ZKERNELS:
     a('\tVZEROUPPER')
     a('\tRET')
 
+# StoreZB: a tile's pixel-major outputs (pixel t's 16*blocks channels at
+# src + t*lds floats) to the 16-channel blocks of a blocked tensor (block c
+# at dst + c*bs floats, pixel t at + 16t), with the epilogue of a residual
+# layer: v = v + r (r laid out as dst) when res is not nil, then the clamp
+# (lo > v ? lo : v, hi < v ? hi : v) when clamp is not nil.
+a('')
+a('// func StoreZB(src *float32, lds, n int, dst *float32, bs, blocks int, res *float32, clamp *[2]float32)')
+a('TEXT ·StoreZB(SB), NOSPLIT, $0-64')
+a('\tMOVQ src+0(FP), SI')
+a('\tMOVQ lds+8(FP), R8')
+a('\tSHLQ $2, R8')
+a('\tMOVQ n+16(FP), R9')
+a('\tMOVQ dst+24(FP), DI')
+a('\tMOVQ bs+32(FP), R10')
+a('\tSHLQ $2, R10')
+a('\tMOVQ blocks+40(FP), BX')
+a('\tMOVQ res+48(FP), R11')
+a('\tMOVQ clamp+56(FP), AX')
+a('\tTESTQ AX, AX')
+a('\tJEQ szbnoclamp')
+a('\tVBROADCASTSS (AX), Z30')
+a('\tVBROADCASTSS 4(AX), Z31')
+a('\tJMP szbblock')
+a('szbnoclamp:')
+a('\tMOVL $0xff800000, AX')
+a('\tVPBROADCASTD AX, Z30')
+a('\tMOVL $0x7f800000, AX')
+a('\tVPBROADCASTD AX, Z31')
+a('szbblock:')
+a('\tMOVQ SI, AX')  # pixel t of this block in src
+a('\tXORQ CX, CX')  # t*64
+a('\tMOVQ R9, DX')  # pixels left
+a('szbpixel:')
+a('\tVMOVUPS (AX), Z0')
+a('\tTESTQ R11, R11')
+a('\tJEQ szbnores')
+a('\tVADDPS (R11)(CX*1), Z0, Z0')
+a('szbnores:')
+a('\tVMAXPS Z0, Z30, Z0')
+a('\tVMINPS Z0, Z31, Z0')
+a('\tVMOVUPS Z0, (DI)(CX*1)')
+a('\tADDQ R8, AX')
+a('\tADDQ $64, CX')
+a('\tDECQ DX')
+a('\tJNZ szbpixel')
+a('\tADDQ $64, SI')
+a('\tADDQ R10, DI')
+a('\tTESTQ R11, R11')
+a('\tJEQ szbnextblock')
+a('\tADDQ R10, R11')
+a('szbnextblock:')
+a('\tDECQ BX')
+a('\tJNZ szbblock')
+a('\tVZEROUPPER')
+a('\tRET')
+
 with open('direct_amd64.s', 'w') as f:
     f.write('\n'.join(L) + '\n')
 
@@ -324,9 +387,9 @@ G.append('// it reports false, doing nothing, for a shape without a kernel. Each
 G.append('// output is canon(acc) + bias (when not nil), then, when clamp is not')
 G.append('// nil, clamped as amd64.Epi clamps: lo > v ? lo : v, then hi < v ? hi : v.')
 G.append('func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32) bool {')
-G.append('\tswitch R<<16 | T<<8 | C<<4 | S {')
+G.append('\tswitch R<<24 | T<<16 | C<<8 | S {')
 for (R, T, C, S) in ZKERNELS:
-    G.append(f'\tcase {R}<<16 | {T}<<8 | {C}<<4 | {S}:')
+    G.append(f'\tcase {R}<<24 | {T}<<16 | {C}<<8 | {S}:')
     G.append(f'\t\t{zname(R, T, C, S)}(k, base, offs, w, bias, out, clamp, pf)')
 G.append('\tdefault:')
 G.append('\t\treturn false')
@@ -334,7 +397,18 @@ G.append('\t}')
 G.append('\treturn true')
 G.append('}')
 G.append('')
-G.append('// ConvZShapes lists the (R, T, C, S) tiles ConvZ has kernels for.')
+G.append('// StoreZB stores n >= 1 pixels of a tile (pixel t at src + t*lds floats,')
+G.append('// 16*blocks channels) into the 16-channel blocks of a blocked tensor:')
+G.append('// block c (blocks >= 1) at dst + c*bs floats, pixel t at + 16t. With res')
+G.append('// (laid out as dst) each value is v + r; with clamp, then lo > v ? lo : v')
+G.append('// and hi < v ? hi : v: amd64.Epi\'s operations in its order.')
+G.append('//')
+G.append('//go:noescape')
+G.append('func StoreZB(src *float32, lds, n int, dst *float32, bs, blocks int, res *float32, clamp *[2]float32)')
+G.append('')
+G.append('// ConvZShapes lists the (R, T, C, S) tiles ConvZ has kernels for; S is')
+G.append('// the column stride in floats: 1 or 2 for planar inputs, 16 or 32 for')
+G.append('// inputs in 16-channel blocks.')
 G.append('var ConvZShapes = [][4]int{')
 for (R, T, C, S) in ZKERNELS:
     G.append(f'\t{{{R}, {T}, {C}, {S}}},')

@@ -42,6 +42,7 @@ type directPack struct {
 	bias    []float32
 	offs    []int32
 	wp, hwp int
+	px      int // floats between pixels (packPx)
 }
 
 // directOK reports whether s can run as TacticDirect here: a fast CPU,
@@ -54,16 +55,23 @@ func directOK(s *convSetup, y []float32, ep epi) bool {
 // pack returns s's packed weights for w and bias, packing them on first
 // use (or when called with other slices).
 func (s *convSetup) pack(w, bias []float32, cw, wp, hwp int) *directPack {
+	return s.packPx(w, bias, cw, wp, hwp, 1)
+}
+
+// packPx is pack for an input whose pixels are px floats apart: 1 for
+// planes (channel c's plane at c*hwp), 16 for 16-channel blocks (block
+// c/16 at (c/16)*hwp, channel c at lane c%16 of each pixel).
+func (s *convSetup) packPx(w, bias []float32, cw, wp, hwp, px int) *directPack {
 	var bp unsafe.Pointer
 	if bias != nil {
 		bp = unsafe.Pointer(&bias[0])
 	}
-	if d := s.direct.Load(); d != nil && d.w == unsafe.Pointer(&w[0]) && d.b == bp && d.cw == cw && d.wp == wp && d.hwp == hwp {
+	if d := s.direct.Load(); d != nil && d.w == unsafe.Pointer(&w[0]) && d.b == bp && d.cw == cw && d.wp == wp && d.hwp == hwp && d.px == px {
 		return d
 	}
 	K := s.Cg * prod(s.g.k)
 	np := (s.M + cw - 1) / cw
-	d := &directPack{w: unsafe.Pointer(&w[0]), b: bp, cw: cw, wp: wp, hwp: hwp,
+	d := &directPack{w: unsafe.Pointer(&w[0]), b: bp, cw: cw, wp: wp, hwp: hwp, px: px,
 		panels: make([]float32, np*K*cw), offs: make([]int32, K)}
 	for m := 0; m < s.M; m++ {
 		pan := d.panels[m/cw*K*cw+m%cw:]
@@ -80,7 +88,7 @@ func (s *convSetup) pack(w, bias []float32, cw, wp, hwp int) *directPack {
 	for c := 0; c < s.Cg; c++ {
 		for ky := 0; ky < g.k[0]; ky++ {
 			for kx := 0; kx < g.k[1]; kx++ {
-				d.offs[kk] = int32(c*hwp + ky*g.dil[0]*wp + kx*g.dil[1])
+				d.offs[kk] = int32(c/px*hwp + ky*g.dil[0]*wp + kx*g.dil[1]*px + c%px)
 				kk++
 			}
 		}

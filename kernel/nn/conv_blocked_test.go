@@ -1,0 +1,172 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// blockedCase is a convolution on B16 tensors.
+type blockedCase struct {
+	c, m, h, w, k, s, p int
+	bias, res, clamp    bool
+}
+
+// runBlocked runs c through convBlocked (from and to planes through
+// ToB16 and FromB16) and checks that the output's ring is zero.
+func runBlocked(t testing.TB, pool *parallel.Pool, c blockedCase, x, w, b, res []float32, lohi *[2]float32) []float32 {
+	t.Helper()
+	s, err := setupConv(node("Conv", ints("strides", int64(c.s), int64(c.s)), ints("pads", int64(c.p), int64(c.p), int64(c.p), int64(c.p))),
+		[]int{1, c.c, c.h, c.w}, []int{c.m, c.c, c.k, c.k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, ok := convBlockedOK(s)
+	if !ok {
+		t.Fatalf("%+v: convBlockedOK false", c)
+	}
+	bi, bo := B16{c.c, c.h, c.w}, B16{c.m, s.g.out[0], s.g.out[1]}
+	xb := make([]float32, bi.Len()+B16Slack)
+	ToB16(bi, x, xb)
+	for i := bi.Len(); i < len(xb); i++ {
+		xb[i] = float32(math.NaN()) // the slack is read, never used
+	}
+	yb := make([]float32, bo.Len())
+	for i := range yb {
+		yb[i] = 7 // the ring must be zeroed
+	}
+	var rb []float32
+	if res != nil {
+		rb = make([]float32, bo.Len())
+		ToB16(bo, res, rb)
+	}
+	convBlocked(pool, s, z, xb, w, b, yb, rb, lohi)
+	for q := 0; q < bo.C; q++ {
+		for y := -1; y <= bo.H; y++ {
+			for x := -1; x <= bo.W; x++ {
+				if y >= 0 && y < bo.H && x >= 0 && x < bo.W {
+					continue
+				}
+				if v := yb[bo.At(q, y, x)]; v != 0 || math.Signbit(float64(v)) {
+					t.Fatalf("%+v: ring (%d, %d, %d) = %g", c, q, y, x, v)
+				}
+			}
+		}
+	}
+	y := make([]float32, c.m*bo.H*bo.W)
+	FromB16(bo, yb, y)
+	return y
+}
+
+// TestConvBlockedTwin: the convolution on B16 tensors gives the bits of
+// the portable planar convolution with the same epilogue (bias, residual,
+// clamp), for strides 1 and 2, 1x1 and 3x3 kernels, pads 0 and 1, odd
+// sizes, NaN and Inf inputs, and 1, 2 and 8 workers.
+func TestConvBlockedTwin(t *testing.T) {
+	if !amd64.EnabledZ {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewSource(16))
+	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+		UsePortable(false)
+	}()
+	cases := []blockedCase{
+		{16, 16, 8, 8, 3, 1, 1, true, false, true},
+		{32, 64, 14, 14, 3, 1, 1, true, true, true},
+		{64, 32, 7, 7, 3, 1, 1, false, true, false},
+		{16, 48, 13, 17, 3, 2, 1, true, false, true},
+		{32, 32, 9, 11, 1, 2, 0, true, false, false},
+		{48, 16, 5, 23, 1, 1, 0, false, false, true},
+		{16, 32, 3, 3, 3, 1, 1, true, true, true},
+	}
+	for i := 0; i < 12; i++ {
+		k := 1 + 2*r.Intn(2)
+		cases = append(cases, blockedCase{16 * (1 + r.Intn(4)), 16 * (1 + r.Intn(5)), 2 + r.Intn(30), 2 + r.Intn(30), k,
+			1 + r.Intn(2), r.Intn(2) * (k / 2), r.Intn(2) == 0, r.Intn(2) == 0, r.Intn(2) == 0})
+	}
+	for ci, c := range cases {
+		x := specialF32(r, c.c*c.h*c.w, ci%2 == 0)
+		w := specialF32(r, c.m*c.c*c.k*c.k, ci%3 == 0)
+		var b []float32
+		in := []*tensor.Tensor{tensor.From(x, 1, c.c, c.h, c.w), tensor.From(w, c.m, c.c, c.k, c.k)}
+		if c.bias {
+			b = specialF32(r, c.m, ci%4 == 1)
+			in = append(in, tensor.From(b, c.m))
+		}
+		n := node("Conv", ints("strides", int64(c.s), int64(c.s)), ints("pads", int64(c.p), int64(c.p), int64(c.p), int64(c.p)))
+		oh, ow := (c.h+2*c.p-c.k)/c.s+1, (c.w+2*c.p-c.k)/c.s+1
+		var res []float32
+		ep := kernel.Epilogue{}
+		if c.res {
+			res = specialF32(r, c.m*oh*ow, ci%2 == 1)
+			ep.Residual = res
+		}
+		var lohi *[2]float32
+		if c.clamp {
+			lohi = &[2]float32{-0.5, 6}
+			ep.Lo, ep.Hi, ep.HasLo, ep.HasHi = -0.5, 6, true, true
+		}
+		// The reference: the portable planar convolution, the epilogue
+		// applied by its Into (as a fused layer's).
+		UsePortable(true)
+		want := tensor.New(tensor.Float32, 1, c.m, oh, ow)
+		ctx := &kernel.Ctx{Pool: pools[0], Epilogue: ep}
+		if err := intoConv(ctx, n, in, []*tensor.Tensor{want}); err != nil {
+			t.Fatal(err)
+		}
+		if ep.Active() && !ctx.Epilogue.Applied {
+			t.Fatalf("case %d: the reference did not apply the epilogue", ci)
+		}
+		UsePortable(false)
+		for _, p := range pools {
+			got := runBlocked(t, p, c, x, w, b, res, lohi)
+			if d := sameF32(got, want.Data.([]float32)); d >= 0 {
+				t.Fatalf("case %d %+v, %d workers: y[%d] = %g (%#x), planar %g", ci, c, p.Workers(), d, got[d],
+					math.Float32bits(got[d]), want.Data.([]float32)[d])
+			}
+		}
+	}
+}
+
+// BenchmarkConvBlocked is resnet18's 3x3 convolutions on B16 tensors, one
+// worker (compare BenchmarkConv3x3's conv.direct, planar: the same
+// kernel, with the padded copy and the transposes).
+func BenchmarkConvBlocked(b *testing.B) {
+	if !amd64.EnabledZ {
+		b.Skip("no AVX-512")
+	}
+	for _, c := range []struct{ ch, hw int }{{64, 56}, {128, 28}, {256, 14}, {512, 7}} {
+		b.Run(fmt.Sprintf("%dx%d", c.ch, c.hw), func(b *testing.B) {
+			r := rand.New(rand.NewSource(1))
+			s, err := setupConv(node("Conv", ints("pads", 1, 1, 1, 1)), []int{1, c.ch, c.hw, c.hw}, []int{c.ch, c.ch, 3, 3})
+			if err != nil {
+				b.Fatal(err)
+			}
+			z, ok := convBlockedOK(s)
+			if !ok {
+				b.Skip("no tile")
+			}
+			bl := B16{c.ch, c.hw, c.hw}
+			xb := make([]float32, bl.Len()+B16Slack)
+			ToB16(bl, randF32(r, c.ch*c.hw*c.hw), xb)
+			yb := make([]float32, bl.Len())
+			w := randF32(r, c.ch*c.ch*9)
+			p := parallel.New(1)
+			defer p.Close()
+			for i := 0; i < b.N; i++ {
+				convBlocked(p, s, z, xb, w, nil, yb, nil, nil)
+			}
+			b.ReportMetric(2*float64(c.ch*c.ch*9*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
