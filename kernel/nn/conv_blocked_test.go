@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/parallel"
@@ -169,4 +170,96 @@ func BenchmarkConvBlocked(b *testing.B) {
 			b.ReportMetric(2*float64(c.ch*c.ch*9*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
+}
+
+// TestBlockedChainTwin: a chain of blocked convolutions shaped like two
+// resnet blocks (a residual, a stride-2 block with a 1x1 downsample)
+// gives the bits of the planar portable convolutions one after the other,
+// with 1, 2 and 8 workers, twice (the second run on reused buffers).
+func TestBlockedChainTwin(t *testing.T) {
+	if !amd64.EnabledZ {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewSource(17))
+	relu := &[2]float32{0, float32(math.Inf(1))}
+	conv := func(k, s, p int) *node_ {
+		return &node_{n: node("Conv", ints("strides", int64(s), int64(s)), ints("pads", int64(p), int64(p), int64(p), int64(p))), k: k}
+	}
+	type st struct {
+		c         *node_
+		cin, cout int
+		in, res   int
+		clamp     bool
+	}
+	spec := []st{
+		{conv(3, 1, 1), 16, 16, 0, -1, true},
+		{conv(3, 1, 1), 16, 16, 1, 0, true},
+		{conv(3, 2, 1), 16, 32, 2, -1, true},
+		{conv(1, 2, 0), 16, 32, 2, -1, false},
+		{conv(3, 1, 1), 32, 32, 3, 4, true},
+	}
+	H := 13
+	x := specialF32(r, 16*H*H, false)
+	var steps []BlockedStep
+	vals := [][]float32{x}
+	shapes := [][]int{{1, 16, H, H}}
+	UsePortable(true)
+	for i, sp := range spec {
+		w := specialF32(r, sp.cout*sp.cin*sp.c.k*sp.c.k, false)
+		b := specialF32(r, sp.cout, false)
+		ws := []int{sp.cout, sp.cin, sp.c.k, sp.c.k}
+		in := shapes[sp.in]
+		oh := (in[2]+2*int(sp.c.n.Ints("pads", nil)[0])-sp.c.k)/int(sp.c.n.Ints("strides", nil)[0]) + 1
+		ep := kernel.Epilogue{}
+		var clamp *[2]float32
+		if sp.res >= 0 {
+			ep.Residual = vals[sp.res]
+		}
+		if sp.clamp {
+			clamp = relu
+			ep.Lo, ep.HasLo = 0, true
+		}
+		y := tensor.New(tensor.Float32, 1, sp.cout, oh, oh)
+		ctx := &kernel.Ctx{Epilogue: ep}
+		if err := intoConv(ctx, sp.c.n, []*tensor.Tensor{tensor.From(vals[sp.in], in...), tensor.From(w, ws...), tensor.From(b, sp.cout)}, []*tensor.Tensor{y}); err != nil {
+			t.Fatal(err)
+		}
+		if ep.Active() && !ctx.Epilogue.Applied {
+			t.Fatal("reference epilogue not applied")
+		}
+		vals = append(vals, y.Data.([]float32))
+		shapes = append(shapes, y.Shape)
+		steps = append(steps, BlockedStep{Attrs: sp.c.n, W: w, WShape: ws, B: b, In: sp.in, Res: sp.res, Out: i + 1, Clamp: clamp})
+	}
+	UsePortable(false)
+	ch, err := NewBlockedChain(steps, shapes[0], len(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := vals[len(vals)-1]
+	nonzero := 0
+	for _, v := range want {
+		if v != 0 && v == v {
+			nonzero++
+		}
+	}
+	if nonzero < len(want)/4 {
+		t.Fatalf("only %d of %d outputs are finite and nonzero: the test would prove little", nonzero, len(want))
+	}
+	for _, w := range []int{1, 2, 8} {
+		p := parallel.New(w)
+		for rep := 0; rep < 2; rep++ {
+			got := make([]float32, len(want))
+			ch.Run(p, x, got)
+			if d := sameF32(got, want); d >= 0 {
+				t.Fatalf("%d workers, run %d: y[%d] = %g, planar %g", w, rep, d, got[d], want[d])
+			}
+		}
+		p.Close()
+	}
+}
+
+type node_ struct {
+	n *ir.Node
+	k int
 }
