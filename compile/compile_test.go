@@ -311,6 +311,48 @@ func TestExpandDepthwiseKeepsBits(t *testing.T) {
 	}
 }
 
+// TestConvChainKeepsBits: resnet18 with its four stages in one ConvChain
+// layer (fuse-conv-chain) gives the bits of the plan built without that
+// pass, through bound execution (the blocked kernels on AVX-512, the body
+// node by node elsewhere) and through Run (the body node by node).
+func TestConvChainKeepsBits(t *testing.T) {
+	name := "resnet18"
+	opts := compile.DefaultOptions()
+	opts.Tactics = "heuristic"
+	chained, _ := build(t, name, opts)
+	n := 0
+	for _, nd := range chained.Graph.Nodes {
+		if nd.OpType == "ConvChain" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d ConvChain layers in resnet18's plan, want 1", n)
+	}
+	opts.DisabledPasses = []string{"fuse-conv-chain"}
+	apart, _ := build(t, name, opts)
+	m, err := onnx.DecodeFile(filepath.Join(models, name, "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	feeds, _ := inputs(t, name, m.Graph)
+	_, want := runPlan(t, apart.Plan, feeds)
+	_, got := runPlan(t, chained.Plan, feeds)
+	for k, v := range want {
+		if !sameBits(v, got[k]) {
+			t.Errorf("Run: output %q differs with the conv chain", k)
+		}
+	}
+	for rep := 0; rep < 2; rep++ {
+		bound := executePlan(t, chained.Plan, feeds)
+		for k, v := range want {
+			if !sameBits(v, bound[k]) {
+				t.Errorf("Execute %d: output %q differs with the conv chain", rep, k)
+			}
+		}
+	}
+}
+
 // executePlan runs a plan bound to the feeds' shapes (the server's path:
 // every kernel's Into).
 func executePlan(t testing.TB, b []byte, feeds map[string]*tensor.Tensor) map[string]*tensor.Tensor {

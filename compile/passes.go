@@ -49,6 +49,7 @@ func pipeline() []pass {
 		{"precision", precisionPass},
 		{"fuse-residual", fuseResidual},
 		{"fuse-expand-depthwise", fuseExpandDepthwise},
+		{"fuse-conv-chain", fuseConvChain},
 		{"transpose-gemm-weights", transposeGemmWeights},
 		{"fuse-elementwise", fuseElementwise},
 		{"eliminate-dead", eliminateDead},

@@ -16,8 +16,10 @@ import (
 // through the same kernels, so its bits are theirs.
 func chainOps(base *kernel.Registry) kernel.Table {
 	c := &chainOp{reg: base}
+	cc := &convChainOp{c: c}
 	return kernel.Table{
 		"Attention": {Run: c.run, Infer: c.infer, Into: c.into},
+		ConvChain:   {Run: c.run, Infer: c.infer, Into: cc.into},
 	}
 }
 

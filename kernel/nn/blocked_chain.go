@@ -112,6 +112,12 @@ func NewBlockedChain(steps []BlockedStep, x []int, out int) (*BlockedChain, erro
 	return c, nil
 }
 
+// OutShape is the chain's output shape, [1, C, H, W].
+func (c *BlockedChain) OutShape() []int {
+	o := c.vals[c.out]
+	return []int{1, o.C, o.H, o.W}
+}
+
 // Run computes the chain on x (planes, the shape it was prepared for)
 // into y (planes). Buffers come from a pool: concurrent runs are safe.
 func (c *BlockedChain) Run(pool *parallel.Pool, x, y []float32) {

@@ -1,0 +1,165 @@
+package fused
+
+import (
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/nn"
+	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// ConvChain is a Chain layer (see chain.go) whose body is a run of 2-D
+// convolutions, each a Conv or a Fused Conv with a residual Add and a
+// clamp (Relu, Clip), reading the layer's one input or an earlier body
+// value, its weights and bias the body's own initializers (so constant).
+// Where the CPU has AVX-512 and every convolution fits (nn.BlockedChain:
+// 16-channel blocks, pads of at most 1) the layer runs the body on B16
+// tensors, which needs neither padded copies of the inputs nor transposes
+// of the outputs; everywhere else it runs the body node by node like any
+// chain. Each output is the same chain of operations either way, so the
+// bits are the body's.
+const ConvChain = "ConvChain"
+
+type convChainOp struct {
+	c     *chainOp
+	cache sync.Map // *ir.Node -> *ccEntry
+}
+
+// ccEntry is a ConvChain node's blocked plan, built for one input shape.
+type ccEntry struct {
+	mu    sync.Mutex
+	shape []int
+	chain *nn.BlockedChain // nil: the body does not run blocked
+}
+
+func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
+	if len(in) == 1 && len(out) == 1 && in[0] != nil && out[0] != nil {
+		x, xok := in[0].Data.([]float32)
+		y, yok := out[0].Data.([]float32)
+		if xok && yok {
+			if ch := o.blocked(n, in[0].Shape, out[0].Shape); ch != nil {
+				pool := ctx.Pool
+				if pool == nil {
+					pool = parallel.Default()
+				}
+				ch.Run(pool, x, y)
+				return nil
+			}
+		}
+	}
+	return o.c.into(ctx, n, in, out)
+}
+
+// blocked returns n's blocked plan for an input of shape x and an output
+// of shape y, or nil where the body does not run blocked.
+func (o *convChainOp) blocked(n *ir.Node, x, y []int) *nn.BlockedChain {
+	v, _ := o.cache.LoadOrStore(n, &ccEntry{})
+	e := v.(*ccEntry)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.shape == nil || !slices.Equal(e.shape, x) {
+		e.shape, e.chain = slices.Clone(x), convChainPlan(n, x)
+	}
+	if e.chain == nil || !slices.Equal(e.chain.OutShape(), y) {
+		return nil
+	}
+	return e.chain
+}
+
+// convChainPlan translates n's body into blocked steps, or returns nil
+// where any node does not fit them.
+func convChainPlan(n *ir.Node, x []int) *nn.BlockedChain {
+	g, err := body(n)
+	if err != nil || len(g.Inputs) != 1 {
+		return nil
+	}
+	vals := map[string]int{g.Inputs[0].Name: 0}
+	f32 := func(name string) ([]float32, []int, bool) {
+		t, ok := g.Initializers[name]
+		if !ok || t.DType != tensor.Float32 {
+			return nil, nil, false
+		}
+		d, ok := t.Data.([]float32)
+		return d, t.Shape, ok && len(d) == t.Len()
+	}
+	var steps []nn.BlockedStep
+	for _, nd := range g.Nodes {
+		st := nn.BlockedStep{Attrs: nd, Res: -1, Out: len(steps) + 1}
+		base := nd
+		var p *parts
+		switch {
+		case nd.Domain == "" && nd.OpType == "Conv":
+		case nd.Domain == Domain && nd.OpType == "Fused":
+			var err error
+			if p, err = split(nd); err != nil || p.base.OpType != "Conv" || p.add2 != nil || p.silu != nil || p.mul != nil {
+				return nil
+			}
+			base, st.Attrs = p.base, p.base
+		default:
+			return nil
+		}
+		bin := base.Inputs
+		if p != nil {
+			bin = nil
+			for _, i := range p.baseIn {
+				bin = append(bin, nd.Inputs[i])
+			}
+		}
+		if len(bin) < 2 || len(bin) > 3 || len(nd.Outputs) != 1 {
+			return nil
+		}
+		in, ok := vals[bin[0]]
+		if !ok {
+			return nil
+		}
+		st.In = in
+		if st.W, st.WShape, ok = f32(bin[1]); !ok {
+			return nil
+		}
+		if len(bin) == 3 && bin[2] != "" {
+			if st.B, _, ok = f32(bin[2]); !ok {
+				return nil
+			}
+		}
+		if p != nil && p.add != nil {
+			r, ok := vals[nd.Inputs[p.addIn[0]]]
+			if !ok {
+				return nil
+			}
+			st.Res = r
+		}
+		if p != nil && p.act != nil {
+			ins := make([]*tensor.Tensor, len(nd.Inputs))
+			for i, name := range nd.Inputs {
+				ins[i] = g.Initializers[name]
+			}
+			e, ok := clampOf(p, ins, kernel.Epilogue{})
+			if !ok {
+				return nil
+			}
+			c := [2]float32{float32(math.Inf(-1)), float32(math.Inf(1))}
+			if e.HasLo {
+				c[0] = e.Lo
+			}
+			if e.HasHi {
+				c[1] = e.Hi
+			}
+			st.Clamp = &c
+		}
+		vals[nd.Outputs[0]] = st.Out
+		steps = append(steps, st)
+	}
+	out, ok := vals[g.Outputs[0].Name]
+	if !ok || out == 0 {
+		return nil
+	}
+	ch, err := nn.NewBlockedChain(steps, x, out)
+	if err != nil {
+		return nil
+	}
+	return ch
+}
