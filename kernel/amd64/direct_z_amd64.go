@@ -207,6 +207,18 @@ func ConvZ2x6x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *floa
 func ConvZ2x7x2s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
+func ConvZ1x4x4s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x5x4s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x6x4s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x7x4s16(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
 func ConvZ1x12x1s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 //go:noescape
@@ -259,6 +271,18 @@ func ConvZ2x6x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *floa
 
 //go:noescape
 func ConvZ2x7x2s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x4x4s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x5x4s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x6x4s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
+
+//go:noescape
+func ConvZ1x7x4s32(k int, base *[2]*float32, offs *int32, w *float32, bias *float32, out *float32, clamp *[2]float32, pf *float32)
 
 // ConvZ runs the AVX-512 direct convolution tile of R rows by T pixels
 // by C vectors of 16 channels at column stride S (see ConvZShapes);
@@ -403,6 +427,14 @@ func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *
 		ConvZ2x6x2s16(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<24 | 7<<16 | 2<<8 | 16:
 		ConvZ2x7x2s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 4<<16 | 4<<8 | 16:
+		ConvZ1x4x4s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 5<<16 | 4<<8 | 16:
+		ConvZ1x5x4s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 6<<16 | 4<<8 | 16:
+		ConvZ1x6x4s16(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 7<<16 | 4<<8 | 16:
+		ConvZ1x7x4s16(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<24 | 12<<16 | 1<<8 | 32:
 		ConvZ1x12x1s32(k, base, offs, w, bias, out, clamp, pf)
 	case 1<<24 | 13<<16 | 1<<8 | 32:
@@ -439,6 +471,14 @@ func ConvZ(R, T, C, S, k int, base *[2]*float32, offs *int32, w *float32, bias *
 		ConvZ2x6x2s32(k, base, offs, w, bias, out, clamp, pf)
 	case 2<<24 | 7<<16 | 2<<8 | 32:
 		ConvZ2x7x2s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 4<<16 | 4<<8 | 32:
+		ConvZ1x4x4s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 5<<16 | 4<<8 | 32:
+		ConvZ1x5x4s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 6<<16 | 4<<8 | 32:
+		ConvZ1x6x4s32(k, base, offs, w, bias, out, clamp, pf)
+	case 1<<24 | 7<<16 | 4<<8 | 32:
+		ConvZ1x7x4s32(k, base, offs, w, bias, out, clamp, pf)
 	default:
 		return false
 	}
@@ -526,6 +566,10 @@ var ConvZShapes = [][4]int{
 	{2, 5, 2, 16},
 	{2, 6, 2, 16},
 	{2, 7, 2, 16},
+	{1, 4, 4, 16},
+	{1, 5, 4, 16},
+	{1, 6, 4, 16},
+	{1, 7, 4, 16},
 	{1, 12, 1, 32},
 	{1, 13, 1, 32},
 	{1, 14, 1, 32},
@@ -544,4 +588,8 @@ var ConvZShapes = [][4]int{
 	{2, 5, 2, 32},
 	{2, 6, 2, 32},
 	{2, 7, 2, 32},
+	{1, 4, 4, 32},
+	{1, 5, 4, 32},
+	{1, 6, 4, 32},
+	{1, 7, 4, 32},
 }

@@ -213,7 +213,7 @@ for S in (1, 2):
 # Inputs laid out in 16-channel blocks (nn's blocked convolution): a
 # pixel is 16 floats, so column stride 1 or 2 is S = 16 or 32 floats.
 ZBSHAPES = [(1, t, 1) for t in range(12, 17)] + [(1, t, 2) for t in range(6, 15)] + \
-    [(2, t, 2) for t in range(4, 8)]
+    [(2, t, 2) for t in range(4, 8)] + [(1, t, 4) for t in range(4, 8)]
 for S in (16, 32):
     for (R, T, C) in ZBSHAPES:
         ZKERNELS.append((R, T, C, S))

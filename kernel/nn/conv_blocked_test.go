@@ -95,7 +95,22 @@ func TestConvBlockedTwin(t *testing.T) {
 		cases = append(cases, blockedCase{16 * (1 + r.Intn(4)), 16 * (1 + r.Intn(5)), 2 + r.Intn(30), 2 + r.Intn(30), k,
 			1 + r.Intn(2), r.Intn(2) * (k / 2), r.Intn(2) == 0, r.Intn(2) == 0, r.Intn(2) == 0})
 	}
+	// Every kernel shape the blocked convolution has, forced on one layer
+	// of each stride.
+	defer func() { testZB = zShape{} }()
+	var forced []zShape
+	for ci, k := range amd64.ConvZShapes {
+		if k[3] >= 16 {
+			forced = append(forced, zShape{k[0], k[1], k[2]})
+			cases = append(cases, blockedCase{32, 64, 11, 9 + ci%7, 3, k[3] / 16, 1, true, ci%2 == 0, true})
+		}
+	}
+	first := len(cases) - len(forced)
 	for ci, c := range cases {
+		testZB = zShape{}
+		if ci >= first {
+			testZB = forced[ci-first]
+		}
 		x := specialF32(r, c.c*c.h*c.w, ci%2 == 0)
 		w := specialF32(r, c.m*c.c*c.k*c.k, ci%3 == 0)
 		var b []float32
