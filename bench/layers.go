@@ -20,6 +20,9 @@ type Layer struct {
 	Median time.Duration `json:"median_ns"`
 	Share  float64       `json:"share"` // of the sum of the layers' medians
 	FLOPs  int64         `json:"flops,omitempty"`
+	// Part marks a part of the layer before it (a ConvChain's convolution,
+	// timed inside it where it runs blocked); parts are not in the sums.
+	Part bool `json:"part,omitempty"`
 }
 
 // PeerLayer is one node of a peer's own per-node profile (ONNX Runtime's:
@@ -68,11 +71,11 @@ func Profile(ctx context.Context, p *plan.Plan, feeds map[string]*tensor.Tensor,
 	if err != nil {
 		return nil, err
 	}
-	times := map[string][]time.Duration{}
+	times := map[*ir.Node][]time.Duration{}
 	timed := false
 	b.Trace = func(n *ir.Node, d time.Duration) {
 		if timed {
-			times[n.Name] = append(times[n.Name], d)
+			times[n] = append(times[n], d)
 		}
 	}
 	for r := 0; r < o.Warmup+o.Runs; r++ {
@@ -88,19 +91,30 @@ func Profile(ctx context.Context, p *plan.Plan, feeds map[string]*tensor.Tensor,
 	for _, l := range p.Header.Graph.Layers {
 		info[l.Name] = l
 	}
-	out := make([]Layer, len(g.Nodes))
-	var total time.Duration
-	for i, n := range g.Nodes {
-		l := info[n.Name]
-		kind := n.OpType
+	kindOf := func(n *ir.Node) string {
 		if n.Domain != "" {
-			kind = n.Domain + "." + n.OpType
+			return n.Domain + "." + n.OpType
 		}
-		out[i] = Layer{Name: n.Name, Kind: kind, Tactic: l.Tactic, FLOPs: l.FLOPs}
-		if ts := times[n.Name]; len(ts) > 0 {
-			out[i].Median = Summarize(ts).Median
+		return n.OpType
+	}
+	var out []Layer
+	var total time.Duration
+	for _, n := range g.Nodes {
+		l := info[n.Name]
+		layer := Layer{Name: n.Name, Kind: kindOf(n), Tactic: l.Tactic, FLOPs: l.FLOPs}
+		if ts := times[n]; len(ts) > 0 {
+			layer.Median = Summarize(ts).Median
 		}
-		total += out[i].Median
+		total += layer.Median
+		out = append(out, layer)
+		// A chain layer that timed its parts (a ConvChain run blocked).
+		if a, ok := n.Attrs["body"]; ok && a.G != nil {
+			for _, p := range a.G.Nodes {
+				if ts := times[p]; len(ts) > 0 {
+					out = append(out, Layer{Name: p.Name, Kind: kindOf(p), Tactic: "blocked", Median: Summarize(ts).Median, Part: true})
+				}
+			}
+		}
 	}
 	for i := range out {
 		if total > 0 {
@@ -123,6 +137,9 @@ func ByKind(layers []Layer) []KindTotal {
 	idx := map[string]int{}
 	var out []KindTotal
 	for _, l := range layers {
+		if l.Part {
+			continue
+		}
 		i, ok := idx[l.Kind]
 		if !ok {
 			i = len(out)

@@ -10,11 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vouchml/vouch/bench"
 	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/conformance"
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/plan"
@@ -349,6 +351,52 @@ func TestConvChainKeepsBits(t *testing.T) {
 			if !sameBits(v, bound[k]) {
 				t.Errorf("Execute %d: output %q differs with the conv chain", rep, k)
 			}
+		}
+	}
+}
+
+// TestConvChainProfileParts: `vouch bench --layers` shows each
+// convolution of resnet18's ConvChain as a part of that layer, timed
+// inside it, where the chain runs blocked (AVX-512); the parts are left
+// out of the per-kind sums.
+func TestConvChainProfileParts(t *testing.T) {
+	if !amd64.EnabledZ {
+		t.Skip("the chain runs node by node here: no parts are timed")
+	}
+	opts := compile.DefaultOptions()
+	opts.Tactics = "heuristic"
+	res, _ := build(t, "resnet18", opts)
+	p, err := plan.Decode(res.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := onnx.DecodeFile(filepath.Join(models, "resnet18", "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	feeds, _ := inputs(t, "resnet18", m.Graph)
+	layers, err := bench.Profile(t.Context(), p, feeds, bench.Options{Runs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, chain := 0, -1
+	for i, l := range layers {
+		switch {
+		case l.Kind == "vouch.ConvChain":
+			chain = i
+		case l.Part:
+			if chain < 0 || l.Median <= 0 || !strings.Contains(l.Name, "/layer") {
+				t.Errorf("part %d %+v: not after its chain, or not timed", i, l)
+			}
+			parts++
+		}
+	}
+	if parts != 19 {
+		t.Errorf("%d parts of resnet18's chain profiled, want its 19 convolutions", parts)
+	}
+	for _, k := range bench.ByKind(layers) {
+		if k.Kind == "vouch.Fused" && k.Layers != 1 {
+			t.Errorf("by kind: %d Fused layers, want the stem alone (parts are not layers)", k.Layers)
 		}
 	}
 }

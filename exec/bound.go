@@ -280,6 +280,7 @@ func (b *Bound) run() (err error) {
 			err = fmt.Errorf("exec: %s: kernel panicked: %v\n%s", b.steps[b.cur].n.Label(), r, debug.Stack())
 		}
 	}()
+	b.ctx.Trace = b.Trace
 	for i := range b.steps {
 		b.cur = i
 		s := &b.steps[i]

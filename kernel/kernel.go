@@ -14,6 +14,7 @@ package kernel
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/parallel"
@@ -90,6 +91,10 @@ type Ctx struct {
 	// output as the output is stored and sets Epilogue.Applied; any other
 	// kernel ignores it, and the fused layer then runs the separate passes.
 	Epilogue Epilogue
+	// Trace, when set (a profiled run: `vouch bench --layers`), is called
+	// by a layer made of other layers (a ConvChain) with each part's wall
+	// time; the layer's own time is reported by its caller as usual.
+	Trace func(n *ir.Node, d time.Duration)
 }
 
 // Epilogue is the elementwise work that follows a base op in a fused

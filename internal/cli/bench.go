@@ -308,9 +308,11 @@ func planDigest(path string, model *bench.Model) string {
 func (m *Main) printLayers(layers []bench.Layer) {
 	var total time.Duration
 	for _, l := range layers {
-		total += l.Median
+		if !l.Part {
+			total += l.Median
+		}
 	}
-	fmt.Fprintf(m.Stdout, "\nper-layer profile (median of each layer; sum %s)\n", bench.FormatDuration(total))
+	fmt.Fprintf(m.Stdout, "\nper-layer profile (median of each layer; sum %s; ↳ a part of the layer above, timed inside it)\n", bench.FormatDuration(total))
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tlayer\tkind\ttactic\tmedian\tshare\tGFLOP/s")
 	for i, l := range layers {
@@ -318,7 +320,11 @@ func (m *Main) printLayers(layers []bench.Layer) {
 		if g := l.GFLOPs(); g > 0 {
 			gf = fmt.Sprintf("%.1f", g)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.1f%%\t%s\n", i, l.Name, l.Kind, l.Tactic, bench.FormatDuration(l.Median), 100*l.Share, gf)
+		name := l.Name
+		if l.Part {
+			name = "  ↳ " + name
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.1f%%\t%s\n", i, name, l.Kind, l.Tactic, bench.FormatDuration(l.Median), 100*l.Share, gf)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(m.Stdout, "\nby kind\n")

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -34,6 +35,7 @@ type ccEntry struct {
 	mu    sync.Mutex
 	shape []int
 	chain *nn.BlockedChain // nil: the body does not run blocked
+	nodes []*ir.Node       // the body node of each step
 }
 
 func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
@@ -41,12 +43,16 @@ func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor
 		x, xok := in[0].Data.([]float32)
 		y, yok := out[0].Data.([]float32)
 		if xok && yok {
-			if ch := o.blocked(n, in[0].Shape, out[0].Shape); ch != nil {
+			if ch, nodes := o.blocked(n, in[0].Shape, out[0].Shape); ch != nil {
 				pool := ctx.Pool
 				if pool == nil {
 					pool = parallel.Default()
 				}
-				ch.Run(pool, x, y)
+				var trace func(int, time.Duration)
+				if tr := ctx.Trace; tr != nil {
+					trace = func(i int, d time.Duration) { tr(nodes[i], d) }
+				}
+				ch.RunTraced(pool, x, y, trace)
 				return nil
 			}
 		}
@@ -55,27 +61,29 @@ func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor
 }
 
 // blocked returns n's blocked plan for an input of shape x and an output
-// of shape y, or nil where the body does not run blocked.
-func (o *convChainOp) blocked(n *ir.Node, x, y []int) *nn.BlockedChain {
+// of shape y, and the body node of each step, or nil where the body does
+// not run blocked.
+func (o *convChainOp) blocked(n *ir.Node, x, y []int) (*nn.BlockedChain, []*ir.Node) {
 	v, _ := o.cache.LoadOrStore(n, &ccEntry{})
 	e := v.(*ccEntry)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.shape == nil || !slices.Equal(e.shape, x) {
-		e.shape, e.chain = slices.Clone(x), convChainPlan(n, x)
+		e.shape = slices.Clone(x)
+		e.chain, e.nodes = convChainPlan(n, x)
 	}
 	if e.chain == nil || !slices.Equal(e.chain.OutShape(), y) {
-		return nil
+		return nil, nil
 	}
-	return e.chain
+	return e.chain, e.nodes
 }
 
-// convChainPlan translates n's body into blocked steps, or returns nil
-// where any node does not fit them.
-func convChainPlan(n *ir.Node, x []int) *nn.BlockedChain {
+// convChainPlan translates n's body into blocked steps (and returns the
+// body node of each), or returns nil where any node does not fit them.
+func convChainPlan(n *ir.Node, x []int) (*nn.BlockedChain, []*ir.Node) {
 	g, err := body(n)
 	if err != nil || len(g.Inputs) != 1 {
-		return nil
+		return nil, nil
 	}
 	vals := map[string]int{g.Inputs[0].Name: 0}
 	f32 := func(name string) ([]float32, []int, bool) {
@@ -96,11 +104,11 @@ func convChainPlan(n *ir.Node, x []int) *nn.BlockedChain {
 		case nd.Domain == Domain && nd.OpType == "Fused":
 			var err error
 			if p, err = split(nd); err != nil || p.base.OpType != "Conv" || p.add2 != nil || p.silu != nil || p.mul != nil {
-				return nil
+				return nil, nil
 			}
 			base, st.Attrs = p.base, p.base
 		default:
-			return nil
+			return nil, nil
 		}
 		bin := base.Inputs
 		if p != nil {
@@ -110,25 +118,25 @@ func convChainPlan(n *ir.Node, x []int) *nn.BlockedChain {
 			}
 		}
 		if len(bin) < 2 || len(bin) > 3 || len(nd.Outputs) != 1 {
-			return nil
+			return nil, nil
 		}
 		in, ok := vals[bin[0]]
 		if !ok {
-			return nil
+			return nil, nil
 		}
 		st.In = in
 		if st.W, st.WShape, ok = f32(bin[1]); !ok {
-			return nil
+			return nil, nil
 		}
 		if len(bin) == 3 && bin[2] != "" {
 			if st.B, _, ok = f32(bin[2]); !ok {
-				return nil
+				return nil, nil
 			}
 		}
 		if p != nil && p.add != nil {
 			r, ok := vals[nd.Inputs[p.addIn[0]]]
 			if !ok {
-				return nil
+				return nil, nil
 			}
 			st.Res = r
 		}
@@ -139,7 +147,7 @@ func convChainPlan(n *ir.Node, x []int) *nn.BlockedChain {
 			}
 			e, ok := clampOf(p, ins, kernel.Epilogue{})
 			if !ok {
-				return nil
+				return nil, nil
 			}
 			c := [2]float32{float32(math.Inf(-1)), float32(math.Inf(1))}
 			if e.HasLo {
@@ -155,11 +163,11 @@ func convChainPlan(n *ir.Node, x []int) *nn.BlockedChain {
 	}
 	out, ok := vals[g.Outputs[0].Name]
 	if !ok || out == 0 {
-		return nil
+		return nil, nil
 	}
 	ch, err := nn.NewBlockedChain(steps, x, out)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	return ch
+	return ch, g.Nodes
 }

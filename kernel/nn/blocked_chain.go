@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/amd64"
@@ -120,7 +121,11 @@ func (c *BlockedChain) OutShape() []int {
 
 // Run computes the chain on x (planes, the shape it was prepared for)
 // into y (planes). Buffers come from a pool: concurrent runs are safe.
-func (c *BlockedChain) Run(pool *parallel.Pool, x, y []float32) {
+func (c *BlockedChain) Run(pool *parallel.Pool, x, y []float32) { c.RunTraced(pool, x, y, nil) }
+
+// RunTraced is Run, calling trace (when not nil) with each step's index
+// and wall time.
+func (c *BlockedChain) RunTraced(pool *parallel.Pool, x, y []float32, trace func(step int, d time.Duration)) {
 	in, out := c.vals[0], c.vals[c.out]
 	if len(x) != in.C*in.H*in.W || len(y) != out.C*out.H*out.W {
 		panic(fmt.Sprintf("nn: blocked chain: x %d, y %d floats for %v -> %v", len(x), len(y), in, out))
@@ -134,12 +139,19 @@ func (c *BlockedChain) Run(pool *parallel.Pool, x, y []float32) {
 	}
 	toB16Fast(in, x, set[c.buf[0]])
 	for i := range c.steps {
+		var t0 time.Time
+		if trace != nil {
+			t0 = time.Now()
+		}
 		st := &c.steps[i]
 		var res []float32
 		if st.Res >= 0 {
 			res = set[c.buf[st.Res]]
 		}
 		convBlocked(pool, st.setup, st.z, set[c.buf[st.In]], st.W, st.B, set[c.buf[st.Out]], res, st.Clamp)
+		if trace != nil {
+			trace(i, time.Since(t0))
+		}
 	}
 	fromB16Fast(out, set[c.buf[c.out]], y)
 	c.sets.Put(set)
