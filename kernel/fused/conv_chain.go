@@ -42,8 +42,12 @@ func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor
 	if len(in) == 1 && len(out) == 1 && in[0] != nil && out[0] != nil {
 		x, xok := in[0].Data.([]float32)
 		y, yok := out[0].Data.([]float32)
-		if xok && yok {
-			if ch, nodes := o.blocked(n, in[0].Shape, out[0].Shape); ch != nil {
+		xs, ys := in[0].Shape, out[0].Shape
+		if xok && yok && len(xs) == 4 && len(ys) == 4 && xs[0] == ys[0] && xs[0] > 0 {
+			// A batch runs image by image (each image's outputs are the
+			// same chains whatever the batch).
+			N := xs[0]
+			if ch, nodes := o.blocked(n, []int{1, xs[1], xs[2], xs[3]}, []int{1, ys[1], ys[2], ys[3]}); ch != nil && len(x)%N == 0 && len(y)%N == 0 {
 				pool := ctx.Pool
 				if pool == nil {
 					pool = parallel.Default()
@@ -52,7 +56,10 @@ func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor
 				if tr := ctx.Trace; tr != nil {
 					trace = func(i int, d time.Duration) { tr(nodes[i], d) }
 				}
-				ch.RunTraced(pool, x, y, trace)
+				xn, yn := len(x)/N, len(y)/N
+				for i := 0; i < N; i++ {
+					ch.RunTraced(pool, x[i*xn:(i+1)*xn], y[i*yn:(i+1)*yn], trace)
+				}
 				return nil
 			}
 		}
