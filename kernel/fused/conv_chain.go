@@ -2,7 +2,6 @@ package fused
 
 import (
 	"math"
-	"slices"
 	"sync"
 	"time"
 
@@ -33,7 +32,7 @@ type convChainOp struct {
 // ccEntry is a ConvChain node's blocked plan, built for one input shape.
 type ccEntry struct {
 	mu    sync.Mutex
-	shape []int
+	shape [4]int // the image's shape, [1 C H W] (zero: none yet)
 	chain *nn.BlockedChain // nil: the body does not run blocked
 	nodes []*ir.Node       // the body node of each step
 }
@@ -47,7 +46,7 @@ func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor
 			// A batch runs image by image (each image's outputs are the
 			// same chains whatever the batch).
 			N := xs[0]
-			if ch, nodes := o.blocked(n, []int{1, xs[1], xs[2], xs[3]}, []int{1, ys[1], ys[2], ys[3]}); ch != nil && len(x)%N == 0 && len(y)%N == 0 {
+			if ch, nodes := o.blocked(n, [4]int{1, xs[1], xs[2], xs[3]}, [4]int{1, ys[1], ys[2], ys[3]}); ch != nil && len(x)%N == 0 && len(y)%N == 0 {
 				pool := ctx.Pool
 				if pool == nil {
 					pool = parallel.Default()
@@ -70,16 +69,19 @@ func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor
 // blocked returns n's blocked plan for an input of shape x and an output
 // of shape y, and the body node of each step, or nil where the body does
 // not run blocked.
-func (o *convChainOp) blocked(n *ir.Node, x, y []int) (*nn.BlockedChain, []*ir.Node) {
-	v, _ := o.cache.LoadOrStore(n, &ccEntry{})
+func (o *convChainOp) blocked(n *ir.Node, x, y [4]int) (*nn.BlockedChain, []*ir.Node) {
+	v, ok := o.cache.Load(n)
+	if !ok {
+		v, _ = o.cache.LoadOrStore(n, &ccEntry{})
+	}
 	e := v.(*ccEntry)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.shape == nil || !slices.Equal(e.shape, x) {
-		e.shape = slices.Clone(x)
-		e.chain, e.nodes = convChainPlan(n, x)
+	if e.shape != x {
+		e.shape = x
+		e.chain, e.nodes = convChainPlan(n, x[:])
 	}
-	if e.chain == nil || !slices.Equal(e.chain.OutShape(), y) {
+	if e.chain == nil || e.chain.OutShape() != y {
 		return nil, nil
 	}
 	return e.chain, e.nodes

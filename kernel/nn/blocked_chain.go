@@ -28,14 +28,18 @@ type BlockedStep struct {
 
 // BlockedChain is a chain of convolutions prepared for one input shape:
 // each value's B16 layout and the buffer it lives in (buffers are reused
-// once a value is no longer read).
+// once a value is no longer read). Buffers come from a free list:
+// concurrent runs are safe.
 type BlockedChain struct {
 	steps []BlockedStep
 	vals  []B16
 	buf   []int // value -> buffer
 	sizes []int // buffer -> floats
 	out   int   // the chain's output value
-	sets  sync.Pool
+	// free holds buffer sets between runs (one per concurrent run; a
+	// sync.Pool would drop them at every GC and fault megabytes in again).
+	mu   sync.Mutex
+	free [][][]float32
 }
 
 // NewBlockedChain prepares steps (in order) for an input of shape x
@@ -114,13 +118,13 @@ func NewBlockedChain(steps []BlockedStep, x []int, out int) (*BlockedChain, erro
 }
 
 // OutShape is the chain's output shape, [1, C, H, W].
-func (c *BlockedChain) OutShape() []int {
+func (c *BlockedChain) OutShape() [4]int {
 	o := c.vals[c.out]
-	return []int{1, o.C, o.H, o.W}
+	return [4]int{1, o.C, o.H, o.W}
 }
 
 // Run computes the chain on x (planes, the shape it was prepared for)
-// into y (planes). Buffers come from a pool: concurrent runs are safe.
+// into y (planes).
 func (c *BlockedChain) Run(pool *parallel.Pool, x, y []float32) { c.RunTraced(pool, x, y, nil) }
 
 // RunTraced is Run, calling trace (when not nil) with each step's index
@@ -130,7 +134,12 @@ func (c *BlockedChain) RunTraced(pool *parallel.Pool, x, y []float32, trace func
 	if len(x) != in.C*in.H*in.W || len(y) != out.C*out.H*out.W {
 		panic(fmt.Sprintf("nn: blocked chain: x %d, y %d floats for %v -> %v", len(x), len(y), in, out))
 	}
-	set, _ := c.sets.Get().([][]float32)
+	var set [][]float32
+	c.mu.Lock()
+	if n := len(c.free); n > 0 {
+		set, c.free = c.free[n-1], c.free[:n-1]
+	}
+	c.mu.Unlock()
 	if set == nil {
 		set = make([][]float32, len(c.sizes))
 		for i, n := range c.sizes {
@@ -154,7 +163,11 @@ func (c *BlockedChain) RunTraced(pool *parallel.Pool, x, y []float32, trace func
 		}
 	}
 	fromB16Fast(out, set[c.buf[c.out]], y)
-	c.sets.Put(set)
+	c.mu.Lock()
+	if len(c.free) < 16 {
+		c.free = append(c.free, set)
+	}
+	c.mu.Unlock()
 }
 
 // toB16Fast is ToB16 through TransposeZ16 (16 channels by 16 pixels at a
