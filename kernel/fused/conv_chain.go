@@ -32,7 +32,7 @@ type convChainOp struct {
 // ccEntry is a ConvChain node's blocked plan, built for one input shape.
 type ccEntry struct {
 	mu    sync.Mutex
-	shape [4]int // the image's shape, [1 C H W] (zero: none yet)
+	shape [4]int           // the image's shape, [1 C H W] (zero: none yet)
 	chain *nn.BlockedChain // nil: the body does not run blocked
 	nodes []*ir.Node       // the body node of each step
 }
