@@ -84,3 +84,8 @@ func TransposeZ16E(src *float32, lds, n int, dst *float32, ldd, rows int, r *flo
 func StoreZB(src *float32, lds, n int, dst *float32, bs, blocks int, res *float32, clamp *[2]float32) {
 	panic("amd64: not available")
 }
+
+// GemvPanel64 is not available off amd64 (Enabled is false).
+func GemvPanel64(k int, x *float32, xs int, p *float32, y *float32) {
+	panic("amd64: not available")
+}

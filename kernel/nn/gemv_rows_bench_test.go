@@ -40,4 +40,26 @@ func BenchmarkGemvMClassifier(b *testing.B) {
 			}
 		})
 	}
+	// TacticGemvPanels: B packed into 64-column panels, hot and cold.
+	g := gemmShape{m: 1, n: n, k: k, ars: k, acs: 1, brs: n, bcs: 1}
+	p := gemvPackOf(node("Gemm"), g, w)
+	for _, cold := range []bool{false, true} {
+		name := "panels"
+		if cold {
+			name += "/cold"
+		}
+		b.Run(name, func(b *testing.B) {
+			junk := make([]float32, 16<<20)
+			for i := 0; i < b.N; i++ {
+				if cold {
+					b.StopTimer()
+					for j := range junk {
+						junk[j]++
+					}
+					b.StartTimer()
+				}
+				gemvPanels(pool, g, x, p, y)
+			}
+		})
+	}
 }

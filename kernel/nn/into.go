@@ -282,7 +282,11 @@ func gemmGeom(n *ir.Node, as, bs []int, c *tensor.Tensor) (gemmShape, error) {
 // y = float32(alpha*acc) + float32(beta*C), each product rounded on its own
 // (the conversions forbid fusion); alpha == 1 skips its product.
 func gemmF32(pool *parallel.Pool, n *ir.Node, g gemmShape, af, bf, cf, y []float32) {
-	sgemmP(pool, g.m, g.n, g.k, af, g.ars, g.acs, bf, g.brs, g.bcs, y, g.n)
+	if gemvPanelsOK(n, g) {
+		gemvPanels(pool, g, af, gemvPackOf(n, g, bf), y)
+	} else {
+		sgemmP(pool, g.m, g.n, g.k, af, g.ars, g.acs, bf, g.brs, g.bcs, y, g.n)
+	}
 	alpha, beta := n.Float("alpha", 1), n.Float("beta", 1)
 	if alpha == 1 && cf == nil {
 		return

@@ -24,7 +24,7 @@ func Ops() kernel.Table {
 		"MatMul":                    {Run: runMatMul, Infer: inferMatMulAs(func(a ir.Type) tensor.DType { return a.DType }), Into: intoMatMul},
 		"MatMulInteger":             {Run: runMatMulInteger, Infer: inferMatMulAs(func(ir.Type) tensor.DType { return tensor.Int32 })},
 		"QLinearMatMul":             {Run: runQLinearMatMul, Infer: inferQLinearMatMul},
-		"Gemm":                      {Run: runGemm, Infer: inferGemm, Into: intoGemm},
+		"Gemm":                      {Run: runGemm, Infer: inferGemm, Into: intoGemm, Tactics: gemmTactics},
 		"Conv":                      {Run: runConv, Infer: inferConv, Into: intoConv, Tactics: convTactics},
 		"ConvTranspose":             {Run: runConvTranspose, Infer: inferConv},
 		"ConvInteger":               {Run: runConvInteger, Infer: inferConv},
