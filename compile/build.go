@@ -15,6 +15,8 @@ import (
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/q8"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -136,7 +138,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	log.Info("memory", "arena", map[string]any{"peak_bytes": arena.PeakBytes, "values": len(arena.Slots), "at": "profile max shapes"})
 	hdr := plan.Header{
 		Producer:         producer,
-		RequiredFeatures: []string{},
+		RequiredFeatures: requiredFeatures(opts.Precision != "" && opts.Precision != "fp32"),
 		Options:          optJSON,
 		Source:           plan.Source{SHA256: rep.SourceSHA256, Name: name, Opsets: m.Opsets, Meta: m.Metadata},
 		Profiles:         profiles,
@@ -296,4 +298,18 @@ func flops(n *ir.Node, types map[string]ir.Type) int64 {
 		return 2 * outN * int64(k)
 	}
 	return 0
+}
+
+// requiredFeatures lists the CPU features the plan's kernels use on this
+// machine (the build machine picks the same kernels the plan's tactics were
+// timed with): the vector kernels', and the int8/fp16 kernels' when layers
+// run in reduced precision. A machine without them runs the portable twins,
+// which give the same bits.
+func requiredFeatures(reduced bool) []string {
+	f := append([]string{}, amd64.Features()...)
+	if reduced {
+		f = append(f, q8.Features()...)
+	}
+	slices.Sort(f)
+	return slices.Compact(f)
 }

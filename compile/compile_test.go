@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/kernel/q8"
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
@@ -432,4 +434,34 @@ func executePlan(t testing.TB, b []byte, feeds map[string]*tensor.Tensor) map[st
 		res[v.Name] = outs[i].Clone()
 	}
 	return res
+}
+
+// TestRequiredFeatures: a plan records the CPU features its kernels use
+// on the build machine (what its vector kernels check for), and a
+// reduced-precision plan the int8 kernels' too.
+func TestRequiredFeatures(t *testing.T) {
+	sorted := func(f []string) string {
+		f = append([]string{}, f...)
+		slices.Sort(f)
+		return strings.Join(slices.Compact(f), ",")
+	}
+	res, _ := build(t, "breast_cancer_mlp", compile.DefaultOptions())
+	p, err := plan.Decode(res.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(p.Header.RequiredFeatures, ","), sorted(amd64.Features()); got != want {
+		t.Errorf("fp32 plan: required features %q, want the vector kernels' %q", got, want)
+	}
+	if amd64.Enabled && !slices.Contains(p.Header.RequiredFeatures, "fma") {
+		t.Errorf("required features %v lack fma on a machine whose kernels use it", p.Header.RequiredFeatures)
+	}
+	res8, _ := build(t, "breast_cancer_mlp", reducedOptions(t, "breast_cancer_mlp", "int8"))
+	p8, err := plan.Decode(res8.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(p8.Header.RequiredFeatures, ","), sorted(append(amd64.Features(), q8.Features()...)); got != want {
+		t.Errorf("int8 plan: required features %q, want %q", got, want)
+	}
 }

@@ -128,3 +128,17 @@ func Even(dst, src *float32, n int)
 //
 //go:noescape
 func Epi(y *float32, ldy int, r *float32, ldr int, rows, cols int, lo, hi float32)
+
+// Features lists the CPU features the vector kernels use on this machine
+// (a plan records them: a machine without them runs the portable twins,
+// which give the same bits).
+func Features() []string {
+	var f []string
+	if Enabled {
+		f = append(f, "avx", "avx2", "fma")
+	}
+	if EnabledZ {
+		f = append(f, "avx512f")
+	}
+	return f
+}

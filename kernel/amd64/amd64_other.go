@@ -89,3 +89,6 @@ func StoreZB(src *float32, lds, n int, dst *float32, bs, blocks int, res *float3
 func GemvPanel64(k int, x *float32, xs int, p *float32, y *float32) {
 	panic("amd64: not available")
 }
+
+// Features is empty off amd64: only the portable kernels run.
+func Features() []string { return nil }
