@@ -280,78 +280,54 @@ func TestBuildLogRecordsDecisions(t *testing.T) {
 // the plan built without that pass, through bound execution (the fused
 // kernel's fast path) and through Run.
 func TestExpandDepthwiseKeepsBits(t *testing.T) {
-	name := "mobilenet_v2"
-	opts := compile.DefaultOptions()
-	opts.Tactics = "heuristic"
-	fusedRes, _ := build(t, name, opts)
-	n := 0
-	for _, nd := range fusedRes.Graph.Nodes {
-		if nd.OpType == "ExpandDepthwise" {
-			n++
-		}
-	}
-	if n == 0 {
-		t.Fatal("no ExpandDepthwise layer in mobilenet_v2's plan")
-	}
-	opts.DisabledPasses = []string{"fuse-expand-depthwise"}
-	apart, _ := build(t, name, opts)
-	m, err := onnx.DecodeFile(filepath.Join(models, name, "model.onnx"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	feeds, _ := inputs(t, name, m.Graph)
-	_, want := runPlan(t, apart.Plan, feeds)
-	_, got := runPlan(t, fusedRes.Plan, feeds)
-	for k, v := range want {
-		if !sameBits(v, got[k]) {
-			t.Errorf("Run: output %q differs with %d fused expand+depthwise layers", k, n)
-		}
-	}
-	bound := executePlan(t, fusedRes.Plan, feeds)
-	for k, v := range want {
-		if !sameBits(v, bound[k]) {
-			t.Errorf("Execute: output %q differs with %d fused expand+depthwise layers", k, n)
-		}
-	}
+	passKeepsBits(t, "mobilenet_v2", "fuse-expand-depthwise", "ExpandDepthwise", 0)
 }
 
 // TestConvChainKeepsBits: resnet18 with its four stages in one ConvChain
 // layer (fuse-conv-chain) gives the bits of the plan built without that
 // pass, through bound execution (the blocked kernels on AVX-512, the body
-// node by node elsewhere) and through Run (the body node by node).
+// node by node elsewhere; twice, the second on reused buffers) and through
+// Run (the body node by node).
 func TestConvChainKeepsBits(t *testing.T) {
-	name := "resnet18"
+	passKeepsBits(t, "resnet18", "fuse-conv-chain", "ConvChain", 1)
+}
+
+// passKeepsBits builds model with and without pass and checks that the
+// plan with it has layers of opType (exactly want of them, when want > 0)
+// and gives the other's bits through Run and through Execute (twice).
+func passKeepsBits(t *testing.T, model, pass, opType string, want int) {
+	t.Helper()
 	opts := compile.DefaultOptions()
 	opts.Tactics = "heuristic"
-	chained, _ := build(t, name, opts)
+	with, _ := build(t, model, opts)
 	n := 0
-	for _, nd := range chained.Graph.Nodes {
-		if nd.OpType == "ConvChain" {
+	for _, nd := range with.Graph.Nodes {
+		if nd.OpType == opType {
 			n++
 		}
 	}
-	if n != 1 {
-		t.Fatalf("%d ConvChain layers in resnet18's plan, want 1", n)
+	if n == 0 || want > 0 && n != want {
+		t.Fatalf("%d %s layers in %s's plan, want %d", n, opType, model, max(want, 1))
 	}
-	opts.DisabledPasses = []string{"fuse-conv-chain"}
-	apart, _ := build(t, name, opts)
-	m, err := onnx.DecodeFile(filepath.Join(models, name, "model.onnx"))
+	opts.DisabledPasses = []string{pass}
+	apart, _ := build(t, model, opts)
+	m, err := onnx.DecodeFile(filepath.Join(models, model, "model.onnx"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	feeds, _ := inputs(t, name, m.Graph)
-	_, want := runPlan(t, apart.Plan, feeds)
-	_, got := runPlan(t, chained.Plan, feeds)
-	for k, v := range want {
+	feeds, _ := inputs(t, model, m.Graph)
+	_, ref := runPlan(t, apart.Plan, feeds)
+	_, got := runPlan(t, with.Plan, feeds)
+	for k, v := range ref {
 		if !sameBits(v, got[k]) {
-			t.Errorf("Run: output %q differs with the conv chain", k)
+			t.Errorf("Run: output %q differs with %d %s layers", k, n, opType)
 		}
 	}
 	for rep := 0; rep < 2; rep++ {
-		bound := executePlan(t, chained.Plan, feeds)
-		for k, v := range want {
+		bound := executePlan(t, with.Plan, feeds)
+		for k, v := range ref {
 			if !sameBits(v, bound[k]) {
-				t.Errorf("Execute %d: output %q differs with the conv chain", rep, k)
+				t.Errorf("Execute %d: output %q differs with %d %s layers", rep, k, n, opType)
 			}
 		}
 	}

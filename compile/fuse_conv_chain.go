@@ -1,6 +1,8 @@
 package compile
 
 import (
+	"slices"
+
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/fused"
@@ -79,7 +81,7 @@ func fuseConvChain(s *state) error {
 		var ext []string
 		for _, m := range members {
 			for _, v := range chainReads(m) {
-				if !inner[v] && !contains(ext, v) {
+				if !inner[v] && !slices.Contains(ext, v) {
 					ext = append(ext, v)
 				}
 			}
@@ -233,13 +235,4 @@ func chainConv(g *ir.Graph, n *ir.Node) bool {
 		}
 	}
 	return true
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
