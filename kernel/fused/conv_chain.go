@@ -2,8 +2,10 @@ package fused
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -26,7 +28,7 @@ const ConvChain = "ConvChain"
 
 type convChainOp struct {
 	c     *chainOp
-	cache sync.Map // *ir.Node -> *ccEntry
+	cache sync.Map // weak.Pointer[ir.Node] -> *ccEntry
 }
 
 // ccEntry is a ConvChain node's blocked plan, built for one input shape.
@@ -70,9 +72,16 @@ func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor
 // of shape y, and the body node of each step, or nil where the body does
 // not run blocked.
 func (o *convChainOp) blocked(n *ir.Node, x, y [4]int) (*nn.BlockedChain, []*ir.Node) {
-	v, ok := o.cache.Load(n)
+	// Entries are keyed weakly: a plan's chains (and their buffers) go
+	// when its graph does.
+	key := weak.Make(n)
+	v, ok := o.cache.Load(key)
 	if !ok {
-		v, _ = o.cache.LoadOrStore(n, &ccEntry{})
+		var loaded bool
+		v, loaded = o.cache.LoadOrStore(key, &ccEntry{})
+		if !loaded {
+			runtime.AddCleanup(n, func(k weak.Pointer[ir.Node]) { o.cache.Delete(k) }, key)
+		}
 	}
 	e := v.(*ccEntry)
 	e.mu.Lock()

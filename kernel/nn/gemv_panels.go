@@ -2,9 +2,11 @@ package nn
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+	"weak"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -58,13 +60,19 @@ type gemvPack struct {
 	panels []float32
 }
 
-// gemvPacks keeps each Gemm node's packed B.
-var gemvPacks sync.Map // *ir.Node -> *atomic.Pointer[gemvPack]
+// gemvPacks keeps each Gemm node's packed B (weakly keyed: it goes when
+// the node's graph does).
+var gemvPacks sync.Map // weak.Pointer[ir.Node] -> *atomic.Pointer[gemvPack]
 
 func gemvPackOf(n *ir.Node, g gemmShape, b []float32) *gemvPack {
-	v, ok := gemvPacks.Load(n)
+	key := weak.Make(n)
+	v, ok := gemvPacks.Load(key)
 	if !ok {
-		v, _ = gemvPacks.LoadOrStore(n, new(atomic.Pointer[gemvPack]))
+		var loaded bool
+		v, loaded = gemvPacks.LoadOrStore(key, new(atomic.Pointer[gemvPack]))
+		if !loaded {
+			runtime.AddCleanup(n, func(k weak.Pointer[ir.Node]) { gemvPacks.Delete(k) }, key)
+		}
 	}
 	ap := v.(*atomic.Pointer[gemvPack])
 	if p := ap.Load(); p != nil && p.b == unsafe.Pointer(&b[0]) && p.brs == g.brs && p.bcs == g.bcs && p.k == g.k && p.n == g.n {
