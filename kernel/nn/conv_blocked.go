@@ -69,24 +69,7 @@ func zTileB(s *convSetup) (zShape, bool) {
 	if testZB.R != 0 {
 		return testZB, true
 	}
-	g := s.g
-	OH, OW, sw := g.out[0], g.out[1], g.stride[1]
-	best, bestCost := zShape{}, 0.0
-	for _, k := range amd64.ConvZShapes {
-		R, T, C, S := k[0], k[1], k[2], k[3]
-		if S != 16*sw {
-			continue
-		}
-		tiles := (OH + R - 1) / R * ((OW + T - 1) / T) * ((s.M + 16*C - 1) / (16 * C))
-		cost := float64(tiles*R*T*C) * (1 + 1/float64(R*T))
-		if C == 1 {
-			cost *= 1.05 // a broadcast per multiply-add
-		}
-		if best.R == 0 || cost < bestCost || cost == bestCost && R*T*C > best.R*best.T*best.C {
-			best, bestCost = zShape{R, T, C}, cost
-		}
-	}
-	return best, best.R != 0
+	return zTileAt(s, 16*s.g.stride[1], false)
 }
 
 // convBlockedOK reports whether s runs on B16 tensors here (AVX-512; one

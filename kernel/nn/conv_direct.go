@@ -218,12 +218,18 @@ func zTile(s *convSetup) (zShape, bool) {
 	if testZ.R != 0 {
 		return testZ, true
 	}
-	g := s.g
-	OH, OW, sw := g.out[0], g.out[1], g.stride[1]
+	return zTileAt(s, s.g.stride[1], true)
+}
+
+// zTileAt picks s's cheapest ConvZ tile among those at column stride S
+// floats (see zTile); rowBonus favours 16-pixel tiles over whole rows
+// (for the transposed stores of planar outputs).
+func zTileAt(s *convSetup, S int, rowBonus bool) (zShape, bool) {
+	OH, OW := s.g.out[0], s.g.out[1]
 	best, bestCost := zShape{}, 0.0
 	for _, k := range amd64.ConvZShapes {
-		R, T, C, S := k[0], k[1], k[2], k[3]
-		if S != sw {
+		R, T, C := k[0], k[1], k[2]
+		if k[3] != S {
 			continue
 		}
 		tiles := (OH + R - 1) / R * ((OW + T - 1) / T) * ((s.M + 16*C - 1) / (16 * C))
@@ -231,7 +237,7 @@ func zTile(s *convSetup) (zShape, bool) {
 		if C == 1 {
 			cost *= 1.05 // a broadcast per multiply-add
 		}
-		if T == 16 && OW%16 == 0 {
+		if rowBonus && T == 16 && OW%16 == 0 {
 			cost *= 0.9 // each channel's row stored in whole 64-byte lines
 		}
 		if best.R == 0 || cost < bestCost || cost == bestCost && R*T*C > best.R*best.T*best.C {
