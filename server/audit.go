@@ -118,7 +118,7 @@ func (s *Server) recordAccess(w http.ResponseWriter, r *http.Request, action, ta
 	var leaf [32]byte
 	if s.opt.Appender != nil {
 		var err error
-		idx, leaf, err = s.opt.Appender.Append(context.WithoutCancel(r.Context()), rec)
+		idx, leaf, err = s.appendRecord(context.WithoutCancel(r.Context()), rec)
 		if err != nil {
 			if !s.auditFailed(rec, err) && a.code == 0 {
 				w.Header().Set("Retry-After", "1")

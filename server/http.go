@@ -67,7 +67,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Set(HeaderTraceparent, st.trace.Traceparent())
 		h.Set(HeaderTraceID, st.trace.TraceID)
-		if id := r.Header.Get(HeaderRequestID); id != "" {
+		if id := r.Header.Get(HeaderRequestID); id != "" && clean(id, maxIDBytes) {
 			h.Set(HeaderRequestID, id)
 		}
 		rw := &statusWriter{ResponseWriter: w, code: 200}
@@ -420,7 +420,7 @@ func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
 	if e.code == 401 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="vouch"`)
 	}
-	writeJSON(w, httpCode(e.code), map[string]string{"error": e.msg, "trace_id": state(r).trace.TraceID})
+	writeJSON(w, httpCode(e.code), map[string]string{"error": bound(e.msg, maxErrorBytes), "trace_id": state(r).trace.TraceID})
 }
 
 // httpCode maps internal codes onto HTTP (499, client closed, is nginx's).

@@ -69,6 +69,10 @@ func newMetrics() *metrics {
 			Name: "vouch_audit_queue_depth", Help: "Audit appends in progress.",
 		}),
 	}
+	// Present from the start, so that an alert on them has a series to
+	// watch before the first failure.
+	m.auditFailures.WithLabelValues("refused")
+	m.auditFailures.WithLabelValues("served")
 	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.audit, m.auditErrs, m.auditFailures, m.auditAlarm, m.captureErrs,
 		m.inflight, m.batch, m.queueDepth, m.auditDepth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

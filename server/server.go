@@ -38,7 +38,8 @@ type Options struct {
 	// (encrypted, keyed by input digest and model). A failure to capture
 	// is treated as an audit failure (AuditFailOpen decides).
 	Capture Capturer
-	// Logger receives alarms and errors; nil means AccessLog.
+	// Logger receives alarms and errors; nil means AccessLog, or
+	// slog.Default() when that is nil too, so that an alarm is never lost.
 	Logger *slog.Logger
 	// Credentials turn authentication on; nil lets every caller in as
 	// "anonymous" with every role.
@@ -90,8 +91,13 @@ func New(o Options) *Server {
 		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
 	alarm := o.Logger
+	if alarm == nil && o.AccessLog != nil {
+		alarm = o.AccessLog
+	}
 	if alarm == nil {
-		alarm = log
+		// An alarm is never discarded: without any logger it goes to the
+		// process's default one (standard error).
+		alarm = slog.Default()
 	}
 	return &Server{opt: o, m: newMetrics(), log: log, alarm: alarm, models: map[string]map[string]*modelEntry{}, latest: map[string]string{}}
 }
@@ -317,7 +323,7 @@ func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferReques
 	if s.opt.Appender != nil {
 		s.m.auditDepth.Inc()
 		t := time.Now()
-		idx, leaf, err := s.opt.Appender.Append(context.WithoutCancel(ctx), rec)
+		idx, leaf, err := s.appendRecord(context.WithoutCancel(ctx), rec)
 		s.m.audit.Observe(time.Since(t).Seconds())
 		s.m.auditDepth.Dec()
 		if err != nil {
@@ -338,10 +344,28 @@ func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferReques
 	return out, aerr
 }
 
+// appendRecord appends rec to the audit log, bounded (see [bounded]) so
+// that nothing a client sends can make its record too large or not
+// encodable. Should the log still refuse the record itself, its minimal form
+// is appended instead: a request is never left unrecorded because of what
+// it carried.
+func (s *Server) appendRecord(ctx context.Context, rec *Record) (uint64, [32]byte, error) {
+	b := bounded(rec)
+	idx, leaf, err := s.opt.Appender.Append(ctx, b)
+	if err != nil && recordRefused(err) {
+		s.alarm.Warn("audit record refused by the log; appending its minimal form", "trace_id", rec.TraceID, "kind", rec.Kind, "err", err.Error())
+		idx, leaf, err = s.opt.Appender.Append(ctx, minimal(b))
+	}
+	return idx, leaf, err
+}
+
 // serve does the work of infer up to the audit record.
 func (s *Server) serve(ctx context.Context, c *call, rec *Record, out *outcome, draining bool, decode func() (*inferRequest, *apiError)) *apiError {
 	if c.auth.code != 0 {
 		return errf(c.auth.code, "%s", c.auth.msg)
+	}
+	if !clean(c.requestID, maxIDBytes) {
+		return errf(400, "request id must be valid UTF-8 of at most %d bytes (got %d bytes)", maxIDBytes, len(c.requestID))
 	}
 	if draining {
 		return errf(503, "server is shutting down")
@@ -368,6 +392,9 @@ func (s *Server) serve(ctx context.Context, c *call, rec *Record, out *outcome, 
 	out.req = req
 	if req.ID != "" {
 		rec.RequestID = req.ID
+		if !clean(req.ID, maxIDBytes) {
+			return errf(400, "request id must be valid UTF-8 of at most %d bytes (got %d bytes)", maxIDBytes, len(req.ID))
+		}
 	}
 	rec.InputDigest, rec.Inputs = Digest(req.Inputs)
 	profile, err := e.r.Check(req.Inputs)

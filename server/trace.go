@@ -47,6 +47,11 @@ func (t traceContext) recorded() string {
 // not ff; a future version may append fields after a '-'.
 func parseTraceparent(h string) (traceID, flags string, ok bool) {
 	h = strings.TrimSpace(h)
+	// The recorded traceparent is the client's: a future version's tail
+	// may not grow the audit record or carry bytes a record cannot hold.
+	if len(h) > maxIDBytes || !printableASCII(h) {
+		return "", "", false
+	}
 	if len(h) < 55 || (len(h) > 55 && (h[:2] == "00" || h[55] != '-')) {
 		return "", "", false
 	}
@@ -61,6 +66,15 @@ func parseTraceparent(h string) (traceID, flags string, ok bool) {
 		return "", "", false
 	}
 	return id, fl, true
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func isLowerHex(s string) bool {
