@@ -44,13 +44,39 @@ const (
 	// empty. It has no ONNX data-type number (this one is vouch's own) and
 	// never appears in a TensorProto; Supported reports false for it.
 	Sequence DType = 1024
+
+	// Map marks an ONNX map value (ai.onnx.ml's DictVectorizer input,
+	// ZipMap's output elements): Data is a MapData and Shape is empty. Like
+	// Sequence it is vouch's own number, never in a TensorProto, and
+	// Supported reports false for it. A sequence may hold maps.
+	Map DType = 1025
 )
+
+// MapData is the content of a map value: Keys (int64 or string) and Values
+// (any tensor dtype), both one-dimensional and of one length; entry i maps
+// Keys[i] to Values[i]; where a key repeats, its last entry wins. The order is the producer's
+// (ZipMap: the class order), which is also the order the digest and the
+// server's JSON see.
+type MapData struct {
+	Keys, Values *Tensor
+}
+
+// NewMap returns a map value with the given keys and values.
+func NewMap(keys, values *Tensor) *Tensor {
+	return &Tensor{DType: Map, Data: MapData{Keys: keys, Values: values}}
+}
+
+// MapOf returns the content of a map value (ok false for anything else).
+func (t *Tensor) MapOf() (MapData, bool) {
+	m, ok := t.Data.(MapData)
+	return m, ok && t.DType == Map
+}
 
 var dtypeNames = map[DType]string{
 	Undefined: "undefined", Float32: "float32", Uint8: "uint8", Int8: "int8",
 	Uint16: "uint16", Int16: "int16", Int32: "int32", Int64: "int64",
 	String: "string", Bool: "bool", Float16: "float16", Float64: "float64",
-	Uint32: "uint32", Uint64: "uint64", BFloat16: "bfloat16", Sequence: "sequence",
+	Uint32: "uint32", Uint64: "uint64", BFloat16: "bfloat16", Sequence: "sequence", Map: "map",
 	14: "complex64", 15: "complex128", 17: "float8e4m3fn", 18: "float8e4m3fnuz",
 	19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1",
 }
@@ -257,11 +283,20 @@ func (t *Tensor) Check() error {
 			if e == nil || e.DType == Sequence {
 				return fmt.Errorf("tensor: sequence element %d is nil or nested", i)
 			}
+			if e.DType == Map {
+				if err := e.Check(); err != nil {
+					return fmt.Errorf("tensor: sequence element %d: %w", i, err)
+				}
+				continue
+			}
 			if err := e.Check(); err != nil {
 				return fmt.Errorf("tensor: sequence element %d: %w", i, err)
 			}
 		}
 		return nil
+	}
+	if t.DType == Map {
+		return t.checkMap()
 	}
 	if !t.DType.Supported() {
 		return fmt.Errorf("tensor: unsupported dtype %v", t.DType)
@@ -314,6 +349,31 @@ func sliceLen(data any) int {
 	return -1
 }
 
+func (t *Tensor) checkMap() error {
+	m, ok := t.Data.(MapData)
+	if !ok || len(t.Shape) != 0 {
+		return fmt.Errorf("tensor: a map holds MapData and has no shape, got %T %v", t.Data, t.Shape)
+	}
+	if m.Keys == nil || m.Values == nil {
+		return fmt.Errorf("tensor: map without keys or values")
+	}
+	if m.Keys.DType != Int64 && m.Keys.DType != String {
+		return fmt.Errorf("tensor: map keys are %v (int64 or string only)", m.Keys.DType)
+	}
+	for _, part := range []*Tensor{m.Keys, m.Values} {
+		if err := part.Check(); err != nil {
+			return fmt.Errorf("tensor: map: %w", err)
+		}
+		if len(part.Shape) != 1 {
+			return fmt.Errorf("tensor: map keys and values are one-dimensional, got shape %v", part.Shape)
+		}
+	}
+	if m.Keys.Shape[0] != m.Values.Shape[0] {
+		return fmt.Errorf("tensor: map has %d keys and %d values", m.Keys.Shape[0], m.Values.Shape[0])
+	}
+	return nil
+}
+
 // NewSequence returns a sequence value holding elems.
 func NewSequence(elems []*Tensor) *Tensor {
 	return &Tensor{DType: Sequence, Data: elems}
@@ -333,6 +393,9 @@ func (t *Tensor) Clone() *Tensor {
 			elems[i] = e.Clone()
 		}
 		return NewSequence(elems)
+	}
+	if m, ok := t.MapOf(); ok {
+		return NewMap(m.Keys.Clone(), m.Values.Clone())
 	}
 	c := New(t.DType, t.Shape...)
 	copySlice(c.Data, t.Data)

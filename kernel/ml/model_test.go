@@ -1,0 +1,94 @@
+package ml_test
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/ml"
+	"github.com/vouchml/vouch/onnx"
+	"github.com/vouchml/vouch/tensor"
+)
+
+const models = "../../../shared/models"
+
+// registry holds this package's operators alone: the ml models need no
+// others, and the tests then do not depend on the other families.
+func registry() *kernel.Registry {
+	r := kernel.NewRegistry("")
+	r.Add(ml.Domain, ml.Ops())
+	return r
+}
+
+func loadModel(tb testing.TB, name string) (*exec.Executor, *ir.Model, map[string]*tensor.Tensor) {
+	tb.Helper()
+	dir := filepath.Join(models, name)
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("VOUCH_CI") == "1" {
+			tb.Fatalf("shared model %s missing: %v", name, err)
+		}
+		tb.Skipf("shared model %s missing: %v", name, err)
+	}
+	m, err := onnx.DecodeFile(filepath.Join(dir, "model.onnx"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ex, err := exec.New(m.Graph, registry())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	feeds := map[string]*tensor.Tensor{}
+	for i, v := range m.Graph.Inputs {
+		in, _, err := onnx.DecodeTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("input_%d.pb", i)))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		feeds[v.Name] = in
+	}
+	return ex, m, feeds
+}
+
+// TestCancerLogreg runs the shared Scaler + LinearClassifier model on its
+// 569 reference rows: probabilities within rtol 1e-5 / atol 1e-6 of
+// scikit-learn's predict_proba, labels exact.
+func TestCancerLogreg(t *testing.T) {
+	ex, m, feeds := loadModel(t, "cancer_logreg")
+	got, err := ex.Run(feeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(models, "cancer_logreg", "test_data_set_0")
+	for i, o := range m.Graph.Outputs {
+		want, _, err := onnx.DecodeTensorFile(filepath.Join(dir, fmt.Sprintf("output_%d.pb", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := got[o.Name]
+		if g == nil || g.DType != want.DType || fmt.Sprint(g.Shape) != fmt.Sprint(want.Shape) {
+			t.Fatalf("output %s: got %v, want %v", o.Name, g, want)
+		}
+		switch w := want.Data.(type) {
+		case []int64:
+			for j, v := range g.Data.([]int64) {
+				if v != w[j] {
+					t.Errorf("label %d: got %d, want %d", j, v, w[j])
+				}
+			}
+		case []float32:
+			worst := 0.0
+			for j, v := range g.Data.([]float32) {
+				d := math.Abs(float64(v) - float64(w[j]))
+				worst = max(worst, d)
+				if d > 1e-6+1e-5*math.Abs(float64(w[j])) {
+					t.Errorf("probability %d: got %g, want %g", j, v, w[j])
+				}
+			}
+			t.Logf("%s: largest difference %.3g", o.Name, worst)
+		}
+	}
+}
