@@ -123,7 +123,7 @@ func runFeatureVectorizer(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*te
 	if rows < 0 {
 		return nil, errorf(n, "no inputs")
 	}
-	if total > 0 && rows > maxAttr/total {
+	if total > 0 && rows > maxClaim/total {
 		return nil, errorf(n, "output [%d %d] is too large", rows, total)
 	}
 	y := tensor.New(tensor.Float32, rows, total)
@@ -146,7 +146,7 @@ func featureDims(n *ir.Node, inputs int) ([]int, int, error) {
 	out := make([]int, len(ds))
 	total := 0
 	for i, d := range ds {
-		if d < 0 || d > maxAttr || int64(total)+d > maxAttr {
+		if d < 0 || d > maxClaim || int64(total)+d > maxClaim {
 			return nil, 0, errorf(n, "inputdimensions[%d] is %d", i, d)
 		}
 		out[i] = int(d)

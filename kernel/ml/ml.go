@@ -53,6 +53,10 @@ func Ops() kernel.Table {
 // gets an error instead of an allocation it cannot afford.
 const maxAttr = 1 << 28
 
+// maxClaim bounds an output size that an attribute states rather than
+// holds (FeatureVectorizer's inputdimensions): 2^24 elements, 64 MiB.
+const maxClaim = 1 << 24
+
 // errorf prefixes the package and the operator.
 func errorf(n *ir.Node, format string, args ...any) error {
 	return fmt.Errorf("ml: %s: "+format, append([]any{n.OpType}, args...)...)

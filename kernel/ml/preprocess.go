@@ -152,6 +152,11 @@ func runBinarizer(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Ten
 		return nil, errorf(n, "missing input X")
 	}
 	th := float64(n.Float("threshold", 0))
+	switch x.DType {
+	case tensor.Float32, tensor.Float64, tensor.Int64, tensor.Int32:
+	default:
+		return nil, errorf(n, "input X has dtype %v (float, double, int64 or int32 only)", x.DType)
+	}
 	y := tensor.New(x.DType, x.Shape...)
 	switch d := x.Data.(type) {
 	case []float32:
@@ -162,8 +167,6 @@ func runBinarizer(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Ten
 		binarize(d, y.Data.([]int64), th)
 	case []int32:
 		binarize(d, y.Data.([]int32), th)
-	default:
-		return nil, errorf(n, "input X has dtype %v (float, double, int64 or int32 only)", x.DType)
 	}
 	return []*tensor.Tensor{y}, nil
 }
