@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
+	"sort"
 	"testing"
 
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/kernel/tree"
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -73,4 +76,89 @@ func TestSharedModels(t *testing.T) {
 			t.Logf("%d rows, max abs diff %.3g", len(wl), worst)
 		})
 	}
+}
+
+// TestCreditSHAPBackground measures how close TreeSHAP with covers from
+// background data (the 256 test rows: the ONNX file has no covers) comes
+// to XGBoost's exact contributions, which use training-set hessian
+// covers. It asserts local accuracy; the distance is reported, not
+// asserted: the two use different covers, so they are different (both
+// exact) explanations.
+func TestCreditSHAPBackground(t *testing.T) {
+	m, err := onnx.DecodeFile(filepath.Join(models, "credit_xgb", "model.onnx"))
+	if err != nil {
+		t.Skipf("credit_xgb: %v", err)
+	}
+	e, err := tree.FromNode(m.Graph.Nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	xt, _, err := onnx.DecodeTensorFile(filepath.Join(models, "credit_xgb", "test_data_set_0", "input_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _, err := onnx.DecodeTensorFile(filepath.Join(models, "credit_xgb", "data", "shap_contribs.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := xt.Data.([]float32)
+	rows, nf := xt.Shape[0], xt.Shape[1]
+	if err := e.CoversFromData(x, rows); err != nil {
+		t.Fatal(err)
+	}
+	want := ref.Data.([]float32)
+	got := make([]float64, nf+1)
+	worst, top1, top3 := 0.0, 0, 0
+	for r := 0; r < rows; r++ {
+		row := x[r*nf : (r+1)*nf]
+		if err := e.SHAP(row, nf, got); err != nil {
+			t.Fatal(err)
+		}
+		var mg [1]float64
+		e.Margin(row, mg[:])
+		sum, wsum := 0.0, 0.0
+		for j := 0; j <= nf; j++ {
+			sum += got[j]
+			wsum += float64(want[r*(nf+1)+j])
+			worst = max(worst, math.Abs(got[j]-float64(want[r*(nf+1)+j])))
+		}
+		if math.Abs(sum-mg[0]) > 1e-5 || math.Abs(wsum-mg[0]) > 1e-4 {
+			t.Fatalf("row %d: contributions sum to %v (XGBoost's to %v), margin %v", r, sum, wsum, mg[0])
+		}
+		a, b := topK(got[:nf], 3), topK32(want[r*(nf+1):r*(nf+1)+nf], 3)
+		if a[0] == b[0] {
+			top1++
+		}
+		if sameSet(a, b) {
+			top3++
+		}
+	}
+	t.Logf("credit_xgb, background covers from the %d test rows: max abs diff from XGBoost %.3g; top reason agrees on %d/%d rows, top-3 set on %d/%d",
+		rows, worst, top1, rows, top3, rows)
+}
+
+func topK(v []float64, k int) []int {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return math.Abs(v[idx[a]]) > math.Abs(v[idx[b]]) })
+	return idx[:k]
+}
+
+func topK32(v []float32, k int) []int {
+	f := make([]float64, len(v))
+	for i, x := range v {
+		f[i] = float64(x)
+	}
+	return topK(f, k)
+}
+
+func sameSet(a, b []int) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
