@@ -11,12 +11,16 @@ import (
 )
 
 // attribute constructors for test nodes.
-func fs(name string, v ...float32) *ir.Attr { return &ir.Attr{Name: name, Kind: ir.AttrFloats, Floats: v} }
-func is(name string, v ...int64) *ir.Attr   { return &ir.Attr{Name: name, Kind: ir.AttrInts, Ints: v} }
-func ss(name string, v ...string) *ir.Attr  { return &ir.Attr{Name: name, Kind: ir.AttrStrings, Strings: v} }
-func f1(name string, v float32) *ir.Attr    { return &ir.Attr{Name: name, Kind: ir.AttrFloat, F: v} }
-func i1(name string, v int64) *ir.Attr      { return &ir.Attr{Name: name, Kind: ir.AttrInt, I: v} }
-func s1(name string, v string) *ir.Attr     { return &ir.Attr{Name: name, Kind: ir.AttrString, S: v} }
+func fs(name string, v ...float32) *ir.Attr {
+	return &ir.Attr{Name: name, Kind: ir.AttrFloats, Floats: v}
+}
+func is(name string, v ...int64) *ir.Attr { return &ir.Attr{Name: name, Kind: ir.AttrInts, Ints: v} }
+func ss(name string, v ...string) *ir.Attr {
+	return &ir.Attr{Name: name, Kind: ir.AttrStrings, Strings: v}
+}
+func f1(name string, v float32) *ir.Attr { return &ir.Attr{Name: name, Kind: ir.AttrFloat, F: v} }
+func i1(name string, v int64) *ir.Attr   { return &ir.Attr{Name: name, Kind: ir.AttrInt, I: v} }
+func s1(name string, v string) *ir.Attr  { return &ir.Attr{Name: name, Kind: ir.AttrString, S: v} }
 func ta(name string, t *tensor.Tensor) *ir.Attr {
 	return &ir.Attr{Name: name, Kind: ir.AttrTensor, T: t}
 }
