@@ -49,6 +49,23 @@ import (
 // and the input digest of the set {x} is
 //
 //	sha256:1ecc0bdc29fb96d249c058166db012fe2c554016303a540d2ec4be6e05c48f04
+//
+// Worked example with strings (each element u32 byte length, then its
+// UTF-8 bytes; len(data) counts both): the input s, string, shape [2],
+// values "yes" and "né", encodes as the 43 bytes
+//
+//	01000000 73 08000000 01000000 0200000000000000
+//	0e00000000000000 03000000 796573 03000000 6ec3a9
+//
+// Its tensor digest is
+//
+//	sha256:b2eee6d6bfc95ee698a750b7e244ec9c0e1aa653be58f6d83ebece9b0b75327f
+//
+// and the input digest of the set {s} is
+//
+//	sha256:f883eb0ae2f68fa3c504ddc444501ef6602fd14acbf0928b7ce1cd45b22046d9
+//
+// (both computed independently with Python's hashlib).
 const tensorsHeader = "vouch-tensors-v1\n"
 
 // TensorDigestOf returns the digest of one tensor's canonical encoding, with
