@@ -2,9 +2,12 @@ package buildlog
 
 // Report is the build report (JSON): what the build made of the model.
 type Report struct {
-	Model          string           `json:"model"`
-	SourceSHA256   string           `json:"source_sha256"`
-	PlanSHA256     string           `json:"plan_sha256"`
+	Model        string `json:"model"`
+	SourceSHA256 string `json:"source_sha256"`
+	PlanSHA256   string `json:"plan_sha256"`
+	// PlanPrecision is the plan's precision label, computed from its
+	// layers (plan.Label), whatever precision the build asked for.
+	PlanPrecision  string           `json:"plan_precision"`
 	NodesIn        int              `json:"nodes_in"`
 	LayersOut      int              `json:"layers_out"`
 	Fusions        map[string]int   `json:"fusions"`

@@ -15,10 +15,7 @@ import (
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
-	"github.com/vouchml/vouch/kernel/amd64"
-	"github.com/vouchml/vouch/kernel/q8"
 	"github.com/vouchml/vouch/plan"
-	"github.com/vouchml/vouch/tensor"
 )
 
 // Default profile ranges for dynamic dimensions, used when no --profile is
@@ -105,7 +102,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	info := map[string]plan.LayerInfo{}
 	rep := buildlog.Report{Model: name, SourceSHA256: hex.EncodeToString(sum[:]), NodesIn: nodesIn, LayersOut: len(g.Nodes), Fusions: map[string]int{}}
 	for _, n := range g.Nodes {
-		li := plan.LayerInfo{Origin: st.origin[n.Name], Tactic: tactics[n.Name], Precision: st.layerPrecision(n), FLOPs: flops(n, optTypes)}
+		li := plan.LayerInfo{Origin: st.origin[n.Name], Tactic: tactics[n.Name], Precision: string(plan.LayerPrecision(n.Domain, n.OpType)), FLOPs: layerFLOPs(n, optTypes, reg)}
 		info[n.Name] = li
 		out := ""
 		if t, ok := g.Types[n.Outputs[0]]; ok {
@@ -138,7 +135,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	log.Info("memory", "arena", map[string]any{"peak_bytes": arena.PeakBytes, "values": len(arena.Slots), "at": "profile max shapes"})
 	hdr := plan.Header{
 		Producer:         producer,
-		RequiredFeatures: requiredFeatures(opts.Precision != "" && opts.Precision != "fp32"),
+		RequiredFeatures: requiredFeatures(g, opts.TargetFeatures),
 		Options:          optJSON,
 		Source:           plan.Source{SHA256: rep.SourceSHA256, Name: name, Opsets: m.Opsets, Meta: m.Metadata},
 		Profiles:         profiles,
@@ -149,6 +146,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 		return nil, err
 	}
 	rep.PlanSHA256 = plan.Digest(b)
+	rep.PlanPrecision = string(plan.Label(planLayers(g)))
 	rep.BuildMillis = time.Since(start).Milliseconds()
 	log.Info("build", "done", map[string]any{"plan_sha256": rep.PlanSHA256, "layers": len(g.Nodes), "bytes": len(b)})
 	return &Result{Options: optJSON, RequiredFeatures: hdr.RequiredFeatures, Plan: b, Digest: rep.PlanSHA256, Report: rep, Graph: g, CalibrationCache: st.calibrationCache()}, nil
@@ -256,60 +254,4 @@ func typesAt(g *ir.Graph, reg *kernel.Registry, p plan.Profile, at func(plan.Sha
 		return nil, fmt.Errorf("compile: shape inference at profile shapes: %w", err)
 	}
 	return types, nil
-}
-
-// flops counts multiply-adds ×2 for the dot-product layers at static shapes.
-func flops(n *ir.Node, types map[string]ir.Type) int64 {
-	base := n.OpType
-	if base == "Fused" {
-		base = n.String("base", "")
-	}
-	out, ok := types[n.Outputs[0]].Static()
-	if !ok {
-		return 0
-	}
-	w, ok := types[n.Input(1)].Static()
-	if !ok {
-		return 0
-	}
-	outN := int64(tensor.NumElems(out))
-	switch base {
-	case "Conv":
-		if len(w) < 2 {
-			return 0
-		}
-		k := int64(tensor.NumElems(w[1:]))
-		return 2 * outN * k
-	case "MatMul":
-		a, ok := types[n.Input(0)].Static()
-		if !ok || len(a) == 0 {
-			return 0
-		}
-		return 2 * outN * int64(a[len(a)-1])
-	case "Gemm":
-		a, ok := types[n.Input(0)].Static()
-		if !ok || len(a) != 2 {
-			return 0
-		}
-		k := a[1]
-		if n.Int("transA", 0) == 1 {
-			k = a[0]
-		}
-		return 2 * outN * int64(k)
-	}
-	return 0
-}
-
-// requiredFeatures lists the CPU features the plan's kernels use on this
-// machine (the build machine picks the same kernels the plan's tactics were
-// timed with): the vector kernels', and the int8/fp16 kernels' when layers
-// run in reduced precision. A machine without them runs the portable twins,
-// which give the same bits.
-func requiredFeatures(reduced bool) []string {
-	f := append([]string{}, amd64.Features()...)
-	if reduced {
-		f = append(f, q8.Features()...)
-	}
-	slices.Sort(f)
-	return slices.Compact(f)
 }

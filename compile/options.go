@@ -29,9 +29,15 @@ type Options struct {
 	Precision string `json:"precision"`
 	// Quant holds the per-layer overrides, calibration and evaluation.
 	Quant QuantOptions `json:"quant,omitzero"`
-	// Tactics is the tactic policy: "timed" times every candidate of a
-	// layer at the first profile's opt shapes and keeps the fastest;
-	// "heuristic" takes each kernel's preferred candidate without timing.
+	// Tactics is the tactic policy. "heuristic" (the default) takes each
+	// kernel's preferred candidate by its rule (the candidates come ordered
+	// by a rule over the layer's shapes and attributes), so a build is a
+	// pure function of (model, options, vouch version, target features)
+	// and rebuilding gives a byte-identical plan on any host. "timed"
+	// times every candidate at the first profile's opt shapes and keeps
+	// the fastest: timings vary from run to run on a loaded machine, so a
+	// timed plan is reproducible only from the same timing cache (which a
+	// bundle carries).
 	Tactics string `json:"tactics"`
 	// TuneReps is the number of timed runs per candidate (the fastest is kept).
 	TuneReps int `json:"tune_reps"`
@@ -45,15 +51,24 @@ type Options struct {
 	TimingCache *tune.Cache `json:"-"`
 	// Progress, when set, is called as layers are tuned.
 	Progress func(done, total int) `json:"-"`
-	// TargetFeatures are the CPU features kernels may use.
+	// TargetFeatures are the CPU features of the machines the plan is
+	// for: the plan's required features are those its layers' kernels use
+	// among them. Empty means this machine's.
 	TargetFeatures []string `json:"target_features"`
 	// DisabledPasses names passes to skip (for debugging a build).
 	DisabledPasses []string `json:"disabled_passes,omitempty"`
 }
 
-// DefaultOptions returns the defaults: fp32, timed tactics (5 runs each).
+// The tactic policies (Options.Tactics).
+const (
+	TacticsHeuristic = "heuristic"
+	TacticsTimed     = "timed"
+)
+
+// DefaultOptions returns the defaults: fp32, heuristic tactics (5 timed
+// runs per candidate when timing is asked for).
 func DefaultOptions() Options {
-	return Options{Precision: "fp32", Tactics: "timed", TuneReps: 5, TargetFeatures: []string{}}
+	return Options{Precision: "fp32", Tactics: TacticsHeuristic, TuneReps: 5, TargetFeatures: []string{}}
 }
 
 func (o Options) valid() error {
@@ -66,7 +81,7 @@ func (o Options) valid() error {
 		return err
 	}
 	switch o.Tactics {
-	case "heuristic", "timed":
+	case TacticsHeuristic, TacticsTimed:
 	default:
 		return fmt.Errorf("compile: tactic policy %q is not supported (timed, heuristic)", o.Tactics)
 	}

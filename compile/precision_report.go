@@ -4,21 +4,7 @@ import (
 	"bytes"
 
 	"github.com/vouchml/vouch/buildlog"
-	"github.com/vouchml/vouch/ir"
 )
-
-// layerPrecision is a layer's precision for the plan and the report:
-// what the precision pass chose for weighted layers, fp32 for the rest
-// (layers without weights compute in float32 whatever the build's
-// precision).
-func (s *state) layerPrecision(n *ir.Node) string {
-	if s.prec != nil {
-		if p, ok := s.prec.layer[n.Name]; ok {
-			return p
-		}
-	}
-	return "fp32"
-}
 
 // finishReport adds the precision pass's findings to the build report.
 func (s *state) finishReport(r *buildlog.Report) {

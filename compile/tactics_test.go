@@ -44,6 +44,7 @@ func twinModel() (*ir.Model, *kernel.Registry) {
 
 func TestTimedTacticsAndCache(t *testing.T) {
 	opts := compile.DefaultOptions()
+	opts.Tactics = compile.TacticsTimed // timing is asked for; the default is the rule
 	opts.TimingCache = tune.NewCache()
 	opts.TuneReps = 3
 	var progress int

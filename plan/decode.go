@@ -45,6 +45,9 @@ func Decode(b []byte) (*Plan, error) {
 	if hdr.FormatVersion != FormatVersion {
 		return nil, fmt.Errorf("plan: header says format version %d, version line says %d", hdr.FormatVersion, FormatVersion)
 	}
+	if err := checkLabels(&hdr); err != nil {
+		return nil, err
+	}
 	start := len(versionLine) + 8 + int(hlen)
 	if r := start % align; r != 0 {
 		start += align - r

@@ -69,12 +69,15 @@ type Header struct {
 	Producer      string `json:"producer"` // vouch version that built it
 	// RequiredFeatures are the CPU features the plan's tactics use (e.g.
 	// "avx2", "fma"); a machine without them runs the portable twins.
-	RequiredFeatures []string        `json:"required_features"`
-	Options          json.RawMessage `json:"options,omitempty"` // compile.Options, as given
-	Source           Source          `json:"source"`
-	Profiles         []Profile       `json:"profiles,omitempty"`
-	Graph            GraphHeader     `json:"graph"`
-	Arena            *Arena          `json:"arena,omitempty"`
+	RequiredFeatures []string `json:"required_features"`
+	// Precision is the plan's precision label, computed from its layers
+	// (Label); Decode rejects a header whose label its layers contradict.
+	Precision Precision       `json:"precision,omitempty"`
+	Options   json.RawMessage `json:"options,omitempty"` // compile.Options, as given
+	Source    Source          `json:"source"`
+	Profiles  []Profile       `json:"profiles,omitempty"`
+	Graph     GraphHeader     `json:"graph"`
+	Arena     *Arena          `json:"arena,omitempty"`
 }
 
 // Source identifies the model the plan was built from.
@@ -205,6 +208,10 @@ func Encode(hdr Header, g *ir.Graph, info map[string]LayerInfo) ([]byte, error) 
 	}
 	hdr.Graph = gh
 	hdr.Graph.Weights = w.index
+	hdr.Precision = Label(gh.Layers)
+	if err := checkLabels(&hdr); err != nil {
+		return nil, err
+	}
 	js, err := json.Marshal(hdr)
 	if err != nil {
 		return nil, fmt.Errorf("plan: encoding header: %w", err)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -127,13 +126,9 @@ func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunne
 	info := ModelInfo{
 		Name: name, Version: version, Platform: "vouch_plan",
 		PlanDigest: digest, Backend: backend(p.Header.RequiredFeatures), Device: "cpu",
-		Precision: "fp32",
-	}
-	var opts struct {
-		Precision string `json:"precision"`
-	}
-	if len(p.Header.Options) > 0 && json.Unmarshal(p.Header.Options, &opts) == nil && opts.Precision != "" {
-		info.Precision = opts.Precision
+		// The label of the layers that run, not the precision the build
+		// asked for (a build whose precision pass was disabled is fp32).
+		Precision: string(p.Precision()),
 	}
 	batchParam, batchable := "", true
 	for _, v := range p.Graph.Inputs {

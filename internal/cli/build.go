@@ -56,7 +56,12 @@ inference, tactic choice and an arena memory plan. Every decision is written
 to the build log (JSON lines, --log; default NAME.plan.log.jsonl) and
 summarized in the build report (NAME.plan.report.json).
 
-Building the same model with the same options gives a byte-identical plan.
+Building the same model with the same options gives a byte-identical plan:
+the default tactic policy (heuristic) chooses each kernel by rule, so the
+plan is a pure function of the model, the options, the vouch version and
+the target's CPU features. --tactics timed times the candidates instead;
+its plans are reproducible from the same timing cache (--timing-cache),
+which a bundle of a timed build carries.
 
 Profiles fix the range of each dynamic input dimension, like TensorRT's:
   --profile 'input_ids:1x16,8x128,32x512'   (MIN,OPT,MAX shapes; ';' separates inputs)
@@ -67,7 +72,7 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	fs.BoolVar(&o.Verbose, "v", false, "also print the build log to stderr")
 	var profiles multiFlag
 	fs.Var(&profiles, "profile", "an optimization profile NAME:MIN,OPT,MAX[;NAME:...]; repeat for more profiles")
-	fs.StringVar(&o.Compile.Tactics, "tactics", o.Compile.Tactics, "tactic policy: timed (time every candidate, keep the fastest) or heuristic (by rule, no timing)")
+	fs.StringVar(&o.Compile.Tactics, "tactics", o.Compile.Tactics, "tactic policy: heuristic (by rule, no timing: reproducible) or timed (time every candidate, keep the fastest; reproducible only from the same --timing-cache)")
 	fs.IntVar(&o.Compile.TuneReps, "tune-reps", o.Compile.TuneReps, "timed runs per tactic candidate (the fastest is kept)")
 	fs.IntVar(&o.Compile.TuneThreads, "tune-threads", 0, "worker threads to time tactics with (0: GOMAXPROCS); choose the deployment's")
 	fs.StringVar(&o.TimingCache, "timing-cache", "", "read timings from FILE if it exists and write them back: rebuilding with the same cache gives a byte-identical plan")
@@ -156,6 +161,11 @@ func (m *Main) build(o BuildOptions) error {
 		}
 	}
 	var cacheBytes []byte
+	if o.Compile.Tactics == compile.TacticsTimed {
+		// A timed plan is reproducible only from its timings: keep them,
+		// for the bundle, even when no --timing-cache file was named.
+		o.Compile.TimingCache = tune.NewCache()
+	}
 	if o.TimingCache != "" {
 		o.Compile.TimingCache = tune.NewCache()
 		if b, err := os.ReadFile(o.TimingCache); err == nil {
@@ -188,12 +198,14 @@ func (m *Main) build(o BuildOptions) error {
 	if bar != nil {
 		bar.Finish()
 	}
-	if o.TimingCache != "" {
+	if o.Compile.TimingCache != nil {
 		var buf bytes.Buffer
 		if err := o.Compile.TimingCache.Encode(&buf); err != nil {
 			return err
 		}
 		cacheBytes = buf.Bytes()
+	}
+	if o.TimingCache != "" {
 		if err := writeFileAtomic(o.TimingCache, cacheBytes, 0o644); err != nil {
 			return err
 		}
