@@ -68,6 +68,10 @@ const (
 // absent object) are omitted, except kind, schema_version, status, time and
 // trace_id, which are always present.
 type Record struct {
+	// SchemaVersion is the schema the record is encoded in: 0 for the
+	// current one (SchemaVersion), or an earlier version that a parsed
+	// record had, so that it re-encodes to its own bytes.
+	SchemaVersion int
 	Kind          string    // KindInference when empty
 	TraceID       string    // required
 	RequestID     string    // optional

@@ -41,44 +41,6 @@ type Capturer interface {
 	Put(model, inputDigest string, inputs map[string]*tensor.Tensor) error
 }
 
-// LogAppender adapts the audit log to the server's Appender: a server
-// Record becomes an audit.Record field for field.
-type LogAppender struct{ Log audit.Appender }
-
-// Append implements Appender.
-func (a LogAppender) Append(ctx context.Context, rec *Record) (uint64, [32]byte, error) {
-	return a.Log.Append(ctx, ToAudit(rec))
-}
-
-// ToAudit converts a server record to the audit log's record.
-func ToAudit(r *Record) *audit.Record {
-	out := &audit.Record{
-		Kind: r.Kind, TraceID: r.TraceID, RequestID: r.RequestID, TraceParent: r.TraceParent,
-		Time: r.Time, Principal: r.Principal, SourceAddr: r.SourceAddr,
-		Model: r.Model, ModelVersion: r.ModelVersion, BundleDigest: r.BundleDigest, PlanDigest: r.PlanDigest,
-		Precision: r.Precision, Profile: r.Profile, Backend: r.Backend, Device: r.Device,
-		InputDigest: r.InputDigest, Inputs: toAuditDigests(r.Inputs),
-		OutputDigest: r.OutputDigest, Outputs: toAuditDigests(r.Outputs),
-		OutputLabel: r.OutputLabel, Confidence: r.Confidence, LatencyMicros: r.LatencyMicros,
-		Status: r.Status, Code: r.Code, Error: r.Error,
-	}
-	if r.Access != nil {
-		out.Access = &audit.Access{Action: r.Access.Action, Target: r.Access.Target}
-	}
-	return out
-}
-
-func toAuditDigests(ts []TensorDigest) []audit.TensorDigest {
-	if len(ts) == 0 {
-		return nil
-	}
-	out := make([]audit.TensorDigest, len(ts))
-	for i, t := range ts {
-		out[i] = audit.TensorDigest{Name: t.Name, DType: t.DType, Shape: t.Shape, Digest: t.Digest}
-	}
-	return out
-}
-
 // auditRoutes mounts the audit API and the public log.
 //
 //	GET  /v1/audit/records/{trace}   role audit: the record with its index, inclusion proof and signed checkpoint (audit.Inclusion)
@@ -108,11 +70,11 @@ func (s *Server) recordAccess(w http.ResponseWriter, r *http.Request, action, ta
 	st := state(r)
 	a := s.authenticate(r).authorize(RoleAudit)
 	st.principal = a.name()
-	rec := &Record{SchemaVersion: 1, Kind: "access", TraceID: st.trace.TraceID, TraceParent: st.trace.recorded(),
+	rec := &audit.Record{Kind: audit.KindAccess, TraceID: st.trace.TraceID, TraceParent: st.trace.recorded(),
 		Time: time.Now().UTC(), Principal: a.name(), SourceAddr: r.RemoteAddr, RequestID: r.Header.Get(HeaderRequestID),
-		Status: StatusOK, Access: &Access{Action: action, Target: target}}
+		Status: audit.StatusOK, Access: &audit.Access{Action: action, Target: target}}
 	if a.code != 0 {
-		rec.Status, rec.Code, rec.Error = StatusError, a.code, a.msg
+		rec.Status, rec.Code, rec.Error = audit.StatusError, a.code, a.msg
 	}
 	var idx uint64
 	var leaf [32]byte
@@ -140,7 +102,7 @@ func (s *Server) recordAccess(w http.ResponseWriter, r *http.Request, action, ta
 
 // auditFailed counts a failed append, raises the alarm, and reports
 // whether the server fails open (serves anyway).
-func (s *Server) auditFailed(rec *Record, err error) bool {
+func (s *Server) auditFailed(rec *audit.Record, err error) bool {
 	s.m.auditErrs.Inc()
 	s.m.auditAlarm.Set(1)
 	if s.opt.AuditFailOpen {

@@ -40,7 +40,7 @@ func auditServer(t *testing.T, o Options) (*httptest.Server, *audit.Log, string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Appender, o.Audit, o.Credentials = LogAppender{Log: l}, l, creds
+	o.Appender, o.Audit, o.Credentials = l, l, creds
 	s := New(o)
 	if err := s.AddModel(&slowRunner{}); err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestAuditAPI(t *testing.T) {
 // failing is an Appender whose log has failed (disk full).
 type failing struct{ err error }
 
-func (f *failing) Append(ctx context.Context, r *Record) (uint64, [32]byte, error) {
+func (f *failing) Append(ctx context.Context, r *audit.Record) (uint64, [32]byte, error) {
 	if f.err != nil {
 		return 0, [32]byte{}, f.err
 	}

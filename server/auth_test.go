@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vouchml/vouch/audit"
 )
 
 const credFile = `# name roles credential
@@ -53,8 +55,8 @@ func TestParseCredentialsErrors(t *testing.T) {
 }
 
 func TestAuthHTTP(t *testing.T) {
-	audit := &memAppender{}
-	s := New(Options{Credentials: testCredentials(t), Appender: audit})
+	app := &memAppender{}
+	s := New(Options{Credentials: testCredentials(t), Appender: app})
 	if err := s.AddModel(&slowRunner{}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,13 +109,13 @@ func TestAuthHTTP(t *testing.T) {
 	}
 	// Every inference attempt, refused or served, left a record with its
 	// principal.
-	if audit.len() != 5 {
-		t.Fatalf("%d records for 5 inference requests", audit.len())
+	if app.len() != 5 {
+		t.Fatalf("%d records for 5 inference requests", app.len())
 	}
-	if r := audit.recs[2]; r.Code != 403 || r.Principal != "auditor" || r.Status != StatusError {
+	if r := app.recs[2]; r.Code != 403 || r.Principal != "auditor" || r.Status != audit.StatusError {
 		t.Errorf("403 record: %+v", r)
 	}
-	if r := audit.recs[3]; r.Code != 200 || r.Principal != "alice" || r.InputDigest == "" {
+	if r := app.recs[3]; r.Code != 200 || r.Principal != "alice" || r.InputDigest == "" {
 		t.Errorf("200 record: %+v", r)
 	}
 }
@@ -123,8 +125,8 @@ func TestAuthClientCertificate(t *testing.T) {
 	ca, caKey := newCert(t, "test-ca", nil, nil)
 	client, clientKey := newCert(t, "scoring-svc", ca, caKey)
 	stranger, strangerKey := newCert(t, "stranger", ca, caKey)
-	audit := &memAppender{}
-	s := New(Options{Credentials: testCredentials(t), Appender: audit})
+	app := &memAppender{}
+	s := New(Options{Credentials: testCredentials(t), Appender: app})
 	if err := s.AddModel(&slowRunner{}); err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +151,13 @@ func TestAuthClientCertificate(t *testing.T) {
 	if code := post(client, clientKey); code != 200 {
 		t.Fatalf("mapped client certificate: %d", code)
 	}
-	if r := audit.last(); r.Principal != "scoring" {
+	if r := app.last(); r.Principal != "scoring" {
 		t.Errorf("principal %q, want scoring", r.Principal)
 	}
 	if code := post(stranger, strangerKey); code != 403 {
 		t.Fatalf("unmapped client certificate: %d, want 403", code)
 	}
-	if r := audit.last(); r.Principal != "cert:stranger" {
+	if r := app.last(); r.Principal != "cert:stranger" {
 		t.Errorf("principal %q, want cert:stranger", r.Principal)
 	}
 }
@@ -190,8 +192,8 @@ func newCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa
 
 // When the audit log refuses a record, the request is refused too.
 func TestAuditFailureRefuses(t *testing.T) {
-	audit := &memAppender{fail: errors.New("disk full")}
-	s := New(Options{Appender: audit})
+	app := &memAppender{fail: errors.New("disk full")}
+	s := New(Options{Appender: app})
 	if err := s.AddModel(&slowRunner{}); err != nil {
 		t.Fatal(err)
 	}

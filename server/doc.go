@@ -38,15 +38,15 @@
 // output_label and confidence when the model declares labels. The
 // request's "id" is echoed in the response, X-Request-Id in the headers.
 //
-// The audit record ([Record]) follows DESIGN.md's schema version 1; its
-// input and output digests use the canonical tensor encoding of [Digest]
-// (docs/audit-digest.md). A record that cannot be appended fails the
+// The audit record is audit.Record (package audit defines its schema and
+// canonical encoding; the server keeps no copy of it); its input and output
+// digests are audit.InputDigest's (docs/audit-digest.md). A record that cannot be appended fails the
 // request with 503, so nothing is served unaudited — unless
 // Options.AuditFailOpen, which serves it, counts it in
 // vouch_audit_failures_total{outcome="served"} and raises vouch_audit_alarm
 // (and an error log line with alarm=audit_unavailable) until an append
-// succeeds again. [LogAppender] plugs the transparency log (package audit)
-// in; [FileAppender] keeps JSON lines without proofs.
+// succeeds again. The transparency log (*audit.Log) is an [Appender]
+// itself; [FileAppender] keeps the canonical records as lines without proofs.
 //
 // Every read of audit data through the API (show, query, export) first
 // appends an access record (kind "access": principal, source, action,

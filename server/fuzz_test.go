@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/server/oippb"
 )
 
@@ -41,7 +42,9 @@ func FuzzDecodeJSON(f *testing.F) {
 				t.Fatalf("input %q accepted but invalid: %v", name, err)
 			}
 		}
-		Digest(req.Inputs)
+		if _, _, err := audit.InputDigest(req.Inputs); err != nil {
+			t.Fatalf("accepted inputs have no digest: %v", err)
+		}
 	})
 }
 
@@ -72,7 +75,9 @@ func FuzzDecodeBinary(f *testing.F) {
 				t.Fatalf("input %q accepted but invalid: %v", name, err)
 			}
 		}
-		Digest(req.Inputs)
+		if _, _, err := audit.InputDigest(req.Inputs); err != nil {
+			t.Fatalf("accepted inputs have no digest: %v", err)
+		}
 	})
 }
 

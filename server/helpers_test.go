@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
@@ -34,11 +35,11 @@ func modelRunner(t testing.TB, name string, o PlanOptions) *PlanRunner {
 // memAppender keeps records in memory.
 type memAppender struct {
 	mu   sync.Mutex
-	recs []*Record
+	recs []*audit.Record
 	fail error
 }
 
-func (a *memAppender) Append(ctx context.Context, r *Record) (uint64, [32]byte, error) {
+func (a *memAppender) Append(ctx context.Context, r *audit.Record) (uint64, [32]byte, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.fail != nil {
@@ -49,7 +50,7 @@ func (a *memAppender) Append(ctx context.Context, r *Record) (uint64, [32]byte, 
 	return uint64(len(a.recs) - 1), [32]byte{1, 2, 3}, nil
 }
 
-func (a *memAppender) last() *Record {
+func (a *memAppender) last() *audit.Record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.recs) == 0 {

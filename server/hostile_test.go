@@ -111,7 +111,7 @@ func TestHostileRecordFallsBackToMinimal(t *testing.T) {
 // log with a small entry limit would.
 type refusingBig struct{ n int }
 
-func (a *refusingBig) Append(ctx context.Context, r *Record) (uint64, [32]byte, error) {
+func (a *refusingBig) Append(ctx context.Context, r *audit.Record) (uint64, [32]byte, error) {
 	a.n++
 	if len(r.Inputs) > 0 {
 		return 0, [32]byte{}, fmt.Errorf("%w: trace %s", audit.ErrTooLarge, r.TraceID)

@@ -58,7 +58,7 @@ func clean(s string, max int) bool { return len(s) <= max && utf8.ValidString(s)
 
 // bounded returns a copy of rec whose every client-supplied field is within
 // its bound (see [bound]); the caller's record is left as it is.
-func bounded(rec *Record) *Record {
+func bounded(rec *audit.Record) *audit.Record {
 	r := *rec
 	for _, f := range []*string{&r.RequestID, &r.TraceParent, &r.Principal, &r.SourceAddr, &r.Model, &r.ModelVersion, &r.Profile} {
 		*f = bound(*f, maxIDBytes)
@@ -67,7 +67,7 @@ func bounded(rec *Record) *Record {
 	r.Inputs = boundDigests(r.Inputs)
 	r.Outputs = boundDigests(r.Outputs)
 	if r.Access != nil {
-		r.Access = &Access{Action: bound(r.Access.Action, 64), Target: bound(r.Access.Target, maxTargetBytes)}
+		r.Access = &audit.Access{Action: bound(r.Access.Action, 64), Target: bound(r.Access.Target, maxTargetBytes)}
 	}
 	return &r
 }
@@ -75,12 +75,12 @@ func bounded(rec *Record) *Record {
 // boundDigests keeps at most maxRecordTensor per-tensor digests, their names
 // bounded, still sorted by name and distinct (a cut name carries the digest
 // of the whole name, so two cut names differ when the names did).
-func boundDigests(ts []TensorDigest) []TensorDigest {
+func boundDigests(ts []audit.TensorDigest) []audit.TensorDigest {
 	if len(ts) == 0 {
 		return ts
 	}
 	n := min(len(ts), maxRecordTensor)
-	out := make([]TensorDigest, 0, n)
+	out := make([]audit.TensorDigest, 0, n)
 	for _, t := range ts[:n] {
 		t.Name = bound(t.Name, maxTensorName)
 		if len(t.Shape) > 16 {
@@ -88,15 +88,15 @@ func boundDigests(ts []TensorDigest) []TensorDigest {
 		}
 		out = append(out, t)
 	}
-	slices.SortFunc(out, func(a, b TensorDigest) int { return strings.Compare(a.Name, b.Name) })
-	return slices.CompactFunc(out, func(a, b TensorDigest) bool { return a.Name == b.Name })
+	slices.SortFunc(out, func(a, b audit.TensorDigest) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(out, func(a, b audit.TensorDigest) bool { return a.Name == b.Name })
 }
 
 // minimal is the record kept when even the bounded record is refused by
 // the log as malformed or too large: who, when, which model, the outcome
 // and the input digest, nothing a client can grow.
-func minimal(rec *Record) *Record {
-	return &Record{
+func minimal(rec *audit.Record) *audit.Record {
+	return &audit.Record{
 		SchemaVersion: rec.SchemaVersion, Kind: rec.Kind, TraceID: rec.TraceID, Time: rec.Time,
 		Principal: bound(rec.Principal, 64), SourceAddr: bound(rec.SourceAddr, 64),
 		Model: bound(rec.Model, 64), ModelVersion: bound(rec.ModelVersion, 64),

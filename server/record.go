@@ -3,86 +3,31 @@ package server
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"sync"
-	"time"
-)
 
-// Record is the audit record of one inference request, served or refused.
-// Its fields mirror the audit log's record schema version 1 (DESIGN.md,
-// package audit) one for one, so that an adapter from this type to the log's
-// is a field copy; the JSON names are the log's member names.
-type Record struct {
-	SchemaVersion int            `json:"schema_version"`
-	Kind          string         `json:"kind"`
-	TraceID       string         `json:"trace_id"`
-	RequestID     string         `json:"request_id,omitempty"`
-	TraceParent   string         `json:"traceparent,omitempty"`
-	Time          time.Time      `json:"time"`
-	Principal     string         `json:"principal,omitempty"`
-	SourceAddr    string         `json:"source_addr,omitempty"`
-	Model         string         `json:"model,omitempty"`
-	ModelVersion  string         `json:"model_version,omitempty"`
-	BundleDigest  string         `json:"bundle_digest,omitempty"`
-	PlanDigest    string         `json:"plan_digest,omitempty"`
-	Precision     string         `json:"precision,omitempty"`
-	Profile       string         `json:"profile,omitempty"`
-	Backend       string         `json:"backend,omitempty"`
-	Device        string         `json:"device,omitempty"`
-	InputDigest   string         `json:"input_digest,omitempty"`
-	Inputs        []TensorDigest `json:"inputs,omitempty"`
-	OutputDigest  string         `json:"output_digest,omitempty"`
-	Outputs       []TensorDigest `json:"outputs,omitempty"`
-	OutputLabel   string         `json:"output_label,omitempty"`
-	Confidence    *float64       `json:"confidence,omitempty"`
-	LatencyMicros int64          `json:"latency_us,omitempty"`
-	Status        string         `json:"status"` // "ok" or "error"
-	Code          int            `json:"code,omitempty"`
-	Error         string         `json:"error,omitempty"`
-	Access        *Access        `json:"access,omitempty"` // kind "access" only
-}
-
-// Access describes one read of audit data, for a record of kind "access":
-// the action ("show", "query", "export", "replay", …) and its target (a
-// trace id, or the query as the reader gave it).
-type Access struct {
-	Action string `json:"action"`
-	Target string `json:"target,omitempty"`
-}
-
-// Record statuses.
-const (
-	StatusOK    = "ok"
-	StatusError = "error"
+	"github.com/vouchml/vouch/audit"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // An Appender adds records to an audit log. The audit package's log
-// satisfies it through an adapter; FileAppender is the stand-alone default.
+// (*audit.Log) satisfies it; FileAppender is the stand-alone default. The
+// record type is audit.Record, the one the log encodes and replay checks:
+// the server keeps no copy of it.
 //
 // Append MUST return the index the entry has (or will have) in the log and
 // its RFC 6962 leaf hash, and MUST be safe for concurrent use. A non-nil
 // error means the record is not in the log; the server then refuses the
 // request (503) so that nothing is served unaudited.
 type Appender interface {
-	Append(ctx context.Context, rec *Record) (index uint64, leafHash [32]byte, err error)
+	Append(ctx context.Context, rec *audit.Record) (index uint64, leafHash [32]byte, err error)
 }
 
-// LeafHash returns the RFC 6962 leaf hash of an entry: SHA-256(0x00 ‖ entry).
-func LeafHash(entry []byte) [32]byte {
-	h := sha256.New()
-	h.Write([]byte{0})
-	h.Write(entry)
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return sum
-}
-
-// FileAppender appends records to a file as JSON lines, one record a line,
-// opened append-only. It is the audit hook's default until the
+// FileAppender appends records to a file as JSON lines, one record a line in
+// its canonical encoding (audit.Record.MarshalCanonical, the log's entry
+// bytes), opened append-only. It is the audit hook's default until the
 // transparency log is plugged in: it gives dense indexes (the line number,
 // from 0) and leaf hashes over each line without its newline, but no proofs.
 type FileAppender struct {
@@ -119,14 +64,14 @@ func OpenFileAppender(path string, fsync bool) (*FileAppender, error) {
 	return &FileAppender{f: f, w: bufio.NewWriterSize(f, 64<<10), next: n, sync: fsync}, nil
 }
 
-// Append writes rec as one JSON line and, with fsync, returns once the line
+// Append writes rec's canonical encoding as one line and, with fsync, returns once the line
 // is on disk.
-func (a *FileAppender) Append(ctx context.Context, rec *Record) (uint64, [32]byte, error) {
-	b, err := json.Marshal(rec)
+func (a *FileAppender) Append(ctx context.Context, rec *audit.Record) (uint64, [32]byte, error) {
+	b, err := rec.MarshalCanonical()
 	if err != nil {
 		return 0, [32]byte{}, fmt.Errorf("server: audit record: %w", err)
 	}
-	leaf := LeafHash(b)
+	leaf := [32]byte(tlog.RecordHash(b)) // RFC 6962: SHA-256(0x00 ‖ entry)
 	a.mu.Lock()
 	if a.f == nil {
 		a.mu.Unlock()

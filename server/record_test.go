@@ -3,12 +3,14 @@ package server
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vouchml/vouch/audit"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // The file appender gives dense indexes, leaf hashes over each line, and
@@ -24,7 +26,7 @@ func TestFileAppender(t *testing.T) {
 	var mu sync.Mutex
 	for i := range 50 {
 		wg.Go(func() {
-			idx, _, err := a.Append(context.Background(), &Record{SchemaVersion: 1, TraceID: "t", Time: time.Unix(int64(i), 0), Status: StatusOK})
+			idx, _, err := a.Append(context.Background(), &audit.Record{TraceID: "t", Time: time.Unix(int64(i), 0), Status: audit.StatusOK})
 			if err != nil {
 				t.Error(err)
 				return
@@ -45,7 +47,7 @@ func TestFileAppender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx, leaf, err := a.Append(context.Background(), &Record{SchemaVersion: 1, TraceID: "u", Status: StatusError, Code: 400, Error: "bad"})
+	idx, leaf, err := a.Append(context.Background(), &audit.Record{TraceID: "u", Time: time.Unix(99, 0), Status: audit.StatusError, Code: 400, Error: "bad"})
 	if err != nil || idx != 50 {
 		t.Fatalf("reopened: index %d, %v", idx, err)
 	}
@@ -59,11 +61,12 @@ func TestFileAppender(t *testing.T) {
 		last = append([]byte(nil), sc.Bytes()...)
 		n++
 	}
-	if n != 51 || LeafHash(last) != leaf {
+	if n != 51 || [32]byte(tlog.RecordHash(last)) != leaf {
 		t.Fatalf("%d lines; leaf hash of the last line does not match", n)
 	}
-	var r Record
-	if err := json.Unmarshal(last, &r); err != nil || r.Code != 400 || r.TraceID != "u" {
+	// Each line is the record's canonical encoding, the log's entry bytes.
+	r, err := audit.Parse(last)
+	if err != nil || r.Code != 400 || r.TraceID != "u" {
 		t.Fatalf("last record %s: %v", last, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -292,8 +293,8 @@ func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferReques
 	}
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
-	rec := &Record{
-		SchemaVersion: 1, Kind: "inference", TraceID: c.trace.TraceID, TraceParent: c.trace.recorded(),
+	rec := &audit.Record{
+		Kind: audit.KindInference, TraceID: c.trace.TraceID, TraceParent: c.trace.recorded(),
 		Time: c.start.UTC(), Principal: c.auth.name(), SourceAddr: c.source,
 		Model: c.model, ModelVersion: c.version, RequestID: c.requestID,
 	}
@@ -316,9 +317,9 @@ func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferReques
 	}
 	lat := time.Since(c.start)
 	rec.LatencyMicros = lat.Microseconds()
-	rec.Status, rec.Code = StatusOK, 200
+	rec.Status, rec.Code = audit.StatusOK, 200
 	if aerr != nil {
-		rec.Status, rec.Code, rec.Error = StatusError, aerr.code, aerr.msg
+		rec.Status, rec.Code, rec.Error = audit.StatusError, aerr.code, aerr.msg
 	}
 	if s.opt.Appender != nil {
 		s.m.auditDepth.Inc()
@@ -349,7 +350,7 @@ func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferReques
 // encodable. Should the log still refuse the record itself, its minimal form
 // is appended instead: a request is never left unrecorded because of what
 // it carried.
-func (s *Server) appendRecord(ctx context.Context, rec *Record) (uint64, [32]byte, error) {
+func (s *Server) appendRecord(ctx context.Context, rec *audit.Record) (uint64, [32]byte, error) {
 	b := bounded(rec)
 	idx, leaf, err := s.opt.Appender.Append(ctx, b)
 	if err != nil && recordRefused(err) {
@@ -360,7 +361,7 @@ func (s *Server) appendRecord(ctx context.Context, rec *Record) (uint64, [32]byt
 }
 
 // serve does the work of infer up to the audit record.
-func (s *Server) serve(ctx context.Context, c *call, rec *Record, out *outcome, draining bool, decode func() (*inferRequest, *apiError)) *apiError {
+func (s *Server) serve(ctx context.Context, c *call, rec *audit.Record, out *outcome, draining bool, decode func() (*inferRequest, *apiError)) *apiError {
 	if c.auth.code != 0 {
 		return errf(c.auth.code, "%s", c.auth.msg)
 	}
@@ -396,7 +397,10 @@ func (s *Server) serve(ctx context.Context, c *call, rec *Record, out *outcome, 
 			return errf(400, "request id must be valid UTF-8 of at most %d bytes (got %d bytes)", maxIDBytes, len(req.ID))
 		}
 	}
-	rec.InputDigest, rec.Inputs = Digest(req.Inputs)
+	var err error
+	if rec.InputDigest, rec.Inputs, err = audit.InputDigest(req.Inputs); err != nil {
+		return errf(400, "%v", err)
+	}
 	profile, err := e.r.Check(req.Inputs)
 	if err != nil {
 		return errf(400, "%v", err)
@@ -427,7 +431,9 @@ func (s *Server) serve(ctx context.Context, c *call, rec *Record, out *outcome, 
 		return errf(500, "model %s: %v", info.Name, res.err)
 	}
 	out.outs = res.outs
-	rec.OutputDigest, rec.Outputs = Digest(res.outs)
+	if rec.OutputDigest, rec.Outputs, err = audit.InputDigest(res.outs); err != nil {
+		return errf(500, "model %s: %v", info.Name, err)
+	}
 	if info.LabelOutput != "" {
 		if lbl, conf, ok := classify(res.outs[info.LabelOutput], info.Labels); ok {
 			out.label, out.confidence = lbl, &conf

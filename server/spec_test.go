@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/server"
@@ -38,20 +39,20 @@ const bcDir = "../../shared/models/breast_cancer_mlp"
 
 type records struct {
 	mu   sync.Mutex
-	recs []server.Record
+	recs []audit.Record
 }
 
-func (r *records) Append(ctx context.Context, rec *server.Record) (uint64, [32]byte, error) {
+func (r *records) Append(ctx context.Context, rec *audit.Record) (uint64, [32]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.recs = append(r.recs, *rec)
 	return uint64(len(r.recs) - 1), [32]byte{0xaa}, nil
 }
 
-func (r *records) all() []server.Record {
+func (r *records) all() []audit.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]server.Record(nil), r.recs...)
+	return append([]audit.Record(nil), r.recs...)
 }
 
 type fixture struct {
@@ -75,8 +76,8 @@ func startServer(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit := &records{}
-	s := server.New(server.Options{Version: "test", Appender: audit, MaxBodyBytes: 1 << 20,
+	recs := &records{}
+	s := server.New(server.Options{Version: "test", Appender: recs, MaxBodyBytes: 1 << 20,
 		Pool: server.PoolOptions{Workers: 2, MaxBatch: 8, MaxDelay: 1000}})
 	if err := s.AddModel(r); err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func startServer(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{url: hs.URL, grpc: oippb.NewGRPCInferenceServiceClient(conn), audit: audit,
+	return &fixture{url: hs.URL, grpc: oippb.NewGRPCInferenceServiceClient(conn), audit: recs,
 		input: in.Data.([]float32), want: out.Data.([]float32)}
 }
 

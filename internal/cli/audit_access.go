@@ -282,7 +282,7 @@ func (m *Main) serveAudit(ctx context.Context, o ServeOptions, so *server.Option
 	if err != nil {
 		return nil, err
 	}
-	so.Appender = server.LogAppender{Log: l}
+	so.Appender = l
 	so.Audit = l
 	fmt.Fprintf(m.Stderr, "audit   %s (origin %s, %s, fail %s; verifier key %s)\n", dir, origin, dur, map[bool]string{false: "closed", true: "open"}[failOpen], filepath.Join(dir, "log.pub"))
 	closeLog := func() {
