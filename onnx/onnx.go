@@ -275,7 +275,9 @@ func valueType(vi *onnxpb.ValueInfoProto) (ir.Type, error) {
 		case tp.GetSequenceType() != nil:
 			return ir.Type{DType: tensor.Sequence}, nil
 		case tp.GetMapType() != nil:
-			return ir.Type{}, fmt.Errorf("value %q: map types are not supported", vi.GetName())
+			// ai.onnx.ml maps (DictVectorizer inputs): the key and value
+			// types are checked by the kernel when the value arrives.
+			return ir.Type{DType: tensor.Map}, nil
 		case tp.GetOptionalType() != nil:
 			return ir.Type{}, fmt.Errorf("value %q: optional types are not supported", vi.GetName())
 		case tp.GetSparseTensorType() != nil:

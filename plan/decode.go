@@ -198,6 +198,14 @@ func decodeValue(v ValueHeader) (*ir.Value, error) {
 	t := ir.Type{RankKnown: v.Rank}
 	if v.DType != "undefined" {
 		dt, err := tensor.ParseDType(v.DType)
+		// Sequence and map values (ai.onnx.ml's ZipMap and DictVectorizer)
+		// are graph values, never weights.
+		switch v.DType {
+		case tensor.Sequence.String():
+			dt, err = tensor.Sequence, nil
+		case tensor.Map.String():
+			dt, err = tensor.Map, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: value %q: %v", ErrFormat, v.Name, err)
 		}
