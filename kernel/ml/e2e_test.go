@@ -7,6 +7,7 @@ import (
 	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/kernel/ml"
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/onnx/onnxpb"
 	"github.com/vouchml/vouch/plan"
@@ -213,5 +214,49 @@ func TestDictVectorizerEndToEnd(t *testing.T) {
 	out := runBoth(t, mlModel(g), feeds)
 	if y := out["y"].Data.([]float32); y[0] != 203.5 {
 		t.Errorf("y = %v, want 203.5", y)
+	}
+}
+
+// TestUnzipOutputs: a final ZipMap rewritten by UnzipOutputs gives the
+// probabilities tensor the ZipMap would have zipped, bit for bit.
+func TestUnzipOutputs(t *testing.T) {
+	g := &onnxpb.GraphProto{
+		Name:   proto.String("unzip"),
+		Input:  []*onnxpb.ValueInfoProto{tensorVI("X", tensor.Float32, "N", 2)},
+		Output: []*onnxpb.ValueInfoProto{tensorVI("label", tensor.Int64, "N"), {Name: proto.String("zipped")}},
+		Node: []*onnxpb.NodeProto{
+			mlNode("LinearClassifier", []string{"X"}, []string{"label", "probs"},
+				attrFs("coefficients", 1, 0, 0, 1), attrIs("classlabels_ints", 4, 9), attrS("post_transform", "SOFTMAX")),
+			mlNode("ZipMap", []string{"probs"}, []string{"zipped"}, attrIs("classlabels_int64s", 4, 9)),
+		},
+	}
+	feeds := map[string]*tensor.Tensor{"X": tensor.From([]float32{2, 1, -1, -2, 0.5, 0.25}, 3, 2)}
+	zipped := runBoth(t, mlModel(g), feeds)["zipped"]
+	m, err := onnx.Decode(mlModel(g), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ml.UnzipOutputs(m.Graph); len(got) != 1 || got[0] != "zipped" {
+		t.Fatalf("UnzipOutputs rewrote %v", got)
+	}
+	ex, err := exec.New(m.Graph, builtin.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ex.Run(feeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs := out["zipped"]
+	if probs.DType != tensor.Float32 || probs.String() != "float32[3 2]" {
+		t.Fatalf("unzipped output %v", probs)
+	}
+	for r, e := range zipped.Elems() {
+		mp, _ := e.MapOf()
+		for c, v := range mp.Values.Data.([]float32) {
+			if probs.Data.([]float32)[r*2+c] != v {
+				t.Errorf("row %d class %d: %v unzipped, %v zipped", r, c, probs.Data.([]float32)[r*2+c], v)
+			}
+		}
 	}
 }

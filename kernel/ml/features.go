@@ -311,3 +311,52 @@ func inferZipMap(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 	}
 	return []ir.Type{{DType: tensor.Sequence}}, nil
 }
+
+// UnzipOutputs rewrites every graph output of g that a ZipMap produces,
+// and that no node reads, into the ZipMap's input (the class scores
+// tensor, [N, C] float) under the output's own name: the ZipMap node
+// becomes an Identity node of the default domain, and the output's type
+// becomes the scores' type. It returns the names of the outputs it
+// rewrote, in graph order, so that the compiler can log each one (the
+// class labels of a rewritten output are the ZipMap's, which the caller
+// may record beside it). A client then gets the probabilities as a
+// tensor instead of a sequence of maps. g must have been verified; its
+// types are those of ir.Infer when it has run.
+//
+// The compiler offers it as a build option (owned by package compile);
+// without it, ZipMap outputs are sequences of maps.
+func UnzipOutputs(g *ir.Graph) []string {
+	read := map[string]bool{}
+	for _, n := range g.Nodes {
+		for _, x := range n.Inputs {
+			read[x] = true
+		}
+	}
+	outputs := map[string]*ir.Value{}
+	for _, v := range g.Outputs {
+		outputs[v.Name] = v
+	}
+	var done []string
+	for _, n := range g.Nodes {
+		if n.OpType != "ZipMap" || n.Domain != Domain || len(n.Inputs) != 1 || len(n.Outputs) != 1 {
+			continue
+		}
+		out := n.Outputs[0]
+		v, ok := outputs[out]
+		if !ok || read[out] {
+			continue
+		}
+		scores := n.Inputs[0]
+		n.OpType, n.Domain, n.Version, n.Attrs = "Identity", "", 0, map[string]*ir.Attr{}
+		t, known := g.Types[scores]
+		if !known {
+			t = ir.Type{DType: tensor.Float32}
+		}
+		v.Type = t
+		if g.Types != nil {
+			g.Types[out] = t
+		}
+		done = append(done, out)
+	}
+	return done
+}
