@@ -22,7 +22,9 @@ When NAME.plan.report.json lies beside the plan, its precision section
 follows: calibrator, layer precisions, fallbacks, and the accuracy
 against fp32 (accuracy, drop, top-1 agreement, mean KL, per class).
 
---json prints the plan header as JSON; --dot writes a Graphviz graph of the
+The table fits 120 columns: long layer names, origin lists and shapes are
+elided in the middle ("..."); --json prints them whole, with the rest of
+the plan header; --dot writes a Graphviz graph of the
 fused plan (render it with: dot -Tsvg FILE -o plan.svg).`)
 	asJSON := fs.Bool("json", false, "print the plan header as JSON")
 	dot := fs.String("dot", "", "write a Graphviz graph of the layers to FILE")
@@ -67,21 +69,9 @@ fused plan (render it with: dot -Tsvg FILE -o plan.svg).`)
 		}
 		fmt.Fprintf(m.Stdout, "profile  %d: %s\n", i, strings.Join(parts, "; "))
 	}
+	fmt.Fprintf(m.Stdout, "label    %s (from the layers)\nrequires %s\n", p.Precision(), strings.Join(h.RequiredFeatures, ","))
 	fmt.Fprintln(m.Stdout)
-	tw := tabwriter.NewWriter(m.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LAYER\tKIND\tFUSED FROM\tTACTIC\tPRECISION\tOUTPUT\tFLOPS")
-	var total int64
-	for _, l := range h.Graph.Layers {
-		kind := layerKind(l)
-		out := strings.Join(l.OutputShapes, " ")
-		from := ""
-		if len(l.Origin) > 1 {
-			from = strings.Join(l.Origin, " + ")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", l.Name, kind, from, l.Tactic, l.Precision, out, l.FLOPs)
-		total += l.FLOPs
-	}
-	tw.Flush()
+	total := printLayers(m, h.Graph.Layers)
 	fmt.Fprintf(m.Stdout, "\n%d layers, %.3g FLOPs at the first profile's opt shapes\n", len(h.Graph.Layers), float64(total))
 	rp := pos[0] + ".report.json"
 	switch rb, err := os.ReadFile(rp); {
@@ -99,6 +89,52 @@ fused plan (render it with: dot -Tsvg FILE -o plan.svg).`)
 		return err
 	}
 	return nil
+}
+
+// Column widths of the layer table: with two spaces between columns it
+// fits 120 columns (resnet18's names and origin lists made it 2,254).
+const (
+	colName   = 26
+	colKind   = 17
+	colOrigin = 16
+	colTactic = 16
+	colShape  = 20
+)
+
+// printLayers prints the layer table and returns the total FLOPs.
+func printLayers(m *Main, layers []plan.Layer) int64 {
+	tw := tabwriter.NewWriter(m.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LAYER\tKIND\tFUSED FROM\tTACTIC\tPREC\tOUTPUT\tFLOPS")
+	var total int64
+	for _, l := range layers {
+		from := ""
+		if full := strings.Join(l.Origin, " + "); len(l.Origin) > 1 && len(full) <= colOrigin {
+			from = full
+		} else if len(l.Origin) > 1 {
+			more := fmt.Sprintf(" +%d", len(l.Origin)-1)
+			from = elide(l.Origin[0], colOrigin-len(more)) + more
+		}
+		flops := "-"
+		if l.FLOPs > 0 {
+			flops = fmt.Sprintf("%.3g", float64(l.FLOPs))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", elide(l.Name, colName), elide(layerKind(l), colKind), from,
+			elide(l.Tactic, colTactic), l.Precision, elide(strings.Join(l.OutputShapes, " "), colShape), flops)
+		total += l.FLOPs
+	}
+	tw.Flush()
+	return total
+}
+
+// elide shortens s to at most n characters by cutting its middle, which
+// keeps a layer path's start and its distinguishing end.
+func elide(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n || n < 5 {
+		return s
+	}
+	head := (n - 3) / 2
+	return string(r[:head]) + "..." + string(r[len(r)-(n-3-head):])
 }
 
 // layerKind names a layer's kind, with the ops a fused or reduced-

@@ -156,3 +156,55 @@ func TestBundlePath(t *testing.T) {
 		t.Fatalf("tampered bundle ran: %d %s", code, errs)
 	}
 }
+
+// TestInspectFitsWidth: vouch inspect's table fits 120 columns on
+// resnet18 (issue 20 A7: it was 2,254 characters wide), its --json keeps
+// the names and origin lists whole, and ConvChain layers show FLOPs.
+func TestInspectFitsWidth(t *testing.T) {
+	dir := t.TempDir()
+	pl := filepath.Join(dir, "r.plan")
+	if code, _, errs := run(t, "build", "../../../shared/models/resnet18/model.onnx", "-o", pl); code != 0 {
+		t.Fatalf("build: exit %d: %s", code, errs)
+	}
+	code, out, errs := run(t, "inspect", pl)
+	if code != 0 {
+		t.Fatalf("inspect: exit %d: %s", code, errs)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if n := len([]rune(line)); n > 120 && !strings.HasPrefix(line, "plan ") && !strings.HasPrefix(line, "profile ") {
+			t.Errorf("line of %d characters:\n%s", n, line)
+		}
+	}
+	if !strings.Contains(out, "label    fp32") {
+		t.Errorf("no precision label in:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "ConvChain") && strings.HasSuffix(strings.TrimSpace(line), " -") {
+			t.Errorf("ConvChain layer without FLOPs: %s", line)
+		}
+	}
+	code, js, _ := run(t, "inspect", "--json", pl)
+	if code != 0 {
+		t.Fatal("inspect --json failed")
+	}
+	var h struct {
+		Graph struct {
+			Layers []struct {
+				Name   string   `json:"name"`
+				Origin []string `json:"origin"`
+			} `json:"layers"`
+		} `json:"graph"`
+	}
+	if err := json.Unmarshal([]byte(js), &h); err != nil {
+		t.Fatal(err)
+	}
+	long := 0
+	for _, l := range h.Graph.Layers {
+		if len(l.Origin) > 4 {
+			long++
+		}
+	}
+	if long == 0 {
+		t.Error("--json lost the origin lists")
+	}
+}
