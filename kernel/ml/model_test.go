@@ -1,17 +1,22 @@
 package ml_test
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/kernel/ml"
 	"github.com/vouchml/vouch/onnx"
+	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -89,6 +94,57 @@ func TestCancerLogreg(t *testing.T) {
 				}
 			}
 			t.Logf("%s: largest difference %.3g", o.Name, worst)
+		}
+	}
+}
+
+// TestCancerLogregBuiltAndBatch: built into a plan (compile, encode,
+// decode) the model gives the direct run's bits, and every row alone gives
+// the bits it has in the 569-row batch.
+func TestCancerLogregBuiltAndBatch(t *testing.T) {
+	ex, m, feeds := loadModel(t, "cancer_logreg")
+	direct, err := ex.Run(feeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(models, "cancer_logreg", "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compile.Build(m, src, "cancer_logreg", "test", compile.DefaultOptions(), builtin.Registry(), buildlog.New(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(res.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pex, err := exec.New(p.Graph, builtin.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, err := pex.Run(feeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range direct {
+		if !bytes.Equal(onnx.RawBytes(v), onnx.RawBytes(planned[k])) {
+			t.Errorf("output %s: the plan's bits differ from the direct run's", k)
+		}
+	}
+	x := feeds["X"]
+	rows, cols := x.Shape[0], x.Shape[1]
+	for r := 0; r < rows; r += 7 {
+		one := tensor.From(append([]float32{}, x.Data.([]float32)[r*cols:(r+1)*cols]...), 1, cols)
+		got, err := pex.Run(map[string]*tensor.Tensor{"X": one})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range got {
+			b, all := onnx.RawBytes(v), onnx.RawBytes(planned[k])
+			if !bytes.Equal(b, all[r*len(b):(r+1)*len(b)]) {
+				t.Fatalf("row %d output %s: alone %v, in the batch differs", r, k, v.Data)
+			}
 		}
 	}
 }
