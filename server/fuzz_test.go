@@ -33,7 +33,7 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := decodeRequest(body, -1)
+		req, err := decodeRequest(body, -1, Limits{})
 		if err != nil {
 			return
 		}
@@ -66,7 +66,7 @@ func FuzzDecodeBinary(f *testing.F) {
 		if hdrLen < -1 {
 			hdrLen = -1
 		}
-		req, err := decodeRequest(body, hdrLen)
+		req, err := decodeRequest(body, hdrLen, Limits{})
 		if err != nil {
 			return
 		}
@@ -94,7 +94,7 @@ func FuzzDecodeProto(f *testing.F) {
 		if proto.Unmarshal(b, &pr) != nil {
 			return
 		}
-		req, err := decodeProto(&pr)
+		req, err := decodeProto(&pr, Limits{})
 		if err != nil {
 			return
 		}

@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,7 +26,7 @@ import (
 // credentials, for one).
 func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append([]grpc.ServerOption{
-		grpc.MaxRecvMsgSize(int(s.opt.MaxBodyBytes)),
+		grpc.MaxRecvMsgSize(int(min(s.opt.MaxGRPCBytes, math.MaxInt32))),
 		grpc.MaxSendMsgSize(1 << 30),
 		grpc.UnaryInterceptor(s.grpcAccessLog),
 	}, opts...)
@@ -94,8 +97,13 @@ func (g *grpcService) auth(ctx context.Context, role string) authResult {
 }
 
 func grpcError(e *apiError) error {
+	return status.Error(grpcCode(e.code), bound(e.msg, maxErrorBytes))
+}
+
+// grpcCode maps the server's HTTP-style codes onto gRPC's.
+func grpcCode(code int) codes.Code {
 	c := codes.Internal
-	switch e.code {
+	switch code {
 	case 400:
 		c = codes.InvalidArgument
 	case 401:
@@ -110,8 +118,10 @@ func grpcError(e *apiError) error {
 		c = codes.Canceled
 	case 503:
 		c = codes.Unavailable
+	case 504:
+		c = codes.DeadlineExceeded
 	}
-	return status.Error(c, e.msg)
+	return c
 }
 
 func (g *grpcService) ServerLive(ctx context.Context, _ *oippb.ServerLiveRequest) (*oippb.ServerLiveResponse, error) {
@@ -139,7 +149,10 @@ func (g *grpcService) ServerMetadata(ctx context.Context, _ *oippb.ServerMetadat
 	if a := g.auth(ctx, RoleInfer); a.code != 0 {
 		return nil, grpcError(errf(a.code, "%s", a.msg))
 	}
-	return &oippb.ServerMetadataResponse{Name: g.s.opt.Name, Version: g.s.opt.Version, Extensions: Extensions}, nil
+	// The model repository extension is served over HTTP only: gRPC does
+	// not advertise what it does not implement.
+	ext := slices.DeleteFunc(slices.Clone(Extensions), func(e string) bool { return e == "model_repository" })
+	return &oippb.ServerMetadataResponse{Name: g.s.opt.Name, Version: g.s.opt.Version, Extensions: ext}, nil
 }
 
 func (g *grpcService) ModelMetadata(ctx context.Context, req *oippb.ModelMetadataRequest) (*oippb.ModelMetadataResponse, error) {
@@ -175,7 +188,10 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *oippb.ModelInferReque
 		model: req.ModelName, version: req.ModelVersion, requestID: req.Id, start: time.Now(),
 	}
 	out, aerr := g.s.infer(ctx, c, func() (*inferRequest, *apiError) {
-		r, err := decodeProto(req)
+		r, err := decodeProto(req, g.s.opt.Limits)
+		if errors.Is(err, errTooLarge) {
+			return nil, errf(413, "%v", err)
+		}
 		if err != nil {
 			return nil, errf(400, "%v", err)
 		}
@@ -218,23 +234,27 @@ func strParam(s string) *oippb.InferParameter {
 
 // decodeProto decodes a gRPC inference request: tensor data from
 // raw_input_contents (all inputs) or from each input's typed contents.
-func decodeProto(pr *oippb.ModelInferRequest) (*inferRequest, error) {
+//
+// The typed contents are taken as the tensor's data without a copy where
+// the types agree (the message is this call's own), and converted straight
+// into the tensor's type otherwise; lim's budget is checked from each
+// shape before anything is converted.
+func decodeProto(pr *oippb.ModelInferRequest, lim Limits) (*inferRequest, error) {
+	lim = lim.withDefaults()
 	req := &inferRequest{ID: pr.Id, Inputs: map[string]*tensor.Tensor{}}
 	if len(pr.Inputs) == 0 {
 		return nil, fmt.Errorf("request has no inputs")
 	}
+	if len(pr.Inputs) > lim.Inputs {
+		return nil, fmt.Errorf("request has %d inputs, more than the %d allowed", len(pr.Inputs), lim.Inputs)
+	}
+	bud := &budget{lim: lim}
 	raw := pr.RawInputContents
 	if len(raw) > 0 && len(raw) != len(pr.Inputs) {
 		return nil, fmt.Errorf("raw_input_contents has %d entries for %d inputs", len(raw), len(pr.Inputs))
 	}
 	for i, in := range pr.Inputs {
-		if in.Name == "" {
-			return nil, fmt.Errorf("input %d has no name", i)
-		}
-		if _, dup := req.Inputs[in.Name]; dup {
-			return nil, fmt.Errorf("input %q given twice", in.Name)
-		}
-		dt, shape, n, err := checkTensorHeader(in.Name, in.Datatype, in.Shape)
+		dt, shape, n, err := bud.input(req, i, in.Name, in.Datatype, in.Shape)
 		if err != nil {
 			return nil, err
 		}
@@ -277,57 +297,49 @@ func decodeContents(name string, dt tensor.DType, shape []int, n int, c *oippb.I
 		if got != n {
 			return nil, wrong("bool_contents")
 		}
-		t.Data = append([]bool(nil), c.BoolContents...)
+		t.Data = c.BoolContents
 	case tensor.Int8, tensor.Int16, tensor.Int32:
 		got = len(c.IntContents)
 		if got != n {
 			return nil, wrong("int_contents")
 		}
-		f := make([]float64, n)
-		for i, v := range c.IntContents {
-			f[i] = float64(v)
-			if (dt == tensor.Int8 && int32(int8(v)) != v) || (dt == tensor.Int16 && int32(int16(v)) != v) {
-				return nil, fmt.Errorf("input %q: element %d: %d is out of range for %s", name, i, v, oipType(dt))
-			}
+		var err error
+		if t.Data, err = narrowed(name, dt, c.IntContents); err != nil {
+			return nil, err
 		}
-		return tensor.FromFloat64s(dt, shape, f), nil
 	case tensor.Int64:
 		got = len(c.Int64Contents)
 		if got != n {
 			return nil, wrong("int64_contents")
 		}
-		t.Data = append([]int64(nil), c.Int64Contents...)
+		t.Data = c.Int64Contents
 	case tensor.Uint8, tensor.Uint16, tensor.Uint32:
 		got = len(c.UintContents)
 		if got != n {
 			return nil, wrong("uint_contents")
 		}
-		f := make([]float64, n)
-		for i, v := range c.UintContents {
-			f[i] = float64(v)
-			if (dt == tensor.Uint8 && v > 0xff) || (dt == tensor.Uint16 && v > 0xffff) {
-				return nil, fmt.Errorf("input %q: element %d: %d is out of range for %s", name, i, v, oipType(dt))
-			}
+		var err error
+		if t.Data, err = narrowed(name, dt, c.UintContents); err != nil {
+			return nil, err
 		}
-		return tensor.FromFloat64s(dt, shape, f), nil
 	case tensor.Uint64:
 		got = len(c.Uint64Contents)
 		if got != n {
 			return nil, wrong("uint64_contents")
 		}
-		t.Data = append([]uint64(nil), c.Uint64Contents...)
+		t.Data = c.Uint64Contents
 	case tensor.Float32:
 		got = len(c.Fp32Contents)
 		if got != n {
 			return nil, wrong("fp32_contents")
 		}
-		t.Data = append([]float32(nil), c.Fp32Contents...)
+		t.Data = c.Fp32Contents
 	case tensor.Float64:
 		got = len(c.Fp64Contents)
 		if got != n {
 			return nil, wrong("fp64_contents")
 		}
-		t.Data = append([]float64(nil), c.Fp64Contents...)
+		t.Data = c.Fp64Contents
 	case tensor.String:
 		got = len(c.BytesContents)
 		if got != n {
@@ -342,4 +354,33 @@ func decodeContents(name string, dt tensor.DType, shape []int, n int, c *oippb.I
 		return nil, fmt.Errorf("input %q: %s data must come in raw_input_contents", name, oipType(dt))
 	}
 	return t, nil
+}
+
+// narrowed returns 32-bit protobuf integers as the elements of dt: as they
+// are for a 32-bit type, else narrowed.
+func narrowed[S int32 | uint32](name string, dt tensor.DType, in []S) (any, error) {
+	switch dt {
+	case tensor.Int8:
+		return narrow[int8](name, dt, in)
+	case tensor.Int16:
+		return narrow[int16](name, dt, in)
+	case tensor.Uint8:
+		return narrow[uint8](name, dt, in)
+	case tensor.Uint16:
+		return narrow[uint16](name, dt, in)
+	}
+	return in, nil
+}
+
+// narrow converts 32-bit protobuf integers to a narrower element type,
+// refusing a value that does not fit.
+func narrow[T int8 | int16 | uint8 | uint16, S int32 | uint32](name string, dt tensor.DType, in []S) ([]T, error) {
+	out := make([]T, len(in))
+	for i, v := range in {
+		out[i] = T(v)
+		if S(out[i]) != v {
+			return nil, fmt.Errorf("input %q: element %d: %d is out of range for %s", name, i, v, oipType(dt))
+		}
+	}
+	return out, nil
 }

@@ -23,6 +23,8 @@ type metrics struct {
 	batch         *prometheus.HistogramVec // model
 	queueDepth    *prometheus.GaugeVec     // model
 	auditDepth    prometheus.Gauge
+	connOpen      prometheus.Gauge
+	connRefused   prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -30,7 +32,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vouch_requests_total", Help: "Inference requests by model, protocol and response status code.",
+			Name: "vouch_requests_total", Help: "Inference requests by model, protocol and response status: the HTTP status code, or the gRPC code name (InvalidArgument, ...).",
 		}, []string{"model", "protocol", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "vouch_request_duration_seconds", Help: "Inference request latency, decode to response, excluding the audit append.", Buckets: buckets,
@@ -68,13 +70,19 @@ func newMetrics() *metrics {
 		auditDepth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vouch_audit_queue_depth", Help: "Audit appends in progress.",
 		}),
+		connOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vouch_connections_open", Help: "Client connections open (HTTP and gRPC listeners).",
+		}),
+		connRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vouch_connections_refused_total", Help: "Connections closed on accept because a connection limit was reached.",
+		}),
 	}
 	// Present from the start, so that an alert on them has a series to
 	// watch before the first failure.
 	m.auditFailures.WithLabelValues("refused")
 	m.auditFailures.WithLabelValues("served")
 	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.audit, m.auditErrs, m.auditFailures, m.auditAlarm, m.captureErrs,
-		m.inflight, m.batch, m.queueDepth, m.auditDepth,
+		m.inflight, m.batch, m.queueDepth, m.auditDepth, m.connOpen, m.connRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

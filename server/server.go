@@ -46,8 +46,16 @@ type Options struct {
 	// "anonymous" with every role.
 	Credentials *Credentials
 
-	Pool         PoolOptions
-	MaxBodyBytes int64 // default 64 MiB; larger requests get 413
+	Pool PoolOptions
+	// MaxBodyBytes bounds an HTTP body with binary tensor data (default
+	// 64 MiB), MaxJSONBytes a JSON body and the JSON header of a binary
+	// one (default MaxBodyBytes), MaxGRPCBytes a gRPC message (default
+	// MaxBodyBytes); larger requests get 413 (gRPC ResourceExhausted).
+	MaxBodyBytes, MaxJSONBytes, MaxGRPCBytes int64
+	// Limits bound the tensors of one request (the memory budget).
+	Limits Limits
+	// HTTP bounds connections: timeouts and connection limits.
+	HTTP HTTPLimits
 
 	// AccessLog receives one line per HTTP request and gRPC call (JSON
 	// through slog in the command); nil discards.
@@ -87,6 +95,13 @@ func New(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 64 << 20
 	}
+	if o.MaxJSONBytes <= 0 {
+		o.MaxJSONBytes = o.MaxBodyBytes
+	}
+	if o.MaxGRPCBytes <= 0 {
+		o.MaxGRPCBytes = o.MaxBodyBytes
+	}
+	o.Limits = o.Limits.withDefaults()
 	log := o.AccessLog
 	if log == nil {
 		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -340,7 +355,11 @@ func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferReques
 	if aerr != nil {
 		code = aerr.code
 	}
-	s.m.requests.WithLabelValues(label, c.protocol, fmt.Sprint(code)).Inc()
+	codeLabel := fmt.Sprint(httpCode(code))
+	if c.protocol == "grpc" {
+		codeLabel = grpcCode(code).String()
+	}
+	s.m.requests.WithLabelValues(label, c.protocol, codeLabel).Inc()
 	s.m.latency.WithLabelValues(label, c.protocol).Observe(lat.Seconds())
 	return out, aerr
 }
