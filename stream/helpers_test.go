@@ -15,14 +15,18 @@ const testOrigin = "vouch.test/stream"
 
 // testLog is a real audit log in a temporary directory.
 func testLog(t testing.TB) *audit.Log {
+	return testLogOpts(t, audit.Options{CheckpointInterval: 100 * time.Millisecond, BatchMaxAge: 10 * time.Millisecond})
+}
+
+// testLogOpts opens a log with o (its key and NoIndex set here).
+func testLogOpts(t testing.TB, o audit.Options) *audit.Log {
 	t.Helper()
 	skey, _, err := audit.GenerateKey(testOrigin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := audit.Open(context.Background(), filepath.Join(t.TempDir(), "log"), audit.Options{
-		SignerKey: skey, CheckpointInterval: 100 * time.Millisecond, BatchMaxAge: 10 * time.Millisecond, NoIndex: true,
-	})
+	o.SignerKey, o.NoIndex = skey, true
+	l, err := audit.Open(context.Background(), filepath.Join(t.TempDir(), "log"), o)
 	if err != nil {
 		t.Fatal(err)
 	}
