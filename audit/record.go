@@ -13,8 +13,18 @@ import (
 )
 
 // SchemaVersion is the version of the record schema that this package
-// encodes. A record whose schema_version differs is rejected by [Parse].
-const SchemaVersion = 1
+// encodes. [Parse] also reads version 1 records (they verify and replay as
+// they always did, and re-encode to their own bytes); any other
+// schema_version is rejected.
+//
+// Version 2 adds, for an inference record: rows (the batch size),
+// decisions (every row's label and confidence, and the principal reasons
+// behind it, for the first [MaxDecisions] rows), decisions_digest (over
+// every row's decision) and explanation (how the reasons were computed, and
+// the digest of every row's full contribution vector). Version 1 recorded
+// output_label and confidence of row 0 only; version 2 keeps those two
+// members, as row 0's, so that indexes and queries by label read both.
+const SchemaVersion = 2
 
 // Record kinds.
 const (
@@ -28,7 +38,8 @@ const (
 	StatusError = "error"
 )
 
-// A Record is one entry of the audit log, schema version 1.
+// A Record is one entry of the audit log, schema version 2 (or 1, for a
+// record parsed from an entry of that version).
 //
 // Its wire form is the canonical JSON written by [Record.MarshalCanonical];
 // that byte string is the log entry, and its RFC 6962 leaf hash
@@ -41,8 +52,11 @@ const (
 //	bundle_digest   string  "sha256:" + hex of the signed bundle
 //	code            integer HTTP status code of the response
 //	confidence      number  confidence of output_label, when declared
+//	decisions       array   v2: [Decision]s of the first MaxDecisions rows, in row order
+//	decisions_digest string v2: [DecisionsDigest] over every row's decision
 //	device          string  device the plan ran on
 //	error           string  error message for status "error"
+//	explanation     object  v2: [Explanation], when the reasons were computed
 //	input_digest    string  "sha256:" + hex, see [InputDigest]
 //	inputs          array   per-tensor [TensorDigest]s, sorted by name
 //	kind            string  "inference" or "access"
@@ -50,14 +64,15 @@ const (
 //	model           string  model name
 //	model_version   string  model version
 //	output_digest   string  "sha256:" + hex, see [InputDigest] (same encoding over the outputs)
-//	output_label    string  label of the top class, when declared
+//	output_label    string  label of row 0's top class, when declared
 //	outputs         array   per-tensor [TensorDigest]s, sorted by name
 //	plan_digest     string  "sha256:" + hex of the engine plan
 //	precision       string  "fp32", "fp16", "int8", …
 //	principal       string  authenticated caller
 //	profile         string  build profile
 //	request_id      string  the request's "id" as sent by the client
-//	schema_version  integer always 1
+//	rows            integer v2: rows in the request's batch (dimension 0)
+//	schema_version  integer 2 (1 in records written before version 2)
 //	source_addr     string  client address, "host:port"
 //	status          string  "ok" or "error"
 //	time            string  RFC 3339 in UTC, fractional seconds without trailing zeros
@@ -93,11 +108,18 @@ type Record struct {
 	Outputs       []TensorDigest
 	OutputLabel   string
 	Confidence    *float64 // nil when the model declares none
-	LatencyMicros int64
-	Status        string // StatusOK or StatusError; StatusOK when empty
-	Code          int    // HTTP status code
-	Error         string
-	Access        *Access // kind "access" only
+	// Version 2: the batch size, each row's decision (the first
+	// MaxDecisions rows), the digest of every row's decision, and how the
+	// reasons were computed.
+	Rows            int
+	Decisions       []Decision
+	DecisionsDigest string
+	Explanation     *Explanation
+	LatencyMicros   int64
+	Status          string // StatusOK or StatusError; StatusOK when empty
+	Code            int    // HTTP status code
+	Error           string
+	Access          *Access // kind "access" only
 }
 
 // Access describes one read of audit data. Its JSON members, in order, are
@@ -125,7 +147,8 @@ var (
 	ErrNotCanonical = fmt.Errorf("%w: not in canonical form", ErrRecord)
 )
 
-// MarshalCanonical returns the canonical JSON encoding of r, schema version 1:
+// MarshalCanonical returns the canonical JSON encoding of r, in its schema
+// version (2 unless r was parsed from a version 1 entry):
 //
 //   - one JSON object, members in ascending byte order of their names, no
 //     insignificant whitespace, no trailing newline;
@@ -137,11 +160,14 @@ var (
 //     through any HTML-safe JSON encoder (json.RawMessage) unchanged;
 //   - integers in decimal without sign for non-negative values, no leading
 //     zeros, no exponent;
-//   - the only non-integer, confidence, is written as ECMAScript's
+//   - the only non-integers (confidence, and in version 2 a decision's
+//     confidence, a reason's contribution and value) are written as ECMAScript's
 //     Number.prototype.toString writes it (shortest round-trip digits,
 //     exponent form below 1e-6 and from 1e21), as RFC 8785 (JCS) does;
 //     NaN and infinities are rejected. Apart from the escaping of <, >, &,
-//     U+2028 and U+2029, the encoding is RFC 8785 canonical JSON.
+//     U+2028 and U+2029, the encoding is RFC 8785 canonical JSON;
+//   - the one boolean, an explanation's estimate, is written true or
+//     omitted; nested objects follow the same rules, members in byte order.
 //
 // MarshalCanonical fails on a record that [Record.Check] rejects.
 func (r *Record) MarshalCanonical() ([]byte, error) {
@@ -167,8 +193,11 @@ func (r *Record) MarshalCanonical() ([]byte, error) {
 		w.key("confidence")
 		w.float(*r.Confidence)
 	}
+	w.decisions(r.Decisions)
+	w.optString("decisions_digest", r.DecisionsDigest)
 	w.optString("device", r.Device)
 	w.optString("error", r.Error)
+	w.explanation(r.Explanation)
 	w.optString("input_digest", r.InputDigest)
 	w.tensors("inputs", r.Inputs)
 	w.key("kind")
@@ -187,8 +216,12 @@ func (r *Record) MarshalCanonical() ([]byte, error) {
 	w.optString("principal", r.Principal)
 	w.optString("profile", r.Profile)
 	w.optString("request_id", r.RequestID)
+	if r.Rows != 0 {
+		w.key("rows")
+		w.int(int64(r.Rows))
+	}
 	w.key("schema_version")
-	w.int(SchemaVersion)
+	w.int(int64(r.version()))
 	w.optString("source_addr", r.SourceAddr)
 	w.key("status")
 	w.string(r.status())
@@ -209,6 +242,13 @@ func (r *Record) kind() string {
 		return KindInference
 	}
 	return r.Kind
+}
+
+func (r *Record) version() int {
+	if r.SchemaVersion == 0 {
+		return SchemaVersion
+	}
+	return r.SchemaVersion
 }
 
 func (r *Record) status() string {
@@ -257,45 +297,51 @@ func (r *Record) Check() error {
 			}
 		}
 	}
-	return nil
+	return r.checkV2()
 }
 
 // Parse decodes a record from its canonical encoding. It rejects anything
 // that [Record.MarshalCanonical] would not have written byte for byte:
 // unknown members, another schema_version, whitespace, other escapes or
 // member order. So a record has exactly one encoding, and one leaf hash.
+// Records of schema version 1 and 2 are read; a version 1 record keeps its
+// SchemaVersion and re-encodes to its own bytes.
 func Parse(data []byte) (*Record, error) {
 	var w struct {
 		Access *struct {
 			Action string `json:"action"`
 			Target string `json:"target"`
 		} `json:"access"`
-		Backend       string       `json:"backend"`
-		BundleDigest  string       `json:"bundle_digest"`
-		Code          int          `json:"code"`
-		Confidence    *float64     `json:"confidence"`
-		Device        string       `json:"device"`
-		Error         string       `json:"error"`
-		InputDigest   string       `json:"input_digest"`
-		Inputs        []wireTensor `json:"inputs"`
-		Kind          string       `json:"kind"`
-		LatencyMicros int64        `json:"latency_us"`
-		Model         string       `json:"model"`
-		ModelVersion  string       `json:"model_version"`
-		OutputDigest  string       `json:"output_digest"`
-		OutputLabel   string       `json:"output_label"`
-		Outputs       []wireTensor `json:"outputs"`
-		PlanDigest    string       `json:"plan_digest"`
-		Precision     string       `json:"precision"`
-		Principal     string       `json:"principal"`
-		Profile       string       `json:"profile"`
-		RequestID     string       `json:"request_id"`
-		SchemaVersion *int         `json:"schema_version"`
-		SourceAddr    string       `json:"source_addr"`
-		Status        string       `json:"status"`
-		Time          string       `json:"time"`
-		TraceID       string       `json:"trace_id"`
-		TraceParent   string       `json:"traceparent"`
+		Backend       string           `json:"backend"`
+		BundleDigest  string           `json:"bundle_digest"`
+		Code          int              `json:"code"`
+		Confidence    *float64         `json:"confidence"`
+		Decisions     []wireDecision   `json:"decisions"`
+		DecisionsDig  string           `json:"decisions_digest"`
+		Device        string           `json:"device"`
+		Error         string           `json:"error"`
+		Explanation   *wireExplanation `json:"explanation"`
+		InputDigest   string           `json:"input_digest"`
+		Inputs        []wireTensor     `json:"inputs"`
+		Kind          string           `json:"kind"`
+		LatencyMicros int64            `json:"latency_us"`
+		Model         string           `json:"model"`
+		ModelVersion  string           `json:"model_version"`
+		OutputDigest  string           `json:"output_digest"`
+		OutputLabel   string           `json:"output_label"`
+		Outputs       []wireTensor     `json:"outputs"`
+		PlanDigest    string           `json:"plan_digest"`
+		Precision     string           `json:"precision"`
+		Principal     string           `json:"principal"`
+		Profile       string           `json:"profile"`
+		RequestID     string           `json:"request_id"`
+		Rows          int              `json:"rows"`
+		SchemaVersion *int             `json:"schema_version"`
+		SourceAddr    string           `json:"source_addr"`
+		Status        string           `json:"status"`
+		Time          string           `json:"time"`
+		TraceID       string           `json:"trace_id"`
+		TraceParent   string           `json:"traceparent"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -308,15 +354,16 @@ func Parse(data []byte) (*Record, error) {
 	if w.SchemaVersion == nil {
 		return nil, fmt.Errorf("%w: no schema_version", ErrRecord)
 	}
-	if *w.SchemaVersion != SchemaVersion {
-		return nil, fmt.Errorf("%w: unsupported schema_version %d (want %d)", ErrRecord, *w.SchemaVersion, SchemaVersion)
+	if v := *w.SchemaVersion; v != SchemaVersion && v != 1 {
+		return nil, fmt.Errorf("%w: unsupported schema_version %d (want 1 or %d)", ErrRecord, v, SchemaVersion)
 	}
 	t, err := time.Parse(time.RFC3339Nano, w.Time)
 	if err != nil {
 		return nil, fmt.Errorf("%w: time: %w", ErrRecord, err)
 	}
 	r := &Record{
-		Kind: w.Kind, TraceID: w.TraceID, RequestID: w.RequestID, TraceParent: w.TraceParent,
+		SchemaVersion: *w.SchemaVersion,
+		Kind:          w.Kind, TraceID: w.TraceID, RequestID: w.RequestID, TraceParent: w.TraceParent,
 		Time: t.UTC(), Principal: w.Principal, SourceAddr: w.SourceAddr,
 		Model: w.Model, ModelVersion: w.ModelVersion, BundleDigest: w.BundleDigest,
 		PlanDigest: w.PlanDigest, Precision: w.Precision, Profile: w.Profile,
@@ -324,6 +371,8 @@ func Parse(data []byte) (*Record, error) {
 		Inputs: fromWire(w.Inputs), OutputDigest: w.OutputDigest, Outputs: fromWire(w.Outputs),
 		OutputLabel: w.OutputLabel, Confidence: w.Confidence, LatencyMicros: w.LatencyMicros,
 		Status: w.Status, Code: w.Code, Error: w.Error,
+		Rows: w.Rows, Decisions: fromWireDecisions(w.Decisions), DecisionsDigest: w.DecisionsDig,
+		Explanation: fromWireExplanation(w.Explanation),
 	}
 	if w.Access != nil {
 		r.Access = &Access{Action: w.Access.Action, Target: w.Access.Target}
