@@ -29,7 +29,8 @@ import "math"
 // (Ensemble.leafOf), so the sums, which are shared code, are the same bits.
 type compiled struct {
 	nodes []cnode
-	nfeat int // keys per vector
+	nfeat int       // keys per vector
+	leafW []float32 // a leaf's one weight, when Ensemble.single >= 0
 }
 
 type cnode struct{ K, F, Hi int32 }
@@ -60,6 +61,14 @@ func (e *Ensemble) compile() *compiled {
 	}
 	nf := int32(e.nfeat)
 	c := &compiled{nodes: make([]cnode, len(e.feat)), nfeat: e.nfeat}
+	if e.single >= 0 {
+		c.leafW = make([]float32, len(e.feat))
+		for i, m := range e.mode {
+			if m == modeLeaf {
+				c.leafW[i] = e.wv32[e.wlo[i]]
+			}
+		}
+	}
 	for i, m := range e.mode {
 		if m == modeLeaf {
 			c.nodes[i] = cnode{K: math.MinInt32, F: 0, Hi: int32(i)}
@@ -112,37 +121,57 @@ func (c *compiled) keys(x []float32, k []int32) {
 	}
 }
 
-// step is one branch-free move from node i for key vector k.
-func step(nodes []cnode, i int32, k []int32) int32 {
-	n := &nodes[i]
-	m := int32((int64(k[n.F]) - int64(n.K)) >> 63) // -1 when v < K
-	return (i+1)&m | n.Hi&^m
-}
-
-// lanes is how many walks run interleaved: independent chains of loads
-// that the core overlaps.
+// lanes is how many walks run interleaved: eight independent chains of
+// loads that the core overlaps (a lone walk is bound by load latency).
 const lanes = 8
 
-// leavesRows walks every tree for rows (lanes at a time per tree) and
-// writes leaves[r*T+t], the leaf of tree t for row r. keys holds each
-// row's 4·nfeat keys.
+// walk8 advances eight walks depth steps: walk g starts at node start[g]
+// and reads keys from keys[off[g]:]. Each step is branch-free:
+// next = v >= K ? Hi : i+1, by a sign mask. The lanes are written out by
+// hand so that the Go compiler keeps them in registers.
+func walk8(nodes []cnode, start *[lanes]int32, depth int32, keys []int32, off *[lanes]int) [lanes]int32 {
+	i0, i1, i2, i3, i4, i5, i6, i7 := start[0], start[1], start[2], start[3], start[4], start[5], start[6], start[7]
+	o0, o1, o2, o3, o4, o5, o6, o7 := off[0], off[1], off[2], off[3], off[4], off[5], off[6], off[7]
+	for d := depth; d > 0; d-- {
+		n0, n1, n2, n3 := &nodes[i0], &nodes[i1], &nodes[i2], &nodes[i3]
+		n4, n5, n6, n7 := &nodes[i4], &nodes[i5], &nodes[i6], &nodes[i7]
+		m0 := int32((int64(keys[o0+int(n0.F)]) - int64(n0.K)) >> 63)
+		m1 := int32((int64(keys[o1+int(n1.F)]) - int64(n1.K)) >> 63)
+		m2 := int32((int64(keys[o2+int(n2.F)]) - int64(n2.K)) >> 63)
+		m3 := int32((int64(keys[o3+int(n3.F)]) - int64(n3.K)) >> 63)
+		m4 := int32((int64(keys[o4+int(n4.F)]) - int64(n4.K)) >> 63)
+		m5 := int32((int64(keys[o5+int(n5.F)]) - int64(n5.K)) >> 63)
+		m6 := int32((int64(keys[o6+int(n6.F)]) - int64(n6.K)) >> 63)
+		m7 := int32((int64(keys[o7+int(n7.F)]) - int64(n7.K)) >> 63)
+		i0 = (i0+1)&m0 | n0.Hi&^m0
+		i1 = (i1+1)&m1 | n1.Hi&^m1
+		i2 = (i2+1)&m2 | n2.Hi&^m2
+		i3 = (i3+1)&m3 | n3.Hi&^m3
+		i4 = (i4+1)&m4 | n4.Hi&^m4
+		i5 = (i5+1)&m5 | n5.Hi&^m5
+		i6 = (i6+1)&m6 | n6.Hi&^m6
+		i7 = (i7+1)&m7 | n7.Hi&^m7
+	}
+	return [lanes]int32{i0, i1, i2, i3, i4, i5, i6, i7}
+}
+
+// leavesRows walks every tree for rows (eight rows at a time per tree;
+// a short block repeats its last row in the spare lanes) and writes
+// leaves[r*T+t], the leaf of tree t for row r. keys holds each row's
+// 4·nfeat keys.
 func (c *compiled) leavesRows(e *Ensemble, keys []int32, rows int, leaves []int32) {
 	nt := e.Trees()
 	kn := 4 * c.nfeat
-	nodes := c.nodes
 	for r0 := 0; r0 < rows; r0 += lanes {
 		nr := min(lanes, rows-r0)
+		var off [lanes]int
+		for r := range off {
+			off[r] = (r0 + min(r, nr-1)) * kn
+		}
 		for t := 0; t < nt; t++ {
 			root := e.roots[t]
-			var idx [lanes]int32
-			for r := range idx {
-				idx[r] = root
-			}
-			for d := e.depth[t]; d > 0; d-- {
-				for r := 0; r < nr; r++ {
-					idx[r] = step(nodes, idx[r], keys[(r0+r)*kn:(r0+r+1)*kn])
-				}
-			}
+			start := [lanes]int32{root, root, root, root, root, root, root, root}
+			idx := walk8(c.nodes, &start, e.depth[t], keys, &off)
 			for r := 0; r < nr; r++ {
 				leaves[(r0+r)*nt+t] = idx[r]
 			}
@@ -150,24 +179,43 @@ func (c *compiled) leavesRows(e *Ensemble, keys []int32, rows int, leaves []int3
 	}
 }
 
-// leavesRow walks every tree for one row, lanes trees at a time.
+// sumRows is leavesRows for an ensemble of one weight per leaf on one
+// target: it adds each leaf's weight to its row's sum as it is reached,
+// in tree order from +0, the additions accumulate makes.
+func (c *compiled) sumRows(e *Ensemble, keys []int32, rows int, sums *[lanes]float32) {
+	nt := e.Trees()
+	kn := 4 * c.nfeat
+	var off [lanes]int
+	for r := range off {
+		off[r] = min(r, rows-1) * kn
+	}
+	*sums = [lanes]float32{}
+	w := c.leafW
+	for t := 0; t < nt; t++ {
+		root := e.roots[t]
+		start := [lanes]int32{root, root, root, root, root, root, root, root}
+		idx := walk8(c.nodes, &start, e.depth[t], keys, &off)
+		for r := range sums {
+			sums[r] += w[idx[r]]
+		}
+	}
+}
+
+// leavesRow walks every tree for one row, eight trees at a time (the
+// group walks its deepest tree's depth; a finished walk stays on its leaf).
 func (c *compiled) leavesRow(e *Ensemble, k []int32, leaves []int32) {
 	nt := e.Trees()
-	nodes := c.nodes
-	k = k[:4*c.nfeat]
+	var off [lanes]int
 	for t0 := 0; t0 < nt; t0 += lanes {
 		ng := min(lanes, nt-t0)
-		var idx [lanes]int32
+		var start [lanes]int32
 		var d int32
-		for g := 0; g < ng; g++ {
-			idx[g] = e.roots[t0+g]
-			d = max(d, e.depth[t0+g])
+		for g := range start {
+			t := t0 + min(g, ng-1)
+			start[g] = e.roots[t]
+			d = max(d, e.depth[t])
 		}
-		for ; d > 0; d-- {
-			for g := 0; g < ng; g++ {
-				idx[g] = step(nodes, idx[g], k)
-			}
-		}
+		idx := walk8(c.nodes, &start, d, k, &off)
 		copy(leaves[t0:t0+ng], idx[:ng])
 	}
 }

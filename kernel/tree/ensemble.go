@@ -44,6 +44,8 @@ type Ensemble struct {
 	binary     bool // ORT's binary case: two labels, weights on one class only
 	binClass   int
 	allPos     bool
+
+	single int32 // the target every leaf's one weight is for (SUM or AVERAGE), or -1
 }
 
 // layout checks the raw trees reachable from roots and lays them out in
@@ -125,6 +127,16 @@ func (e *Ensemble) layout(raw []rawNode, ws []rawWeight, members []float64, root
 		e.depth = append(e.depth, int32(maxd))
 	}
 	e.roots = append(e.roots, int32(len(e.feat)))
+	e.single = -1
+	if (e.agg == aggSum || e.agg == aggAverage) && len(e.wt) > 0 {
+		e.single = e.wt[0]
+		for i, m := range e.mode {
+			if m == modeLeaf && (e.wlo[i+1]-e.wlo[i] != 1 || e.wt[e.wlo[i]] != e.single) {
+				e.single = -1
+				break
+			}
+		}
+	}
 	e.wv32 = make([]float32, len(e.wv))
 	for i, v := range e.wv {
 		e.wv32[i] = float32(v)

@@ -84,6 +84,21 @@ func (j *job) Run(lo, hi int) {
 				rowFloat32(j.x, (r0+r)*j.stride, s.x32[r*nf:(r+1)*nf])
 				c.keys(s.x32[r*nf:(r+1)*nf], s.keys[r*4*nf:(r+1)*4*nf])
 			}
+			if nr > 1 && e.single >= 0 {
+				// One weight per leaf, all on one target: sum while walking.
+				s.acc32 = grow(s.acc32, lanes*e.ntargets)
+				s.z32 = grow(s.z32, e.ntargets)
+				var sums [lanes]float32
+				c.sumRows(e, s.keys, nr, &sums)
+				for r := 0; r < nr; r++ {
+					acc := s.acc32[r*e.ntargets : (r+1)*e.ntargets]
+					clear(acc)
+					clear(s.has)
+					acc[e.single], s.has[e.single] = sums[r], true
+					finishSums(j, acc, s.has, s.z32, r0+r)
+				}
+				continue
+			}
 			if nr == 1 {
 				c.leavesRow(e, s.keys, s.leaves)
 			} else {
@@ -177,8 +192,13 @@ func rowFloat64(x *tensor.Tensor, off int, dst []float64, dbl bool) {
 
 // finishRow aggregates one row's leaves and writes its outputs.
 func finishRow[A float32 | float64](j *job, w []A, leaves []int32, acc []A, has []bool, z []A, row int) {
+	accumulate(j.e, w, leaves, acc, has)
+	finishSums(j, acc, has, z, row)
+}
+
+// finishSums writes one row's outputs from its aggregated sums.
+func finishSums[A float32 | float64](j *job, acc []A, has []bool, z []A, row int) {
 	e := j.e
-	accumulate(e, w, leaves, acc, has)
 	finishAgg(e, acc)
 	nt := e.ntargets
 	if e.classifier {
