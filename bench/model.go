@@ -65,6 +65,9 @@ func Load(path string, shape Shape, seed uint64, opts compile.Options) (*Model, 
 				return nil, err
 			}
 		}
+		if shape.Batch > compile.DefaultMaxBatch && len(opts.Profiles) == 0 {
+			opts.Profiles = []plan.Profile{batchProfile(om.Graph, shape.Batch)}
+		}
 		res, err := compile.Build(om, src, m.Name, "vouch bench", opts, builtin.Registry(), buildlog.New(nil))
 		if err != nil {
 			return nil, fmt.Errorf("bench: building %s: %w", path, err)
@@ -81,6 +84,30 @@ func Load(path string, shape Shape, seed uint64, opts compile.Options) (*Model, 
 		return nil, fmt.Errorf("bench: %s at batch %d: %w", path, shape.Batch, err)
 	}
 	return m, nil
+}
+
+// batchProfile is the default profile with its batch range stretched to
+// batch (a tabular model benchmarked at batch 1,000 exceeds the default).
+func batchProfile(g *ir.Graph, batch int) plan.Profile {
+	p := plan.Profile{Inputs: map[string]plan.ShapeRange{}}
+	for _, v := range g.Inputs {
+		if !v.Type.RankKnown {
+			continue
+		}
+		var r plan.ShapeRange
+		for i, d := range v.Type.Shape {
+			lo, opt, hi := 1, compile.DefaultOptDim, compile.DefaultMaxDim
+			switch {
+			case d.Known():
+				lo, opt, hi = int(d.Value), int(d.Value), int(d.Value)
+			case i == 0:
+				opt, hi = batch, batch
+			}
+			r.Min, r.Opt, r.Max = append(r.Min, lo), append(r.Opt, opt), append(r.Max, hi)
+		}
+		p.Inputs[v.Name] = r
+	}
+	return p
 }
 
 func modelName(path string) string {
