@@ -191,3 +191,45 @@ func (r *byteReader) strs() []string {
 	}
 	return v
 }
+
+// TestIntoMatchesRun: every Into gives Run's bits, into outputs full of
+// garbage.
+func TestIntoMatchesRun(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := make([]float32, 5*3)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for _, n := range []*ir.Node{
+		node("LinearClassifier", fs("coefficients", 1, 2, -1, 0.5, 0, -1, 3, 1, 1), is("classlabels_ints", 7, 8, 9), s1("post_transform", "LOGISTIC")),
+		node("LinearClassifier", fs("coefficients", 2, -1, 1), fs("intercepts", 0.5), is("classlabels_ints", 0, 1), s1("post_transform", "SOFTMAX")),
+		node("LinearRegressor", fs("coefficients", 1, 2, 3, 4, 5, 6), i1("targets", 2), fs("intercepts", 1, 2)),
+		node("Scaler", fs("offset", 0.5, -1, 2), fs("scale", 3)),
+		node("Normalizer", s1("norm", "L1")),
+		node("Normalizer", s1("norm", "MAX")),
+	} {
+		in := []*tensor.Tensor{f32([]int{5, 3}, x...)}
+		want := run(t, n, in...)
+		got := make([]*tensor.Tensor, len(want))
+		for i, w := range want {
+			got[i] = tensor.New(w.DType, w.Shape...)
+			if d, ok := got[i].Data.([]float32); ok {
+				for j := range d {
+					d[j] = float32(math.NaN())
+				}
+			}
+		}
+		into := Ops()[n.OpType].Into
+		if err := into(nil, n, in, got); err != nil {
+			t.Fatalf("%s: %v", n.OpType, err)
+		}
+		if a := testing.AllocsPerRun(10, func() { into(nil, n, in, got) }); a != 0 {
+			t.Errorf("%s: Into allocates %v times", n.OpType, a)
+		}
+		for i := range want {
+			if !bytes.Equal(bits(got[i]), bits(want[i])) {
+				t.Errorf("%s output %d: Into %v, Run %v", n.OpType, i, got[i].Data, want[i].Data)
+			}
+		}
+	}
+}

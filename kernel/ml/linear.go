@@ -20,52 +20,52 @@ type linear struct {
 // LinearRegressor whose input has nfeat features (-1: not known yet, then
 // the number of targets comes from the intercepts, or the targets
 // attribute of a regressor).
-func parseLinear(n *ir.Node, nfeat int) (*linear, error) {
-	p := &linear{coef: n.Floats("coefficients", nil), icpt: n.Floats("intercepts", nil), feat: nfeat}
+func parseLinear(n *ir.Node, nfeat int) (linear, error) {
+	p := linear{coef: n.Floats("coefficients", nil), icpt: n.Floats("intercepts", nil), feat: nfeat}
 	var err error
 	if p.tr, err = parseTransform(n); err != nil {
-		return nil, err
+		return linear{}, err
 	}
 	if len(p.coef) == 0 {
-		return nil, errorf(n, "coefficients are missing")
+		return linear{}, errorf(n, "coefficients are missing")
 	}
 	if len(p.coef) > maxAttr {
-		return nil, errorf(n, "%d coefficients is too many", len(p.coef))
+		return linear{}, errorf(n, "%d coefficients is too many", len(p.coef))
 	}
 	regressor := n.OpType == "LinearRegressor"
 	if regressor {
 		t := n.Int("targets", 1)
 		if t < 1 || t > maxAttr {
-			return nil, errorf(n, "targets is %d (must be at least 1)", t)
+			return linear{}, errorf(n, "targets is %d (must be at least 1)", t)
 		}
 		p.targets = int(t)
 	} else {
 		if p.labels, err = parseLabels(n, "classlabels_ints", "classlabels_strings"); err != nil {
-			return nil, err
+			return linear{}, err
 		}
 	}
 	switch {
 	case nfeat > 0:
 		if len(p.coef)%nfeat != 0 {
-			return nil, errorf(n, "%d coefficients do not make rows of %d features", len(p.coef), nfeat)
+			return linear{}, errorf(n, "%d coefficients do not make rows of %d features", len(p.coef), nfeat)
 		}
 		if t := len(p.coef) / nfeat; regressor && t != p.targets {
-			return nil, errorf(n, "%d coefficients for %d features make %d targets, attribute targets is %d", len(p.coef), nfeat, t, p.targets)
+			return linear{}, errorf(n, "%d coefficients for %d features make %d targets, attribute targets is %d", len(p.coef), nfeat, t, p.targets)
 		} else {
 			p.targets = t
 		}
 	case nfeat == 0:
-		return nil, errorf(n, "input X has no features")
+		return linear{}, errorf(n, "input X has no features")
 	case !regressor && len(p.icpt) > 0:
 		p.targets = len(p.icpt)
 	case !regressor:
 		p.targets = -1 // not known before the feature count is
 	}
 	if len(p.icpt) > 0 && p.targets > 0 && len(p.icpt) != p.targets {
-		return nil, errorf(n, "%d intercepts for %d targets", len(p.icpt), p.targets)
+		return linear{}, errorf(n, "%d intercepts for %d targets", len(p.icpt), p.targets)
 	}
 	if !regressor && p.targets > 1 && p.labels.len() > 0 && p.labels.len() != p.targets {
-		return nil, errorf(n, "%d class labels for %d coefficient rows", p.labels.len(), p.targets)
+		return linear{}, errorf(n, "%d class labels for %d coefficient rows", p.labels.len(), p.targets)
 	}
 	return p, nil
 }
@@ -105,10 +105,37 @@ func runLinearClassifier(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*ten
 	if err != nil {
 		return nil, err
 	}
-	ldt := p.labels.dtype()
-	out := []*tensor.Tensor{tensor.New(ldt, rows), tensor.New(tensor.Float32, rows, p.scoreCols())}
+	out := []*tensor.Tensor{tensor.New(p.labels.dtype(), rows), tensor.New(tensor.Float32, rows, p.scoreCols())}
 	p.classify(x, rows, newLabelOut(out[0]), out[1].Data.([]float32))
 	return out, nil
+}
+
+// intoLinear is LinearClassifier's and LinearRegressor's Into: the same
+// computation into the executor's outputs (int64 labels: string outputs
+// never reach an arena).
+func intoLinear(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
+	x, rows, cols, err := floatRows(n, kernel.Input(in, 0))
+	if err != nil {
+		return err
+	}
+	p, err := parseLinear(n, cols)
+	if err != nil {
+		return err
+	}
+	if n.OpType == "LinearRegressor" {
+		y, ok := out[0].Data.([]float32)
+		if !ok || len(y) != rows*p.targets {
+			return errorf(n, "output is %v, want float32[%d %d]", out[0], rows, p.targets)
+		}
+		p.regress(x, rows, y)
+		return nil
+	}
+	scores, ok := out[1].Data.([]float32)
+	if !ok || len(scores) != rows*p.scoreCols() || out[0].Len() != rows || out[0].DType != p.labels.dtype() {
+		return errorf(n, "outputs are %v and %v, want %v[%d] and float32[%d %d]", out[0], out[1], p.labels.dtype(), rows, rows, p.scoreCols())
+	}
+	p.classify(x, rows, newLabelOut(out[0]), scores)
+	return nil
 }
 
 // classify computes the labels and scores of rows rows.
@@ -165,13 +192,16 @@ func runLinearRegressor(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tens
 		return nil, err
 	}
 	y := tensor.New(tensor.Float32, rows, p.targets)
-	out := y.Data.([]float32)
+	p.regress(x, rows, y.Data.([]float32))
+	return []*tensor.Tensor{y}, nil
+}
+
+func (p *linear) regress(x []float32, rows int, out []float32) {
 	for r := range rows {
 		row := out[r*p.targets : (r+1)*p.targets]
-		p.margins(x[r*cols:(r+1)*cols], row)
+		p.margins(x[r*p.feat:(r+1)*p.feat], row)
 		p.tr.apply(row)
 	}
-	return []*tensor.Tensor{y}, nil
 }
 
 // LinearContributions returns the exact per-feature contributions to each target's

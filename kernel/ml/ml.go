@@ -30,12 +30,12 @@ const Domain = "ai.onnx.ml"
 // Ops returns the operators, for domain Domain.
 func Ops() kernel.Table {
 	return kernel.Table{
-		"LinearClassifier":      {Run: runLinearClassifier, Infer: inferLinear},
-		"LinearRegressor":       {Run: runLinearRegressor, Infer: inferLinear},
+		"LinearClassifier":      {Run: runLinearClassifier, Infer: inferLinear, Into: intoLinear},
+		"LinearRegressor":       {Run: runLinearRegressor, Infer: inferLinear, Into: intoLinear},
 		"SVMClassifier":         {Run: runSVMClassifier, Infer: inferSVMClassifier},
 		"SVMRegressor":          {Run: runSVMRegressor, Infer: inferSVMRegressor},
-		"Scaler":                {Run: runScaler, Infer: inferScaler},
-		"Normalizer":            {Run: runNormalizer, Infer: inferFloatSame},
+		"Scaler":                {Run: runScaler, Infer: inferScaler, Into: intoScaler},
+		"Normalizer":            {Run: runNormalizer, Infer: inferFloatSame, Into: intoNormalizer},
 		"Binarizer":             {Run: runBinarizer, Infer: inferBinarizer},
 		"Imputer":               {Run: runImputer, Infer: inferImputer},
 		"OneHotEncoder":         {Run: runOneHotEncoder, Infer: inferOneHotEncoder},

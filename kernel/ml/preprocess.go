@@ -52,26 +52,53 @@ func ScalerAffine(n *ir.Node, nfeat int) (scale, offset []float32, err error) {
 }
 
 func runScaler(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	x := kernel.Input(in, 0)
+	if x == nil {
+		return nil, errorf(n, "missing input X")
+	}
+	y := tensor.New(tensor.Float32, x.Shape...)
+	if err := intoScaler(c, n, in, []*tensor.Tensor{y}); err != nil {
+		return nil, err
+	}
+	return []*tensor.Tensor{y}, nil
+}
+
+// intoScaler computes (x - offset) · scale, each a float32 rounding, with
+// offset and scale given once or per feature.
+func intoScaler(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	x, rows, cols, err := floatRows(n, kernel.Input(in, 0))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if cols == 0 {
-		return []*tensor.Tensor{tensor.New(tensor.Float32, in[0].Shape...)}, nil
+	y, ok := out[0].Data.([]float32)
+	if !ok || len(y) != len(x) {
+		return errorf(n, "output is %v, want float32 of %d elements", out[0], len(x))
 	}
-	scale, offset, err := ScalerAffine(n, cols)
-	if err != nil {
-		return nil, err
+	scale, offset := n.Floats("scale", nil), n.Floats("offset", nil)
+	for _, a := range []struct {
+		name string
+		v    []float32
+	}{{"scale", scale}, {"offset", offset}} {
+		if len(a.v) > 1 && len(a.v) != cols {
+			return errorf(n, "%s has %d values for %d features (want 1 or %d)", a.name, len(a.v), cols, cols)
+		}
 	}
-	y := tensor.New(tensor.Float32, in[0].Shape...)
-	out := y.Data.([]float32)
+	at := func(v []float32, j int, def float32) float32 {
+		switch len(v) {
+		case 0:
+			return def
+		case 1:
+			return v[0]
+		}
+		return v[j]
+	}
 	for r := range rows {
 		for j := range cols {
 			i := r*cols + j
-			out[i] = float32(x[i]-offset[j]) * scale[j]
+			y[i] = float32(x[i]-at(offset, j, 0)) * at(scale, j, 1)
 		}
 	}
-	return []*tensor.Tensor{y}, nil
+	return nil
 }
 
 func inferScaler(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
@@ -101,18 +128,32 @@ func inferFloatSame(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 // is zero is copied unchanged (ONNX Runtime). Sums run in ascending order,
 // the squares as one FMA chain.
 func runNormalizer(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	x := kernel.Input(in, 0)
+	if x == nil {
+		return nil, errorf(n, "missing input X")
+	}
+	y := tensor.New(tensor.Float32, x.Shape...)
+	if err := intoNormalizer(c, n, in, []*tensor.Tensor{y}); err != nil {
+		return nil, err
+	}
+	return []*tensor.Tensor{y}, nil
+}
+
+func intoNormalizer(c *kernel.Ctx, n *ir.Node, in, outs []*tensor.Tensor) error {
 	norm := n.String("norm", "MAX")
 	switch norm {
 	case "MAX", "L1", "L2":
 	default:
-		return nil, errorf(n, "unknown norm %q (MAX, L1 or L2)", norm)
+		return errorf(n, "unknown norm %q (MAX, L1 or L2)", norm)
 	}
 	x, rows, cols, err := floatRows(n, kernel.Input(in, 0))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	y := tensor.New(tensor.Float32, in[0].Shape...)
-	out := y.Data.([]float32)
+	out, ok := outs[0].Data.([]float32)
+	if !ok || len(out) != len(x) {
+		return errorf(n, "output is %v, want float32 of %d elements", outs[0], len(x))
+	}
 	for r := range rows {
 		row := x[r*cols : (r+1)*cols]
 		var d float32
@@ -141,7 +182,7 @@ func runNormalizer(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Te
 			}
 		}
 	}
-	return []*tensor.Tensor{y}, nil
+	return nil
 }
 
 // runBinarizer maps each element to 1 where it is greater than threshold
