@@ -1,6 +1,9 @@
 package tree
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // The compiled layout. Every branch that compares (LEQ, LT, GTE, GT) a
 // float32 feature with a non-NaN threshold is rewritten, at build time,
@@ -33,7 +36,14 @@ type compiled struct {
 	leafW []float32 // a leaf's one weight, when Ensemble.single >= 0
 }
 
-type cnode struct{ K, F, Hi int32 }
+// cnode is one node of the key layout: go to the node at byte offset Hi
+// when key F >= K, else to the next node (12 bytes on).
+type cnode struct {
+	K, F int32
+	Hi   uint32
+}
+
+const nodeSize = 12
 
 // compilable reports whether every branch fits the key layout.
 func (e *Ensemble) compilable() bool {
@@ -71,7 +81,7 @@ func (e *Ensemble) compile() *compiled {
 	}
 	for i, m := range e.mode {
 		if m == modeLeaf {
-			c.nodes[i] = cnode{K: math.MinInt32, F: 0, Hi: int32(i)}
+			c.nodes[i] = cnode{K: math.MinInt32, F: 0, Hi: uint32(i) * nodeSize}
 			continue
 		}
 		kt := int64(key32(float32(e.thr[i])))
@@ -90,7 +100,7 @@ func (e *Ensemble) compile() *compiled {
 		if e.miss[i] {
 			vec++
 		}
-		c.nodes[i] = cnode{K: int32(k), F: vec*nf + e.feat[i], Hi: e.no[i]}
+		c.nodes[i] = cnode{K: int32(k), F: vec*nf + e.feat[i], Hi: uint32(e.no[i]) * nodeSize}
 	}
 	return c
 }
@@ -107,17 +117,19 @@ func key32(x float32) int32 {
 	return b
 }
 
-// keys writes the four key vectors of row x (len nfeat) into k (len 4·nfeat).
-func (c *compiled) keys(x []float32, k []int32) {
+// keys writes the four key vectors of row x (len nfeat) into k, key j at
+// k[j*stride]: stride 1 for one row, lanes for a block of rows
+// interleaved (row r's keys at k[r:]).
+func (c *compiled) keys(x []float32, k []int32, stride int) {
 	n := c.nfeat
-	k = k[:4*n]
+	_ = k[(4*n-1)*stride]
 	for f, v := range x[:n] {
-		if v != v {
-			k[f], k[n+f], k[2*n+f], k[3*n+f] = math.MaxInt32, math.MinInt32, math.MaxInt32, math.MinInt32
-			continue
+		a, b, cc, d := int32(math.MaxInt32), int32(math.MinInt32), int32(math.MaxInt32), int32(math.MinInt32)
+		if v == v {
+			kv := key32(v)
+			a, b, cc, d = kv, kv, -kv, -kv
 		}
-		kv := key32(v)
-		k[f], k[n+f], k[2*n+f], k[3*n+f] = kv, kv, -kv, -kv
+		k[f*stride], k[(n+f)*stride], k[(2*n+f)*stride], k[(3*n+f)*stride] = a, b, cc, d
 	}
 }
 
@@ -125,56 +137,82 @@ func (c *compiled) keys(x []float32, k []int32) {
 // loads that the core overlaps (a lone walk is bound by load latency).
 const lanes = 8
 
-// walk8 advances eight walks depth steps: walk g starts at node start[g]
-// and reads keys from keys[off[g]:]. Each step is branch-free:
-// next = v >= K ? Hi : i+1, by a sign mask. The lanes are written out by
-// hand so that the Go compiler keeps them in registers.
-func walk8(nodes []cnode, start *[lanes]int32, depth int32, keys []int32, off *[lanes]int) [lanes]int32 {
-	i0, i1, i2, i3, i4, i5, i6, i7 := start[0], start[1], start[2], start[3], start[4], start[5], start[6], start[7]
-	o0, o1, o2, o3, o4, o5, o6, o7 := off[0], off[1], off[2], off[3], off[4], off[5], off[6], off[7]
+// The walks below read the layout through base pointers, without bounds
+// checks: the layout is valid by construction (compile: every Hi and
+// every next node of a branch is a node; every F is below 4·nfeat) and the
+// callers pass key blocks of 4·nfeat keys (per lane). Each step is
+// branch-free, next = v >= K ? Hi : i+12 by a sign mask, and the lanes
+// are written out by hand so that they stay in registers.
+
+// walkRows advances eight rows depth steps through one tree from byte
+// offset root; kb holds the rows' keys interleaved (stride lanes).
+func walkRows(nb unsafe.Pointer, root uint32, depth int32, kb unsafe.Pointer) [lanes]uint32 {
+	i0, i1, i2, i3, i4, i5, i6, i7 := root, root, root, root, root, root, root, root
 	for d := depth; d > 0; d-- {
-		n0, n1, n2, n3 := &nodes[i0], &nodes[i1], &nodes[i2], &nodes[i3]
-		n4, n5, n6, n7 := &nodes[i4], &nodes[i5], &nodes[i6], &nodes[i7]
-		m0 := int32((int64(keys[o0+int(n0.F)]) - int64(n0.K)) >> 63)
-		m1 := int32((int64(keys[o1+int(n1.F)]) - int64(n1.K)) >> 63)
-		m2 := int32((int64(keys[o2+int(n2.F)]) - int64(n2.K)) >> 63)
-		m3 := int32((int64(keys[o3+int(n3.F)]) - int64(n3.K)) >> 63)
-		m4 := int32((int64(keys[o4+int(n4.F)]) - int64(n4.K)) >> 63)
-		m5 := int32((int64(keys[o5+int(n5.F)]) - int64(n5.K)) >> 63)
-		m6 := int32((int64(keys[o6+int(n6.F)]) - int64(n6.K)) >> 63)
-		m7 := int32((int64(keys[o7+int(n7.F)]) - int64(n7.K)) >> 63)
-		i0 = (i0+1)&m0 | n0.Hi&^m0
-		i1 = (i1+1)&m1 | n1.Hi&^m1
-		i2 = (i2+1)&m2 | n2.Hi&^m2
-		i3 = (i3+1)&m3 | n3.Hi&^m3
-		i4 = (i4+1)&m4 | n4.Hi&^m4
-		i5 = (i5+1)&m5 | n5.Hi&^m5
-		i6 = (i6+1)&m6 | n6.Hi&^m6
-		i7 = (i7+1)&m7 | n7.Hi&^m7
+		n0, n1 := (*cnode)(unsafe.Add(nb, i0)), (*cnode)(unsafe.Add(nb, i1))
+		n2, n3 := (*cnode)(unsafe.Add(nb, i2)), (*cnode)(unsafe.Add(nb, i3))
+		n4, n5 := (*cnode)(unsafe.Add(nb, i4)), (*cnode)(unsafe.Add(nb, i5))
+		n6, n7 := (*cnode)(unsafe.Add(nb, i6)), (*cnode)(unsafe.Add(nb, i7))
+		m0 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n0.F)<<5))) - int64(n0.K)) >> 63)
+		m1 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n1.F)<<5+4))) - int64(n1.K)) >> 63)
+		m2 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n2.F)<<5+8))) - int64(n2.K)) >> 63)
+		m3 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n3.F)<<5+12))) - int64(n3.K)) >> 63)
+		m4 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n4.F)<<5+16))) - int64(n4.K)) >> 63)
+		m5 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n5.F)<<5+20))) - int64(n5.K)) >> 63)
+		m6 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n6.F)<<5+24))) - int64(n6.K)) >> 63)
+		m7 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n7.F)<<5+28))) - int64(n7.K)) >> 63)
+		i0 = (i0+nodeSize)&m0 | n0.Hi&^m0
+		i1 = (i1+nodeSize)&m1 | n1.Hi&^m1
+		i2 = (i2+nodeSize)&m2 | n2.Hi&^m2
+		i3 = (i3+nodeSize)&m3 | n3.Hi&^m3
+		i4 = (i4+nodeSize)&m4 | n4.Hi&^m4
+		i5 = (i5+nodeSize)&m5 | n5.Hi&^m5
+		i6 = (i6+nodeSize)&m6 | n6.Hi&^m6
+		i7 = (i7+nodeSize)&m7 | n7.Hi&^m7
 	}
-	return [lanes]int32{i0, i1, i2, i3, i4, i5, i6, i7}
+	return [lanes]uint32{i0, i1, i2, i3, i4, i5, i6, i7}
 }
 
-// leavesRows walks every tree for rows (eight rows at a time per tree;
-// a short block repeats its last row in the spare lanes) and writes
-// leaves[r*T+t], the leaf of tree t for row r. keys holds each row's
-// 4·nfeat keys.
+// walkTrees advances eight walks of one row (keys at kb, stride 1) from
+// the byte offsets in start, depth steps.
+func walkTrees(nb unsafe.Pointer, start *[lanes]uint32, depth int32, kb unsafe.Pointer) [lanes]uint32 {
+	i0, i1, i2, i3, i4, i5, i6, i7 := start[0], start[1], start[2], start[3], start[4], start[5], start[6], start[7]
+	for d := depth; d > 0; d-- {
+		n0, n1 := (*cnode)(unsafe.Add(nb, i0)), (*cnode)(unsafe.Add(nb, i1))
+		n2, n3 := (*cnode)(unsafe.Add(nb, i2)), (*cnode)(unsafe.Add(nb, i3))
+		n4, n5 := (*cnode)(unsafe.Add(nb, i4)), (*cnode)(unsafe.Add(nb, i5))
+		n6, n7 := (*cnode)(unsafe.Add(nb, i6)), (*cnode)(unsafe.Add(nb, i7))
+		m0 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n0.F)<<2))) - int64(n0.K)) >> 63)
+		m1 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n1.F)<<2))) - int64(n1.K)) >> 63)
+		m2 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n2.F)<<2))) - int64(n2.K)) >> 63)
+		m3 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n3.F)<<2))) - int64(n3.K)) >> 63)
+		m4 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n4.F)<<2))) - int64(n4.K)) >> 63)
+		m5 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n5.F)<<2))) - int64(n5.K)) >> 63)
+		m6 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n6.F)<<2))) - int64(n6.K)) >> 63)
+		m7 := uint32((int64(*(*int32)(unsafe.Add(kb, uintptr(n7.F)<<2))) - int64(n7.K)) >> 63)
+		i0 = (i0+nodeSize)&m0 | n0.Hi&^m0
+		i1 = (i1+nodeSize)&m1 | n1.Hi&^m1
+		i2 = (i2+nodeSize)&m2 | n2.Hi&^m2
+		i3 = (i3+nodeSize)&m3 | n3.Hi&^m3
+		i4 = (i4+nodeSize)&m4 | n4.Hi&^m4
+		i5 = (i5+nodeSize)&m5 | n5.Hi&^m5
+		i6 = (i6+nodeSize)&m6 | n6.Hi&^m6
+		i7 = (i7+nodeSize)&m7 | n7.Hi&^m7
+	}
+	return [lanes]uint32{i0, i1, i2, i3, i4, i5, i6, i7}
+}
+
+// leavesRows walks every tree for a block of rows (keys interleaved, see
+// keys; a short block's spare lanes repeat a row) and writes
+// leaves[r*T+t], the leaf of tree t for row r.
 func (c *compiled) leavesRows(e *Ensemble, keys []int32, rows int, leaves []int32) {
 	nt := e.Trees()
-	kn := 4 * c.nfeat
-	for r0 := 0; r0 < rows; r0 += lanes {
-		nr := min(lanes, rows-r0)
-		var off [lanes]int
-		for r := range off {
-			off[r] = (r0 + min(r, nr-1)) * kn
-		}
-		for t := 0; t < nt; t++ {
-			root := e.roots[t]
-			start := [lanes]int32{root, root, root, root, root, root, root, root}
-			idx := walk8(c.nodes, &start, e.depth[t], keys, &off)
-			for r := 0; r < nr; r++ {
-				leaves[(r0+r)*nt+t] = idx[r]
-			}
+	_ = keys[4*c.nfeat*lanes-1]
+	nb, kb := unsafe.Pointer(unsafe.SliceData(c.nodes)), unsafe.Pointer(unsafe.SliceData(keys))
+	for t := 0; t < nt; t++ {
+		idx := walkRows(nb, uint32(e.roots[t])*nodeSize, e.depth[t], kb)
+		for r := 0; r < rows; r++ {
+			leaves[r*nt+t] = int32(idx[r] / nodeSize)
 		}
 	}
 }
@@ -182,40 +220,39 @@ func (c *compiled) leavesRows(e *Ensemble, keys []int32, rows int, leaves []int3
 // sumRows is leavesRows for an ensemble of one weight per leaf on one
 // target: it adds each leaf's weight to its row's sum as it is reached,
 // in tree order from +0, the additions accumulate makes.
-func (c *compiled) sumRows(e *Ensemble, keys []int32, rows int, sums *[lanes]float32) {
+func (c *compiled) sumRows(e *Ensemble, keys []int32, sums *[lanes]float32) {
 	nt := e.Trees()
-	kn := 4 * c.nfeat
-	var off [lanes]int
-	for r := range off {
-		off[r] = min(r, rows-1) * kn
-	}
+	_ = keys[4*c.nfeat*lanes-1]
+	nb, kb := unsafe.Pointer(unsafe.SliceData(c.nodes)), unsafe.Pointer(unsafe.SliceData(keys))
+	wb := unsafe.Pointer(unsafe.SliceData(c.leafW)) // leafW[i] at byte offset i*4 = off/3
 	*sums = [lanes]float32{}
-	w := c.leafW
 	for t := 0; t < nt; t++ {
-		root := e.roots[t]
-		start := [lanes]int32{root, root, root, root, root, root, root, root}
-		idx := walk8(c.nodes, &start, e.depth[t], keys, &off)
+		idx := walkRows(nb, uint32(e.roots[t])*nodeSize, e.depth[t], kb)
 		for r := range sums {
-			sums[r] += w[idx[r]]
+			sums[r] += *(*float32)(unsafe.Add(wb, idx[r]/3))
 		}
 	}
 }
 
 // leavesRow walks every tree for one row, eight trees at a time (the
-// group walks its deepest tree's depth; a finished walk stays on its leaf).
+// group walks its deepest tree's depth; a finished walk stays on its leaf;
+// a short group repeats its last tree).
 func (c *compiled) leavesRow(e *Ensemble, k []int32, leaves []int32) {
 	nt := e.Trees()
-	var off [lanes]int
+	_ = k[4*c.nfeat-1]
+	nb, kb := unsafe.Pointer(unsafe.SliceData(c.nodes)), unsafe.Pointer(unsafe.SliceData(k))
 	for t0 := 0; t0 < nt; t0 += lanes {
 		ng := min(lanes, nt-t0)
-		var start [lanes]int32
+		var start [lanes]uint32
 		var d int32
 		for g := range start {
 			t := t0 + min(g, ng-1)
-			start[g] = e.roots[t]
+			start[g] = uint32(e.roots[t]) * nodeSize
 			d = max(d, e.depth[t])
 		}
-		idx := walk8(c.nodes, &start, d, k, &off)
-		copy(leaves[t0:t0+ng], idx[:ng])
+		idx := walkTrees(nb, &start, d, kb)
+		for g := 0; g < ng; g++ {
+			leaves[t0+g] = int32(idx[g] / nodeSize)
+		}
 	}
 }

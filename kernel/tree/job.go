@@ -82,14 +82,20 @@ func (j *job) Run(lo, hi int) {
 			s.keys = grow(s.keys, lanes*4*nf)
 			for r := 0; r < nr; r++ {
 				rowFloat32(j.x, (r0+r)*j.stride, s.x32[r*nf:(r+1)*nf])
-				c.keys(s.x32[r*nf:(r+1)*nf], s.keys[r*4*nf:(r+1)*4*nf])
+			}
+			if nr == 1 {
+				c.keys(s.x32[:nf], s.keys, 1)
+			} else {
+				for r := 0; r < lanes; r++ { // spare lanes repeat the last row
+					c.keys(s.x32[min(r, nr-1)*nf:], s.keys[r:], lanes)
+				}
 			}
 			if nr > 1 && e.single >= 0 {
 				// One weight per leaf, all on one target: sum while walking.
 				s.acc32 = grow(s.acc32, lanes*e.ntargets)
 				s.z32 = grow(s.z32, e.ntargets)
 				var sums [lanes]float32
-				c.sumRows(e, s.keys, nr, &sums)
+				c.sumRows(e, s.keys, &sums)
 				for r := 0; r < nr; r++ {
 					acc := s.acc32[r*e.ntargets : (r+1)*e.ntargets]
 					clear(acc)

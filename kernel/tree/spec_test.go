@@ -20,7 +20,7 @@ func stump(mode string, missTrue int64) *ir.Node {
 		"nodes_modes": strs(mode, "LEAF", "LEAF"), "nodes_values": floats(1, 0, 0),
 		"nodes_truenodeids": ints(1, 0, 0), "nodes_falsenodeids": ints(2, 0, 0),
 		"nodes_missing_value_tracks_true": ints(missTrue, 0, 0),
-		"target_treeids": ints(0, 0), "target_nodeids": ints(1, 2), "target_ids": ints(0, 0), "target_weights": floats(10, 20),
+		"target_treeids":                  ints(0, 0), "target_nodeids": ints(1, 2), "target_ids": ints(0, 0), "target_weights": floats(10, 20),
 	}}
 }
 
@@ -289,7 +289,10 @@ func TestHostile(t *testing.T) {
 			n.Attrs["nodes_truenodeids"], n.Attrs["nodes_falsenodeids"] = ints(1, 0, 0), ints(2, 2, 0)
 			n.Attrs["target_nodeids"] = ints(2, 2)
 		}, "no root"},
-		{"self loop", func(n *ir.Node) { n.Attrs["nodes_truenodeids"] = ints(0, 0, 0); n.Attrs["nodes_falsenodeids"] = ints(0, 0, 0) }, "root"},
+		{"self loop", func(n *ir.Node) {
+			n.Attrs["nodes_truenodeids"] = ints(0, 0, 0)
+			n.Attrs["nodes_falsenodeids"] = ints(0, 0, 0)
+		}, "root"},
 		{"missing child", func(n *ir.Node) { n.Attrs["nodes_falsenodeids"] = ints(99, 0, 0) }, "does not exist"},
 		{"huge node id", func(n *ir.Node) { n.Attrs["nodes_nodeids"] = ints(0, 1, 1<<62) }, "does not exist"},
 		{"duplicate node", func(n *ir.Node) { n.Attrs["nodes_nodeids"] = ints(0, 1, 1) }, "defined twice"},
