@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vouchml/vouch/ir"
@@ -230,6 +231,46 @@ func TestIntoMatchesRun(t *testing.T) {
 			if !bytes.Equal(bits(got[i]), bits(want[i])) {
 				t.Errorf("%s output %d: Into %v, Run %v", n.OpType, i, got[i].Data, want[i].Data)
 			}
+		}
+	}
+}
+
+// TestHostileAttributes: sizes an attribute claims are checked against
+// what the attributes hold, with an error that says what is wrong.
+func TestHostileAttributes(t *testing.T) {
+	x := f32([]int{1, 2}, 1, 2)
+	for _, c := range []struct {
+		n    *ir.Node
+		in   []*tensor.Tensor
+		want string
+	}{
+		{node("SVMClassifier", fs("coefficients", 1, 2), fs("rho", 0), is("vectors_per_class", math.MaxInt64, 1), is("classlabels_ints", 0, 1)), nil, "vectors_per_class[0] is"},
+		{node("SVMClassifier", fs("coefficients", 1, 2), fs("support_vectors", 1, 2), fs("rho", 0), is("vectors_per_class", 1<<27, 1<<27), is("classlabels_ints", 0, 1)), nil, "support vector values do not make"},
+		{node("SVMClassifier", fs("coefficients", 1, 2), fs("rho", 0), is("classlabels_ints", 0, 1), fs("kernel_params", 1)), nil, "kernel_params has 1 values"},
+		{node("SVMClassifier", fs("coefficients", 1, 2), fs("rho", 0)), nil, "classlabels_ints and classlabels_strings is required"},
+		{node("SVMRegressor", fs("coefficients", 1, 2), fs("rho", 0), i1("n_supports", math.MaxInt64)), nil, "n_supports"},
+		{node("SVMRegressor", fs("coefficients", 1, 2), fs("rho", 0), i1("n_supports", 3)), nil, "2 coefficients for 3 support vectors"},
+		{node("LinearRegressor", fs("coefficients", 1, 2), i1("targets", math.MaxInt64)), nil, "targets is"},
+		{node("LinearClassifier", fs("coefficients", 1, 2, 3)), nil, "3 coefficients do not make rows of 2 features"},
+		{node("LinearClassifier", fs("coefficients", 1, 2, 3, 4), fs("intercepts", 1)), nil, "1 intercepts for 2 targets"},
+		{node("LinearClassifier", fs("coefficients", 1, 2, 3, 4), is("classlabels_ints", 1, 2, 3)), nil, "3 class labels for 2 coefficient rows"},
+		{node("LinearClassifier", fs("coefficients", 1, 2), s1("post_transform", "EXP")), nil, "unknown post_transform"},
+		{node("FeatureVectorizer", is("inputdimensions", math.MaxInt64)), nil, "inputdimensions[0] is"},
+		{node("FeatureVectorizer", is("inputdimensions", 1<<23, 1<<23, 1<<23)), []*tensor.Tensor{x, x, x}, "inputdimensions[2] is"},
+		{node("LabelEncoder", ta("keys_tensor", tensor.From([]bool{true}, 1)), is("values_int64s", 1)), nil, "keys_tensor has dtype bool"},
+		{node("LabelEncoder", ss("keys_strings", "a"), ta("values_tensor", tensor.From([]int64{1}, 1)), ta("default_tensor", tensor.From([]float32{1, 2}, 2))), []*tensor.Tensor{tensor.From([]string{"a"}, 1)}, "default_tensor is"},
+		{node("ArrayFeatureExtractor"), []*tensor.Tensor{x, tensor.From([]int64{-1}, 1)}, "index Y[0] = -1 is outside [0, 2)"},
+		{node("ZipMap"), nil, "classlabels_int64s and classlabels_strings is required"},
+		{node("OneHotEncoder", is("cats_int64s", 1), ss("cats_strings", "a")), nil, "both cats_int64s and cats_strings"},
+		{node("Scaler", fs("scale", 1, 2, 3)), nil, "scale has 3 values for 2 features"},
+	} {
+		in := c.in
+		if in == nil {
+			in = []*tensor.Tensor{x}
+		}
+		_, err := runErr(c.n, in...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "ml: "+c.n.OpType+": ") {
+			t.Errorf("%s: got %v, want an error with %q", c.n.OpType, err, c.want)
 		}
 	}
 }
