@@ -57,3 +57,31 @@ func BenchmarkKernel(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSHAP is TreeSHAP's cost for one row of credit_xgb (200 trees of
+// depth 5, covers from its 256 test rows).
+func BenchmarkSHAP(b *testing.B) {
+	n := benchNode(b, "credit_xgb")
+	e, err := tree.FromNode(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	xt, _, err := onnx.DecodeTensorFile(filepath.Join(models, "credit_xgb", "test_data_set_0", "input_0.pb"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	x := xt.Data.([]float32)
+	if err := e.CoversFromData(x, xt.Shape[0]); err != nil {
+		b.Fatal(err)
+	}
+	nf := e.NumFeatures()
+	out := make([]float64, nf+1)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := i % xt.Shape[0]
+		if err := e.SHAP(x[r*nf:(r+1)*nf], nf, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/row")
+}

@@ -69,8 +69,8 @@ func (e *Ensemble) compile() *compiled {
 	if !e.compilable() {
 		return nil
 	}
-	nf := int32(e.nfeat)
-	c := &compiled{nodes: make([]cnode, len(e.feat)), nfeat: e.nfeat}
+	nf := int32(max(e.nfeat, 1))
+	c := &compiled{nodes: make([]cnode, len(e.feat)), nfeat: max(e.nfeat, 1)}
 	if e.single >= 0 {
 		c.leafW = make([]float32, len(e.feat))
 		for i, m := range e.mode {

@@ -78,16 +78,18 @@ func (j *job) Run(lo, hi int) {
 		}
 		if j.c != nil {
 			c := j.c
-			s.x32 = grow(s.x32, lanes*nf)
-			s.keys = grow(s.keys, lanes*4*nf)
+			kf := c.nfeat // nf, or 1 for an ensemble of leaves only
+			s.x32 = grow(s.x32, lanes*kf)
+			s.keys = grow(s.keys, lanes*4*kf)
+			clear(s.x32)
 			for r := 0; r < nr; r++ {
-				rowFloat32(j.x, (r0+r)*j.stride, s.x32[r*nf:(r+1)*nf])
+				rowFloat32(j.x, (r0+r)*j.stride, s.x32[r*kf:r*kf+nf])
 			}
 			if nr == 1 {
-				c.keys(s.x32[:nf], s.keys, 1)
+				c.keys(s.x32[:kf], s.keys, 1)
 			} else {
 				for r := 0; r < lanes; r++ { // spare lanes repeat the last row
-					c.keys(s.x32[min(r, nr-1)*nf:], s.keys[r:], lanes)
+					c.keys(s.x32[min(r, nr-1)*kf:], s.keys[r:], lanes)
 				}
 			}
 			if nr > 1 && e.single >= 0 {

@@ -185,7 +185,7 @@ func TestPostTransforms(t *testing.T) {
 }
 
 // binary is XGBoost's binary form: two labels, weights on class 0 only.
-func binary(post string, w1, w2 float32) *ir.Node {
+func binaryNode(post string, w1, w2 float32) *ir.Node {
 	n := classifier3(post)
 	n.Attrs["class_treeids"], n.Attrs["class_nodeids"], n.Attrs["class_ids"] = ints(0, 0), ints(1, 2), ints(0, 0)
 	n.Attrs["class_weights"] = floats(w1, w2)
@@ -198,7 +198,7 @@ func binary(post string, w1, w2 float32) *ir.Node {
 func TestBinaryCase(t *testing.T) {
 	// Mixed weights, LOGISTIC: s = w + base; label 9 when s > 0;
 	// z = [σ(-s), σ(s)].
-	out := run1(t, binary("LOGISTIC", -1, 0.5), 0, 2)
+	out := run1(t, binaryNode("LOGISTIC", -1, 0.5), 0, 2)
 	if l := out[0].Data.([]int64); l[0] != 7 || l[1] != 9 {
 		t.Errorf("labels %v, want [7 9]", l)
 	}
@@ -209,14 +209,14 @@ func TestBinaryCase(t *testing.T) {
 		}
 	}
 	// Non-negative weights, NONE: label by s > 0.5, z = [1-s, s].
-	out = run1(t, binary("NONE", 0.1, 0.5), 0, 2)
+	out = run1(t, binaryNode("NONE", 0.1, 0.5), 0, 2)
 	if l := out[0].Data.([]int64); l[0] != 7 || l[1] != 9 {
 		t.Errorf("labels %v, want [7 9]", l)
 	}
 	if z := out[1].Data.([]float32); z[0] != 1-float32(0.35) || z[1] != 0.35 || z[3] != 0.75 {
 		t.Errorf("z = %v, want [0.65 0.35 0.25 0.75]", z)
 	}
-	e, err := FromNode(binary("LOGISTIC", -1, 0.5))
+	e, err := FromNode(binaryNode("LOGISTIC", -1, 0.5))
 	if err != nil || e.NumTargets() != 1 {
 		t.Fatalf("binary: %d margins, %v", e.NumTargets(), err)
 	}
