@@ -22,6 +22,7 @@ const (
 	ReportFile           = "report.json"
 	TimingCacheFile      = "timing.cache"
 	CalibrationCacheFile = "calibration.cache"
+	ExplainFile          = "explain.json"
 	ProvenanceFile       = "provenance.json"
 )
 
@@ -29,7 +30,7 @@ const (
 // of the names a bundle may hold.
 var fileOrder = []string{
 	MetadataFile, PlanFile, BuildLogFile, ReportFile,
-	TimingCacheFile, CalibrationCacheFile, ProvenanceFile,
+	TimingCacheFile, CalibrationCacheFile, ExplainFile, ProvenanceFile,
 }
 
 func knownFile(name string) bool {

@@ -15,6 +15,7 @@
 //	report.json        optional  the build report
 //	timing.cache       optional  the tactic timing cache
 //	calibration.cache  optional  the calibration cache
+//	explain.json       optional  feature names and the background set of the explanations (package explain)
 //	provenance.json    required once signed: a DSSE envelope (JSON)
 //
 // Every header has mode 0644, uid and gid 0, empty user and group names and

@@ -50,6 +50,7 @@ func testContents() Contents {
 		Report:           []byte(`{"layers":3}`),
 		TimingCache:      []byte("timing"),
 		CalibrationCache: []byte("calib cache"),
+		Explain:          []byte(`{"version":1,"features":["income"]}`),
 	}
 }
 

@@ -62,6 +62,7 @@ type Contents struct {
 	Report           []byte
 	TimingCache      []byte
 	CalibrationCache []byte
+	Explain          []byte // feature names and background set (package explain's Data)
 }
 
 // New makes an unsigned bundle of c described by meta. It sets
@@ -85,6 +86,7 @@ func New(meta Metadata, c Contents) (*Bundle, error) {
 	for name, d := range map[string][]byte{
 		BuildLogFile: c.BuildLog, ReportFile: c.Report,
 		TimingCacheFile: c.TimingCache, CalibrationCacheFile: c.CalibrationCache,
+		ExplainFile: c.Explain,
 	} {
 		if len(d) > 0 {
 			files[name] = d
