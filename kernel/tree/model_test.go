@@ -1,7 +1,11 @@
 package tree_test
 
 import (
+	"bytes"
 	"fmt"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/parallel"
 	"math"
 	"path/filepath"
 	"slices"
@@ -161,4 +165,49 @@ func sameSet(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestSharedModelsThreads: the shared models' outputs at 256 rows (enough
+// for the pool to split them) are the same bits at 1, 2 and 4 workers and
+// on both tactics.
+func TestSharedModelsThreads(t *testing.T) {
+	for _, name := range []string{"credit_xgb", "digits_rf"} {
+		m, err := onnx.DecodeFile(filepath.Join(models, name, "model.onnx"))
+		if err != nil {
+			t.Skipf("%s: %v", name, err)
+		}
+		n := m.Graph.Nodes[0]
+		e, err := tree.Prepared(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nf := e.NumFeatures()
+		x := make([]float32, 256*nf)
+		for i := range x {
+			x[i] = float32((i*7919)%1000)/100 - 3
+			if i%37 == 0 {
+				x[i] = float32(math.NaN())
+			}
+		}
+		in := []*tensor.Tensor{tensor.From(x, 256, nf)}
+		var ref [][]byte
+		for _, tac := range []string{tree.TacticWalk, tree.TacticCompiled} {
+			n.Attrs[kernel.TacticAttr] = &ir.Attr{Kind: ir.AttrString, S: tac}
+			for _, w := range []int{1, 2, 4} {
+				p := parallel.New(w)
+				out, err := tree.Ops()[n.OpType].Run(&kernel.Ctx{Pool: p}, n, in)
+				p.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := [][]byte{onnx.RawBytes(out[0]), onnx.RawBytes(out[1])}
+				if ref == nil {
+					ref = got
+				} else if !bytes.Equal(got[0], ref[0]) || !bytes.Equal(got[1], ref[1]) {
+					t.Fatalf("%s: tactic %s at %d workers differs", name, tac, w)
+				}
+			}
+		}
+		delete(n.Attrs, kernel.TacticAttr)
+	}
 }
