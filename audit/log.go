@@ -93,6 +93,11 @@ type Options struct {
 	WALSegmentBytes int64
 	// NoIndex disables the SQLite index: no Show, Query or Export.
 	NoIndex bool
+	// RepairWAL opens a log whose write-ahead log is damaged (see ErrWAL)
+	// by setting the damage aside: the records before it are kept, the
+	// damaged files are renamed *.damaged-<time>, and every loss is logged
+	// at level Error. Without it such a log does not open.
+	RepairWAL bool
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -168,6 +173,7 @@ type writer struct {
 	ilag     bool // rows were dropped; catch up from the log
 	iclosed  bool
 	tessErr  atomic.Pointer[error]
+	stopped  atomic.Bool   // Close gave up on the pump: it must do nothing more
 	integ    atomic.Uint64 // entries integrated into the tree
 	indexed  atomic.Uint64 // entries in the index
 	wgWriter sync.WaitGroup
@@ -290,6 +296,14 @@ func (l *Log) openWriter(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("audit: signer key: %w", err)
 	}
+	if err := l.checkTail(); err != nil {
+		return err
+	}
+	if n, err := l.sweepTemps(0); err != nil {
+		l.log.Warn("audit: removing tessera's temporary files", "err", err)
+	} else if n > 0 {
+		l.log.Warn("audit: removed temporary files left by failed writes (a full or failing disk?)", "count", n)
+	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	drv, err := posix.New(w.ctx, posix.Config{Path: l.dir})
 	if err != nil {
@@ -310,11 +324,27 @@ func (l *Log) openWriter(ctx context.Context) (err error) {
 	}
 	w.integ.Store(size)
 
-	wl, recs, err := openWAL(filepath.Join(l.dir, "wal"), l.opts.WALSegmentBytes, size)
+	wl, found, err := openWAL(filepath.Join(l.dir, "wal"), l.opts.WALSegmentBytes, size, l.opts.RepairWAL)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (the log in %s will not start on a write-ahead log that may have lost acknowledged records; vouch audit repair sets the damage aside and says what is lost)", err, l.dir)
 	}
 	w.wal = wl
+	for _, d := range found.torn {
+		l.log.Warn("audit: write-ahead log ended in a torn frame (a write cut by a crash, never acknowledged); zeroed",
+			"file", d.file, "offset", d.offset, "why", d.why)
+	}
+	for _, d := range found.fixed {
+		lost := "none whole"
+		if d.after > 0 {
+			lost = fmt.Sprintf("%d whole frames up to index %d", d.after, d.lastIx)
+		}
+		l.log.Error("AUDIT REPAIR: the write-ahead log was damaged; acknowledged records after the damage are LOST and the damaged files are kept aside as *.damaged-*",
+			"file", d.file, "offset", d.offset, "why", d.why, "lost", lost)
+	}
+	recs := found.recs
+	if err := l.checkWALAgainstTree(recs, size); err != nil {
+		return err
+	}
 	w.next = size
 	var redo []*item
 	for _, r := range recs {
@@ -326,9 +356,6 @@ func (l *Log) openWriter(ctx context.Context) (err error) {
 		}
 		redo = append(redo, &item{index: r.index, data: r.data})
 		w.next++
-	}
-	if len(recs) > 0 && recs[len(recs)-1].index+1 > w.next {
-		w.next = recs[len(recs)-1].index + 1
 	}
 	l.w = w
 	w.wgWriter.Add(1)
@@ -546,9 +573,20 @@ func (l *Log) Close(ctx context.Context) error {
 		w.pclosed = true
 		w.pmu.Unlock()
 		signal(w.pwake)
-		w.wgPump.Wait()
-		if err := w.tstop(ctx); err != nil {
+		tctx := ctx
+		if err := w.waitPump(ctx); err != nil {
+			errs = append(errs, err)
+			// Tessera's shutdown waits for its entries to be integrated,
+			// which a failing disk will not let happen.
+			var cancel context.CancelFunc
+			tctx, cancel = context.WithTimeout(ctx, time.Second)
+			defer cancel()
+		}
+		if err := w.tstop(tctx); err != nil && tctx == ctx {
 			errs = append(errs, fmt.Errorf("audit: tessera shutdown: %w", err))
+		}
+		if _, err := l.sweepTemps(0); err != nil {
+			l.log.Warn("audit: removing tessera's temporary files", "err", err)
 		}
 		w.imu.Lock()
 		w.iclosed = true
@@ -568,6 +606,49 @@ func (l *Log) Close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// waitPump waits for the pump to hand every entry to the tree, but not
+// past ctx, nor at all while the tree cannot take entries (a full disk):
+// then it stops the pump and says what stays in the write-ahead log for
+// the next Open to recover. Nothing acknowledged is lost either way.
+func (w *writer) waitPump(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { w.wgPump.Wait(); close(done) }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		failing := w.tessErr.Load() != nil
+		if !failing {
+			w.mu.Lock()
+			failing = w.fatal != nil
+			w.mu.Unlock()
+		}
+		select {
+		case <-done:
+			return nil
+		case <-tick.C:
+			if !failing {
+				continue
+			}
+		case <-ctx.Done():
+		}
+		w.stopped.Store(true)
+		w.cancel() // stops the pump's retries and tessera
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			// The pump waits on a tessera future that a failing disk may
+			// never resolve: leave it; stopped keeps it from acting.
+		}
+		w.mu.Lock()
+		next := w.next
+		w.mu.Unlock()
+		if in := w.integ.Load(); in < next {
+			return fmt.Errorf("audit: closed with entries %d…%d not yet in the tree (they are in the write-ahead log; the next open recovers them)", in, next-1)
+		}
+		return nil
+	}
 }
 
 // shutdownQuick releases the writer's resources without draining.

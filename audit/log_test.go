@@ -202,7 +202,7 @@ func TestWALRecovery(t *testing.T) {
 	}
 	// Forge what a crash leaves: entries durable in the WAL, not in the tree,
 	// then a torn frame.
-	wl, _, err := openWAL(filepath.Join(dir, "wal"), 1<<20, 50)
+	wl, _, err := openWAL(filepath.Join(dir, "wal"), 1<<20, 50, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestWALRecovery(t *testing.T) {
 	if err := wl.write(50, datas); err != nil {
 		t.Fatal(err)
 	}
-	wl.f.Write([]byte{9, 0, 0, 0, 1, 2})
+	wl.f.WriteAt([]byte{9, 0, 0, 0, 1, 2}, wl.size)
 	wl.close()
 
 	l = openTest(t, dir, Options{})

@@ -39,7 +39,11 @@ func (w *writer) pumpLoop() {
 				}
 				continue
 			}
-			if err := w.integrate(chunk); err != nil {
+			err := w.integrate(chunk)
+			if w.stopped.Load() {
+				return
+			}
+			if err != nil {
 				w.l.log.Error("audit: entries cannot enter the tree", "from", chunk[0].index, "err", err)
 				w.mu.Lock()
 				if w.fatal == nil {
@@ -127,6 +131,11 @@ func (w *writer) integrate(chunk []*item) error {
 		}
 		w.tessErr.Store(&failed)
 		w.l.log.Warn("audit: tessera append failed; retrying", "from", chunk[0].index, "err", failed)
+		// Tessera leaves a temporary file behind for each failed write;
+		// those older than any write in flight can go.
+		if n, _ := w.l.sweepTemps(time.Minute); n > 0 {
+			w.l.log.Warn("audit: removed temporary files left by failed writes", "count", n)
+		}
 		select {
 		case <-w.ctx.Done():
 			return failed
