@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // TestHostileMetadataIsRecorded sends requests whose metadata no record
@@ -165,5 +167,129 @@ func TestAuditAlarmWithoutLogs(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), "audit_unavailable") {
 		t.Errorf("no alarm logged: %q", logged.String())
+	}
+}
+
+// TestClientErrorsAre4xx: requests that are wrong are answered 4xx, with
+// a record, never 500 (issue 20 A8, B).
+func TestClientErrorsAre4xx(t *testing.T) {
+	app := &memAppender{}
+	s := New(Options{Appender: app, Limits: Limits{TensorBytes: 1 << 20}})
+	if err := s.AddModel(modelRunner(t, "tiny_bert", PlanOptions{})); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddModel(&slowRunner{}); err != nil {
+		t.Fatal(err)
+	}
+	hs := newTestServer(t, s)
+	bert := func(seq int, id int) string {
+		ids := make([]string, seq)
+		mask := make([]string, seq)
+		for i := range ids {
+			ids[i], mask[i] = "7", "1"
+		}
+		ids[seq-1] = fmt.Sprint(id)
+		return fmt.Sprintf(`{"inputs":[{"name":"input_ids","datatype":"INT64","shape":[1,%d],"data":[%s]},{"name":"attention_mask","datatype":"INT64","shape":[1,%d],"data":[%s]}]}`,
+			seq, strings.Join(ids, ","), seq, strings.Join(mask, ","))
+	}
+	for _, c := range []struct {
+		name, path, body string
+		code             int
+	}{
+		{"tiny_bert as served", "/v2/models/tiny_bert/infer", bert(8, 5), 200},
+		{"tiny_bert sequence 65 (64 positions)", "/v2/models/tiny_bert/infer", bert(65, 5), 400},
+		{"tiny_bert token id 1000 (vocabulary 1000)", "/v2/models/tiny_bert/infer", bert(8, 1000), 400},
+		{"null in FP32 data", "/v2/models/slow/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":[1,null]}]}`, 400},
+		{"nested FP32 data", "/v2/models/slow/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":[[1,"NaN"]]}]}`, 200},
+		{"shape claims more than the data holds", "/v2/models/slow/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[65536,65536],"data":[1]}]}`, 400},
+		{"over the tensor budget", "/v2/models/slow/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[262145,2],"data":[]}]}`, 413},
+		{"binary over the tensor budget", "/v2/models/slow/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[262145,2],"parameters":{"binary_data_size":0}}]}`, 413},
+	} {
+		resp, b := httpCall(t, "POST", hs.URL+c.path, "", strings.NewReader(c.body))
+		if strings.HasPrefix(c.name, "binary") {
+			req, _ := http.NewRequest("POST", hs.URL+c.path, strings.NewReader(c.body))
+			req.Header.Set(HeaderInferenceHeaderLength, fmt.Sprint(len(c.body)))
+			r, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Body.Close()
+			resp = r
+		}
+		if resp.StatusCode != c.code {
+			t.Errorf("%s: %s %s, want %d", c.name, resp.Status, b, c.code)
+		}
+		if rec := app.last(); rec == nil || rec.Code != c.code {
+			t.Errorf("%s: record %+v", c.name, rec)
+		}
+	}
+}
+
+// panicRunner is an engine whose kernel panics on every run.
+type panicRunner struct{ slowRunner }
+
+func (r *panicRunner) Info() ModelInfo {
+	i := r.slowRunner.Info()
+	i.Name = "panics"
+	return i
+}
+
+func (r *panicRunner) Run(ctx context.Context, in map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
+	if in["x"].Shape[0] == 1 && in["x"].Data.([]float32)[0] == 0 {
+		return r.slowRunner.Run(ctx, in) // the warm-up's zeros
+	}
+	var table []float32
+	return map[string]*tensor.Tensor{"y": tensor.From([]float32{table[len(in)]}, 1)}, nil
+}
+
+// TestEngineFaultsLeaveRecords: a request whose run panics, hangs or is
+// abandoned by its client still gets its record, and the server goes on
+// serving (issue 20 A3).
+func TestEngineFaultsLeaveRecords(t *testing.T) {
+	app := &memAppender{}
+	hang := &slowRunner{started: make(chan struct{}, 1)}
+	s := New(Options{Appender: app, RequestTimeout: 300 * time.Millisecond, Pool: PoolOptions{Workers: 2}})
+	if err := s.AddModel(&panicRunner{}); err != nil {
+		t.Fatal(err)
+	}
+	hs := newTestServer(t, s)
+	// Panics: 500, a record, and the next request is served.
+	for range 2 {
+		resp, b := httpCall(t, "POST", hs.URL+"/v2/models/panics/infer", "", strings.NewReader(inferBody))
+		if resp.StatusCode != 500 || strings.Contains(string(b), "goroutine") {
+			t.Fatalf("panicking kernel: %s %s", resp.Status, b)
+		}
+		if rec := app.last(); rec == nil || rec.Code != 500 || rec.TraceID != resp.Header.Get(HeaderTraceID) {
+			t.Fatalf("panicking kernel: record %+v", rec)
+		}
+	}
+	if err := s.AddModel(hang); err != nil {
+		t.Fatal(err)
+	}
+	hang.release = make(chan struct{}) // after its warm-up: every run now hangs
+	t.Cleanup(func() { close(hang.release) })
+	// Hangs: answered 504 at the request timeout, recorded.
+	start := time.Now()
+	resp, _ := httpCall(t, "POST", hs.URL+"/v2/models/slow/infer", "", strings.NewReader(inferBody))
+	if resp.StatusCode != 504 || time.Since(start) > 5*time.Second {
+		t.Fatalf("hung kernel: %s after %v", resp.Status, time.Since(start))
+	}
+	if rec := app.last(); rec == nil || rec.Code != 504 || rec.TraceID != resp.Header.Get(HeaderTraceID) {
+		t.Fatalf("hung kernel: record %+v", rec)
+	}
+	// Abandoned mid-run: recorded as 499.
+	n := app.len()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v2/models/slow/infer", strings.NewReader(inferBody))
+	go func() { <-hang.started; cancel() }()
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("cancelled request answered")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for app.len() == n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rec := app.last(); app.len() == n || rec.Code != 499 {
+		t.Fatalf("cancelled mid-run: %d records, last %+v", app.len()-n, rec)
 	}
 }

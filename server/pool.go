@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -166,7 +167,7 @@ func (p *pool) work() {
 func (p *pool) run(batch []*job, rows int) {
 	start := time.Now()
 	if len(batch) > 1 {
-		outs, err := p.r.Run(batch[0].ctx, stack(batch))
+		outs, err := p.runSafe(batch[0].ctx, stack(batch))
 		var parts []map[string]*tensor.Tensor
 		if err == nil {
 			parts, err = unstack(outs, batch)
@@ -184,12 +185,30 @@ func (p *pool) run(batch []*job, rows int) {
 	}
 	for _, j := range batch {
 		s := time.Now()
-		outs, err := p.r.Run(j.ctx, j.inputs)
+		if err := j.ctx.Err(); err != nil {
+			// Its client is gone, or its deadline passed, while it waited:
+			// the run would be thrown away.
+			j.done <- jobResult{err: err, queue: s.Sub(j.enq)}
+			continue
+		}
+		outs, err := p.runSafe(j.ctx, j.inputs)
 		if p.observeBatch != nil {
 			p.observeBatch(max(j.rows, 1))
 		}
 		j.done <- jobResult{outs: outs, err: err, queue: s.Sub(j.enq), compute: time.Since(s), batch: max(j.rows, 1)}
 	}
+}
+
+// runSafe runs the model and turns a panic in the runner into an error, so
+// that an engine fault fails its request (and leaves its record) instead of
+// the server.
+func (p *pool) runSafe(ctx context.Context, in map[string]*tensor.Tensor) (outs map[string]*tensor.Tensor, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			outs, err = nil, fmt.Errorf("server: the engine panicked (kernel panicked): %v\n%s", r, debug.Stack())
+		}
+	}()
+	return p.r.Run(ctx, in)
 }
 
 // batchRows is dimension 0 shared by every input, or 0 when there is none.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +59,10 @@ type Options struct {
 	HTTP HTTPLimits
 
 	// AccessLog receives one line per HTTP request and gRPC call (JSON
+	// RequestTimeout bounds an inference request from its arrival to its
+	// answer (0: none). A request past it is answered 504 and recorded,
+	// even when the engine is still busy with it (a hung kernel).
+	RequestTimeout time.Duration
 	// through slog in the command); nil discards.
 	AccessLog *slog.Logger
 }
@@ -440,6 +445,11 @@ func (s *Server) serve(ctx context.Context, c *call, rec *audit.Record, out *out
 	case res.err == nil:
 	case errors.Is(res.err, ErrQueueFull):
 		return errf(503, "model %s: queue full (%d waiting); retry later", info.Name, s.opt.Pool.withDefaults().Queue)
+	if d := s.opt.RequestTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, c.start.Add(d), errRequestTimeout)
+		defer cancel()
+	}
 	case errors.Is(res.err, ErrClosed):
 		return errf(503, "model %s is unloading", info.Name)
 	case errors.Is(res.err, ErrInput):
@@ -447,14 +457,23 @@ func (s *Server) serve(ctx context.Context, c *call, rec *audit.Record, out *out
 	case errors.Is(res.err, context.Canceled), errors.Is(res.err, context.DeadlineExceeded):
 		return errf(499, "client gave up: %v", res.err)
 	default:
-		return errf(500, "model %s: %v", info.Name, res.err)
+		// A plan is a pure function of its inputs: an error it returns for
+		// inputs that passed Check (an index out of a table's range, a
+		// sequence longer than the positions) is the inputs' doing.
+		return errf(400, "model %s cannot run these inputs: %v", info.Name, res.err)
 	}
 	out.outs = res.outs
 	if rec.OutputDigest, rec.Outputs, err = audit.InputDigest(res.outs); err != nil {
 		return errf(500, "model %s: %v", info.Name, err)
 	}
+	case errors.Is(res.err, context.DeadlineExceeded) && errors.Is(context.Cause(ctx), errRequestTimeout):
+		return errf(504, "model %s: no answer within the request timeout of %v", info.Name, s.opt.RequestTimeout)
 	if info.LabelOutput != "" {
 		if lbl, conf, ok := classify(res.outs[info.LabelOutput], info.Labels); ok {
+	case engineFault(res.err):
+		s.alarm.Error("engine failure", "trace_id", rec.TraceID, "model", info.Name, "err", res.err.Error())
+		msg, _, _ := strings.Cut(res.err.Error(), "\n") // not the stack
+		return errf(500, "model %s: %s", info.Name, msg)
 			out.label, out.confidence = lbl, &conf
 			rec.OutputLabel, rec.Confidence = lbl, &conf
 		}
@@ -471,6 +490,16 @@ func classify(t *tensor.Tensor, labels []string) (string, float64, bool) {
 	}
 	f, err := t.Float64s()
 	n := t.Shape[len(t.Shape)-1]
+// errRequestTimeout is the cause of a request's context ending at
+// Options.RequestTimeout.
+var errRequestTimeout = errors.New("server: request timeout")
+
+// engineFault reports whether a run failed through no fault of its inputs:
+// a kernel that panicked.
+func engineFault(err error) bool {
+	return strings.Contains(err.Error(), "kernel panicked")
+}
+
 	if err != nil || n != len(labels) || len(f) < n || n == 0 {
 		return "", 0, false
 	}
