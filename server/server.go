@@ -57,12 +57,12 @@ type Options struct {
 	Limits Limits
 	// HTTP bounds connections: timeouts and connection limits.
 	HTTP HTTPLimits
-
-	// AccessLog receives one line per HTTP request and gRPC call (JSON
 	// RequestTimeout bounds an inference request from its arrival to its
 	// answer (0: none). A request past it is answered 504 and recorded,
 	// even when the engine is still busy with it (a hung kernel).
 	RequestTimeout time.Duration
+
+	// AccessLog receives one line per HTTP request and gRPC call (JSON
 	// through slog in the command); nil discards.
 	AccessLog *slog.Logger
 }
@@ -436,6 +436,11 @@ func (s *Server) serve(ctx context.Context, c *call, rec *audit.Record, out *out
 		}
 	}
 	s.m.queueDepth.WithLabelValues(info.Name).Set(float64(p.depth()))
+	if d := s.opt.RequestTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, c.start.Add(d), errRequestTimeout)
+		defer cancel()
+	}
 	res := p.submit(ctx, req.Inputs)
 	if res.err == nil || res.queue > 0 {
 		s.m.queue.WithLabelValues(info.Name).Observe(res.queue.Seconds())
@@ -445,17 +450,18 @@ func (s *Server) serve(ctx context.Context, c *call, rec *audit.Record, out *out
 	case res.err == nil:
 	case errors.Is(res.err, ErrQueueFull):
 		return errf(503, "model %s: queue full (%d waiting); retry later", info.Name, s.opt.Pool.withDefaults().Queue)
-	if d := s.opt.RequestTimeout; d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadlineCause(ctx, c.start.Add(d), errRequestTimeout)
-		defer cancel()
-	}
 	case errors.Is(res.err, ErrClosed):
 		return errf(503, "model %s is unloading", info.Name)
 	case errors.Is(res.err, ErrInput):
 		return errf(400, "%v", res.err)
+	case errors.Is(res.err, context.DeadlineExceeded) && errors.Is(context.Cause(ctx), errRequestTimeout):
+		return errf(504, "model %s: no answer within the request timeout of %v", info.Name, s.opt.RequestTimeout)
 	case errors.Is(res.err, context.Canceled), errors.Is(res.err, context.DeadlineExceeded):
 		return errf(499, "client gave up: %v", res.err)
+	case engineFault(res.err):
+		s.alarm.Error("engine failure", "trace_id", rec.TraceID, "model", info.Name, "err", res.err.Error())
+		msg, _, _ := strings.Cut(res.err.Error(), "\n") // not the stack
+		return errf(500, "model %s: %s", info.Name, msg)
 	default:
 		// A plan is a pure function of its inputs: an error it returns for
 		// inputs that passed Check (an index out of a table's range, a
@@ -466,19 +472,23 @@ func (s *Server) serve(ctx context.Context, c *call, rec *audit.Record, out *out
 	if rec.OutputDigest, rec.Outputs, err = audit.InputDigest(res.outs); err != nil {
 		return errf(500, "model %s: %v", info.Name, err)
 	}
-	case errors.Is(res.err, context.DeadlineExceeded) && errors.Is(context.Cause(ctx), errRequestTimeout):
-		return errf(504, "model %s: no answer within the request timeout of %v", info.Name, s.opt.RequestTimeout)
 	if info.LabelOutput != "" {
 		if lbl, conf, ok := classify(res.outs[info.LabelOutput], info.Labels); ok {
-	case engineFault(res.err):
-		s.alarm.Error("engine failure", "trace_id", rec.TraceID, "model", info.Name, "err", res.err.Error())
-		msg, _, _ := strings.Cut(res.err.Error(), "\n") // not the stack
-		return errf(500, "model %s: %s", info.Name, msg)
 			out.label, out.confidence = lbl, &conf
 			rec.OutputLabel, rec.Confidence = lbl, &conf
 		}
 	}
 	return nil
+}
+
+// errRequestTimeout is the cause of a request's context ending at
+// Options.RequestTimeout.
+var errRequestTimeout = errors.New("server: request timeout")
+
+// engineFault reports whether a run failed through no fault of its inputs:
+// a kernel that panicked.
+func engineFault(err error) bool {
+	return strings.Contains(err.Error(), "kernel panicked")
 }
 
 // classify returns the label of the top class of the first row of t and its
@@ -490,16 +500,6 @@ func classify(t *tensor.Tensor, labels []string) (string, float64, bool) {
 	}
 	f, err := t.Float64s()
 	n := t.Shape[len(t.Shape)-1]
-// errRequestTimeout is the cause of a request's context ending at
-// Options.RequestTimeout.
-var errRequestTimeout = errors.New("server: request timeout")
-
-// engineFault reports whether a run failed through no fault of its inputs:
-// a kernel that panicked.
-func engineFault(err error) bool {
-	return strings.Contains(err.Error(), "kernel panicked")
-}
-
 	if err != nil || n != len(labels) || len(f) < n || n == 0 {
 		return "", 0, false
 	}
