@@ -130,7 +130,13 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 		}
 	}
 	st.finishReport(&rep)
+	if err := checkBudget(g, maxTypes, opts.MaxBytes); err != nil {
+		return nil, err
+	}
 	arena := exec.PlanArena(g, maxTypes, reg)
+	if budget := budgetOf(opts.MaxBytes); arena.PeakBytes > budget || arena.PeakBytes < 0 {
+		return nil, fmt.Errorf("compile: %w: the arena at the profile's max shapes needs %d bytes, more than the plan's budget of %d (max_bytes)", exec.ErrBudget, arena.PeakBytes, budget)
+	}
 	rep.PeakArenaBytes = arena.PeakBytes
 	log.Info("memory", "arena", map[string]any{"peak_bytes": arena.PeakBytes, "values": len(arena.Slots), "at": "profile max shapes"})
 	hdr := plan.Header{

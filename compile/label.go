@@ -1,8 +1,11 @@
 package compile
 
 import (
+	"fmt"
+
 	"slices"
 
+	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
@@ -162,4 +165,26 @@ func dotFLOPs(base string, n *ir.Node, types map[string]ir.Type) int64 {
 		return 2 * outN * int64(k)
 	}
 	return 0
+}
+
+func budgetOf(maxBytes int64) int64 {
+	if maxBytes <= 0 {
+		return exec.DefaultMaxBytes
+	}
+	return maxBytes
+}
+
+// checkBudget refuses a plan one of whose values, at the profile's max
+// shapes, is larger than the budget: a model whose constants claim 2^33
+// elements fails at build, not when its first request allocates them.
+func checkBudget(g *ir.Graph, types map[string]ir.Type, maxBytes int64) error {
+	budget := budgetOf(maxBytes)
+	for _, n := range g.Nodes {
+		for _, o := range n.Outputs {
+			if b, ok := exec.TypeBytes(types[o]); ok && b > budget {
+				return fmt.Errorf("compile: %s: %w: output %q is %v at the profile's max shapes, %d bytes, more than the plan's budget of %d (max_bytes)", n.Label(), exec.ErrBudget, o, types[o], b, budget)
+			}
+		}
+	}
+	return nil
 }

@@ -55,6 +55,10 @@ type Options struct {
 	// for: the plan's required features are those its layers' kernels use
 	// among them. Empty means this machine's.
 	TargetFeatures []string `json:"target_features"`
+	// MaxBytes is the plan's memory budget: the arena and every value at
+	// the profiles' max shapes must fit it, or the build fails (0:
+	// exec.DefaultMaxBytes, the runtime's default budget per run).
+	MaxBytes int64 `json:"max_bytes,omitempty"`
 	// DisabledPasses names passes to skip (for debugging a build).
 	DisabledPasses []string `json:"disabled_passes,omitempty"`
 }
@@ -87,6 +91,9 @@ func (o Options) valid() error {
 	}
 	if o.TuneThreads < 0 || o.TuneThreads > 1024 {
 		return fmt.Errorf("compile: tune_threads %d out of range 0..1024", o.TuneThreads)
+	}
+	if o.MaxBytes < 0 {
+		return fmt.Errorf("compile: max_bytes %d is negative", o.MaxBytes)
 	}
 	if o.TuneReps < 0 || o.TuneReps > 1000 {
 		return fmt.Errorf("compile: tune_reps %d out of range 0..1000", o.TuneReps)

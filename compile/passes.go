@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/tensor"
@@ -214,6 +215,12 @@ func foldConstants(s *state) error {
 			if name != "" {
 				in[i] = s.g.Initializers[name]
 			}
+		}
+		// Size the outputs from the shape function before evaluating: a
+		// constant claiming 2^33 elements is not computed at build time.
+		if exec.CheckOutputs(n, op, in, maxFoldBytes) != nil {
+			keep = append(keep, n)
+			continue
 		}
 		outs, err := op.Run(&kernel.Ctx{}, n, in)
 		if err != nil {

@@ -37,6 +37,8 @@ type Bound struct {
 	cells  map[string]*tensor.Tensor
 	ctx    kernel.Ctx
 	cur    int
+	// runState is the accounting of the run in progress (its limits).
+	runState run
 }
 
 // step is one node's preallocated call.
@@ -86,6 +88,16 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 		return nil, fmt.Errorf("exec: bind: %w", err)
 	}
 	lay := planLayout(&gc, gc.Types, e.reg)
+	if p := lay.arena.PeakBytes; p > e.limits.MaxBytes || p < 0 {
+		return nil, fmt.Errorf("exec: bind: %w: the arena at these input shapes needs %d bytes, more than the budget of %d", ErrBudget, p, e.limits.MaxBytes)
+	}
+	for _, n := range gc.Nodes {
+		for _, o := range n.Outputs {
+			if sz, ok := TypeBytes(gc.Types[o]); ok && sz > e.limits.MaxBytes {
+				return nil, fmt.Errorf("exec: bind: %s: %w: output %q would be %v, %d bytes, more than the budget of %d bytes per value", n.Label(), ErrBudget, o, gc.Types[o], sz, e.limits.MaxBytes)
+			}
+		}
+	}
 	b := &Bound{e: e, types: gc.Types, arena: lay.arena, inType: inType, cells: map[string]*tensor.Tensor{}}
 	if p := lay.arena.PeakBytes; p > 0 {
 		raw := make([]byte, p+Alignment)
@@ -281,9 +293,14 @@ func (b *Bound) run() (err error) {
 		}
 	}()
 	b.ctx.Trace = b.Trace
+	r := &b.runState
+	r.reset(b.e.limits)
 	for i := range b.steps {
 		b.cur = i
 		s := &b.steps[i]
+		if err := r.check(s.n); err != nil {
+			return err
+		}
 		var start time.Time
 		if b.Trace != nil {
 			start = time.Now()
@@ -318,7 +335,7 @@ func (b *Bound) runAlloc(s *step) error {
 		}
 	}
 	in := s.in
-	outs, err := b.e.runNode(s.n, in, scope)
+	outs, err := b.e.runNode(s.n, in, scope, &b.runState)
 	if err != nil {
 		return err
 	}

@@ -29,12 +29,13 @@ type Executor struct {
 	ops      map[*ir.Node]*kernel.Op
 	lastUse  map[string]int // top-level value -> index of the last node reading it
 	keepOuts map[string]bool
+	limits   Limits
 }
 
 // New prepares g for execution with the kernels of reg. It fails if any
 // node, including in subgraphs, has no kernel.
 func New(g *ir.Graph, reg *kernel.Registry) (*Executor, error) {
-	e := &Executor{g: g, reg: reg, ops: map[*ir.Node]*kernel.Op{}, lastUse: map[string]int{}, keepOuts: map[string]bool{}}
+	e := &Executor{g: g, reg: reg, ops: map[*ir.Node]*kernel.Op{}, lastUse: map[string]int{}, keepOuts: map[string]bool{}, limits: Limits{}.withDefaults()}
 	if err := e.resolve(g); err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ func (e *Executor) Run(inputs map[string]*tensor.Tensor) (map[string]*tensor.Ten
 	for k, v := range inputs {
 		vals[k] = v
 	}
-	if err := e.runNodes(e.g, vals, nil, true); err != nil {
+	if err := e.runNodes(e.g, vals, nil, true, newRun(e.limits)); err != nil {
 		return nil, err
 	}
 	out := make(map[string]*tensor.Tensor, len(e.g.Outputs))
@@ -157,8 +158,11 @@ func CheckInputs(g *ir.Graph, inputs map[string]*tensor.Tensor) error {
 	return nil
 }
 
-func (e *Executor) runNodes(g *ir.Graph, vals map[string]*tensor.Tensor, outer map[string]*tensor.Tensor, top bool) error {
+func (e *Executor) runNodes(g *ir.Graph, vals map[string]*tensor.Tensor, outer map[string]*tensor.Tensor, top bool, r *run) error {
 	for i, n := range g.Nodes {
+		if err := r.check(n); err != nil {
+			return err
+		}
 		in := make([]*tensor.Tensor, len(n.Inputs))
 		for j, name := range n.Inputs {
 			if name == "" {
@@ -177,7 +181,7 @@ func (e *Executor) runNodes(g *ir.Graph, vals map[string]*tensor.Tensor, outer m
 		if outer != nil {
 			scope = mergeScope(outer, vals)
 		}
-		outs, err := e.runNode(n, in, scope)
+		outs, err := e.runNode(n, in, scope, r)
 		if err != nil {
 			return err
 		}
@@ -217,7 +221,7 @@ func mergeScope(outer, local map[string]*tensor.Tensor) map[string]*tensor.Tenso
 	return m
 }
 
-func (e *Executor) runNode(n *ir.Node, in []*tensor.Tensor, scope map[string]*tensor.Tensor) (outs []*tensor.Tensor, err error) {
+func (e *Executor) runNode(n *ir.Node, in []*tensor.Tensor, scope map[string]*tensor.Tensor, r *run) (outs []*tensor.Tensor, err error) {
 	op := e.ops[n]
 	if op == nil {
 		return nil, fmt.Errorf("exec: %s: no kernel", n.Label())
@@ -227,7 +231,10 @@ func (e *Executor) runNode(n *ir.Node, in []*tensor.Tensor, scope map[string]*te
 			err = fmt.Errorf("exec: %s: kernel panicked: %v\n%s", n.Label(), r, debug.Stack())
 		}
 	}()
-	ctx := &kernel.Ctx{Sub: &subRunner{e: e, scope: scope}}
+	if err := CheckOutputs(n, op, in, r.limits.MaxBytes); err != nil {
+		return nil, err
+	}
+	ctx := &kernel.Ctx{Sub: &subRunner{e: e, scope: scope, run: r}}
 	outs, err = op.Run(ctx, n, in)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %s: %w", n.Label(), err)
@@ -238,12 +245,16 @@ func (e *Executor) runNode(n *ir.Node, in []*tensor.Tensor, scope map[string]*te
 type subRunner struct {
 	e     *Executor
 	scope map[string]*tensor.Tensor
+	run   *run
 }
 
 // RunSubgraph implements kernel.SubgraphRunner.
 func (s *subRunner) RunSubgraph(g *ir.Graph, inputs []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if len(inputs) != len(g.Inputs) {
 		return nil, fmt.Errorf("subgraph %q takes %d inputs, got %d", g.Name, len(g.Inputs), len(inputs))
+	}
+	if err := s.run.subgraph(g); err != nil {
+		return nil, err
 	}
 	vals := make(map[string]*tensor.Tensor, len(g.Initializers)+len(inputs))
 	for k, v := range g.Initializers {
@@ -252,7 +263,7 @@ func (s *subRunner) RunSubgraph(g *ir.Graph, inputs []*tensor.Tensor) ([]*tensor
 	for i, v := range g.Inputs {
 		vals[v.Name] = inputs[i]
 	}
-	if err := s.e.runNodes(g, vals, s.scope, false); err != nil {
+	if err := s.e.runNodes(g, vals, s.scope, false, s.run); err != nil {
 		return nil, err
 	}
 	out := make([]*tensor.Tensor, len(g.Outputs))

@@ -107,6 +107,11 @@ func foldAtBind(g *ir.Graph, n *ir.Node, op *kernel.Op, outputs map[string]bool)
 	if !any {
 		return nil
 	}
+	// Size the outputs before running: a constant that claims more than
+	// the fold bound is left to the run, where the budget applies.
+	if CheckOutputs(n, op, in, maxSpecialConst*16) != nil {
+		return nil
+	}
 	outs, err := op.Run(&kernel.Ctx{}, n, in)
 	if err != nil || len(outs) != len(n.Outputs) {
 		return nil

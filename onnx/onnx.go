@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/onnx/onnxpb"
@@ -34,6 +35,68 @@ func DecodeFile(path string) (*ir.Model, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, nil
+}
+
+// Opset ranges accepted: ONNX's default domain up to 23 (ONNX 1.18) and
+// ai.onnx.ml up to 5; another domain's versions are its own, bounded only
+// so that a version cannot be a hostile number that later code trusts.
+const (
+	maxDefaultOpset = 23
+	maxMLOpset      = 5
+	maxOtherOpset   = 1000
+)
+
+func maxOpset(domain string) int64 {
+	switch domain {
+	case "":
+		return maxDefaultOpset
+	case "ai.onnx.ml":
+		return maxMLOpset
+	}
+	return maxOtherOpset
+}
+
+// openExternal opens an external data file named by a tensor, refusing
+// anything but a regular file reached without symlinks inside dir: a
+// location naming a FIFO or device would hang or stream forever, and a
+// symlink (to /etc/passwd, or a symlinked directory) would read outside
+// the model's directory.
+func openExternal(dir, loc string) (*os.File, error) {
+	clean := filepath.Clean(filepath.FromSlash(loc))
+	if loc == "" || filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return nil, fmt.Errorf("external data location %q must be a relative path inside the model's directory", loc)
+	}
+	// Every component below dir must be a real directory or, last, a
+	// regular file: Lstat does not follow symlinks.
+	p := dir
+	parts := strings.Split(clean, string(filepath.Separator))
+	for i, part := range parts {
+		p = filepath.Join(p, part)
+		st, err := os.Lstat(p)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case st.Mode()&os.ModeSymlink != 0:
+			return nil, fmt.Errorf("external data location %q: %s is a symlink (refused: it may point outside the model's directory)", loc, p)
+		case i < len(parts)-1 && !st.IsDir():
+			return nil, fmt.Errorf("external data location %q: %s is not a directory", loc, p)
+		case i == len(parts)-1 && !st.Mode().IsRegular():
+			return nil, fmt.Errorf("external data location %q: %s is not a regular file (%v)", loc, p, st.Mode().Type())
+		}
+	}
+	// O_NOFOLLOW and O_NONBLOCK close the race with a swap after the
+	// checks: a symlink put there fails to open, and a FIFO does not block
+	// the open; the Stat after it must still say regular file.
+	f, err := os.OpenFile(p, os.O_RDONLY|openFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("external data location %q: %s is not a regular file", loc, p)
+	}
+	return f, nil
 }
 
 // Decode decodes a serialized ModelProto. dir is where external data lives
@@ -68,7 +131,14 @@ func FromProto(mp *onnxpb.ModelProto, dir string) (*ir.Model, error) {
 		if d == "ai.onnx" {
 			d = ""
 		}
-		m.Opsets[d] = o.GetVersion()
+		v := o.GetVersion()
+		if hi := maxOpset(d); v < 1 || v > hi {
+			return nil, fmt.Errorf("onnx: opset %d of domain %q is not supported (1 to %d)", v, d, hi)
+		}
+		if prev, dup := m.Opsets[d]; dup && prev != v {
+			return nil, fmt.Errorf("onnx: domain %q imported twice, as opsets %d and %d", d, prev, v)
+		}
+		m.Opsets[d] = v
 	}
 	if _, ok := m.Opsets[""]; !ok {
 		return nil, fmt.Errorf("onnx: model imports no default-domain opset")

@@ -118,7 +118,7 @@ func readExternal(tp *onnxpb.TensorProto, dir string, want int64) ([]byte, error
 	if length != want {
 		return nil, fmt.Errorf("onnx: tensor %q: external data length %d, shape needs %d bytes", name, length, want)
 	}
-	f, err := os.Open(filepath.Join(dir, loc))
+	f, err := openExternal(dir, loc)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: tensor %q: %w", name, err)
 	}

@@ -29,9 +29,13 @@ import (
 // portable comparison exactly; NaNFirstS1/S2 are step 3's blend.
 
 // maxPool2DOK reports whether g has the 2-D, undilated shape that
-// maxPool2D handles.
+// maxPool2D handles, with a column stride no wider than the padded row: the
+// padded row copy spans (OW rounded up to 8 - 1) strides, so a stride of
+// 2^31 would claim 60 GB for a 4x4 input (issue 20); such a pool runs the
+// allocation-free maxPoolInto, with the same bits.
 func maxPool2DOK(g *geom) bool {
-	return len(g.in) == 2 && g.dil[0] == 1 && g.dil[1] == 1
+	return len(g.in) == 2 && g.dil[0] == 1 && g.dil[1] == 1 &&
+		g.stride[1] <= g.in[1]+g.padB[1]+g.padE[1]+g.k[1]
 }
 
 type maxPoolJob struct {

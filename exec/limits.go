@@ -1,0 +1,182 @@
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+	"time"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// ErrBudget is wrapped by every error of a run (or a bind) that would pass
+// its Limits: a value or arena larger than MaxBytes, more subgraph runs
+// than MaxSubgraphRuns, a run longer than MaxDuration. The sizes are
+// checked before anything is allocated.
+var ErrBudget = errors.New("over budget")
+
+// Limits bound what one run of a plan may claim, whatever its model or its
+// inputs say. The zero value of a field means its default.
+type Limits struct {
+	// MaxBytes bounds the arena of a bound plan and every single value a
+	// kernel allocates (default DefaultMaxBytes). A value's size is
+	// inferred from the node's actual inputs before its kernel runs.
+	MaxBytes int64
+	// MaxSubgraphRuns bounds the body runs of Loop, Scan, If and the
+	// sequence maps in one run (default DefaultMaxSubgraphRuns).
+	MaxSubgraphRuns int64
+	// MaxDuration bounds one run's wall time, checked between nodes and
+	// between body runs (default DefaultMaxDuration; negative: none).
+	MaxDuration time.Duration
+}
+
+// The defaults of Limits.
+const (
+	DefaultMaxBytes        = 4 << 30
+	DefaultMaxSubgraphRuns = 1 << 20
+	DefaultMaxDuration     = 5 * time.Minute
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.MaxSubgraphRuns <= 0 {
+		l.MaxSubgraphRuns = DefaultMaxSubgraphRuns
+	}
+	if l.MaxDuration == 0 {
+		l.MaxDuration = DefaultMaxDuration
+	}
+	return l
+}
+
+// SetLimits sets the limits every later Run and Bind works under. Call it
+// before the executor is shared.
+func (e *Executor) SetLimits(l Limits) { e.limits = l.withDefaults() }
+
+// Limits returns the executor's limits, defaults filled in.
+func (e *Executor) Limits() Limits { return e.limits }
+
+// TypeBytes is the size in bytes of a value of static type t, saturating
+// at math.MaxInt64 instead of overflowing (a hostile shape's product).
+func TypeBytes(t ir.Type) (int64, bool) {
+	shape, ok := t.Static()
+	if !ok {
+		return 0, false
+	}
+	size := int64(t.DType.Size())
+	if size <= 0 {
+		size = 16 // strings and other indirect elements: their headers
+	}
+	return ShapeBytes(shape, size), true
+}
+
+// ShapeBytes is the size of a tensor of shape with elements of size bytes,
+// saturating at math.MaxInt64.
+func ShapeBytes(shape []int, size int64) int64 {
+	n := uint64(size)
+	for _, d := range shape {
+		if d == 0 {
+			return 0
+		}
+	}
+	for _, d := range shape {
+		if d < 0 {
+			return 1<<63 - 1
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > 1<<63-1 {
+			return 1<<63 - 1
+		}
+		n = lo
+	}
+	return int64(n)
+}
+
+// run is the accounting of one run: its start and its subgraph runs.
+type run struct {
+	limits Limits
+	start  time.Time
+	subs   atomic.Int64
+}
+
+func newRun(l Limits) *run { return &run{limits: l, start: time.Now()} }
+
+// check fails once the run has passed its time budget; n names the
+// node about to run (its label is built only for the error).
+func (r *run) check(n *ir.Node) error {
+	if r.limits.MaxDuration > 0 {
+		if d := time.Since(r.start); d > r.limits.MaxDuration {
+			return fmt.Errorf("exec: %s: %w: the run has taken %v, more than its time budget %v", n.Label(), ErrBudget, d.Round(time.Millisecond), r.limits.MaxDuration)
+		}
+	}
+	return nil
+}
+
+// reset starts a new run's accounting.
+func (r *run) reset(l Limits) {
+	r.limits, r.start = l, time.Now()
+	r.subs.Store(0)
+}
+
+// subgraph counts one body run.
+func (r *run) subgraph(g *ir.Graph) error {
+	if n := r.subs.Add(1); n > r.limits.MaxSubgraphRuns {
+		return fmt.Errorf("exec: subgraph %q: %w: more than %d body runs in one run (a Loop's trip count?)", g.Name, ErrBudget, r.limits.MaxSubgraphRuns)
+	}
+	if r.limits.MaxDuration > 0 {
+		if d := time.Since(r.start); d > r.limits.MaxDuration {
+			return fmt.Errorf("exec: subgraph %q: %w: the run has taken %v, more than its time budget %v", g.Name, ErrBudget, d.Round(time.Millisecond), r.limits.MaxDuration)
+		}
+	}
+	return nil
+}
+
+// maxConstElems bounds the inputs handed to a shape function as constants
+// when the outputs are sized before a kernel runs: shape-like inputs are
+// small, and big data tensors are never read by a shape function.
+const maxConstElems = 1 << 16
+
+// CheckOutputs infers n's output types from its actual inputs (their
+// shapes, and the values of small ones) and refuses the node when one of
+// them is larger than the budget: a ConstantOfShape, Expand, Tile, Range,
+// Pad, Resize or Reshape is refused before it allocates what a model or a
+// request claims. A node whose shape function fails or gives no static
+// type is left to its kernel, whose own checks apply.
+func CheckOutputs(n *ir.Node, op *kernel.Op, in []*tensor.Tensor, maxBytes int64) error {
+	if op.Infer == nil {
+		return nil
+	}
+	ii := make([]ir.InferInput, len(in))
+	for i, t := range in {
+		if t == nil {
+			continue
+		}
+		ii[i] = ir.InferInput{Present: true, Type: ir.TensorType(t)}
+		if t.Len() <= maxConstElems {
+			ii[i].Const = t
+		}
+	}
+	types, err := op.Infer(n, ii)
+	if err != nil {
+		return nil
+	}
+	for j, t := range types {
+		if b, ok := TypeBytes(t); ok && b > maxBytes {
+			name := ""
+			if j < len(n.Outputs) {
+				name = n.Outputs[j]
+			}
+			return fmt.Errorf("exec: %s: %w: output %q would be %v%s, %d bytes, more than the budget of %d bytes per value", n.Label(), ErrBudget, name, t.DType, shapeText(t), b, maxBytes)
+		}
+	}
+	return nil
+}
+
+func shapeText(t ir.Type) string {
+	s, _ := t.Static()
+	return tensor.ShapeString(s)
+}

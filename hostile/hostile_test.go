@@ -1,0 +1,172 @@
+package hostile
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/compile"
+	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/onnx"
+	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
+)
+
+var chainLen = flag.Int("chain", 20000, "length of the long-chain cases")
+
+// budget is the memory budget the suite builds and runs under.
+const budget = 256 << 20
+
+// limits are the run limits: the budget, and few enough body runs that
+// the 2^40 Loop is refused in milliseconds.
+var limits = exec.Limits{MaxBytes: budget, MaxSubgraphRuns: 100000, MaxDuration: 10 * time.Second}
+
+// perCase bounds each case's wall time: past it the case is a hang.
+const perCase = 20 * time.Second
+
+// TestHostile runs every hostile case through decode, build, plan decode,
+// bind and run, and requires a clear error (or, for the long chains, a
+// result), within the per-case time bound, with the process's peak
+// resident memory (VmHWM) staying within the budget plus the runtime's
+// own.
+func TestHostile(t *testing.T) {
+	base := vmHWM(t)
+	var longest time.Duration
+	var longestName string
+	cases := Cases(*chainLen)
+	for _, c := range cases {
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- runCase(t, c) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(perCase):
+			t.Fatalf("%s: no answer after %v (a hang)", c.Name, perCase)
+		}
+		took := time.Since(start)
+		if took > longest {
+			longest, longestName = took, c.Name
+		}
+		switch {
+		case c.Want == "" && err != nil:
+			t.Errorf("%s: %v", c.Name, err)
+		case c.Want != "" && err == nil:
+			t.Errorf("%s: accepted; want an error mentioning %q", c.Name, c.Want)
+		case c.Want != "" && !strings.Contains(err.Error(), c.Want):
+			t.Errorf("%s: error %q does not mention %q", c.Name, firstLine(err), c.Want)
+		case err != nil && strings.Contains(err.Error(), "panicked"):
+			t.Errorf("%s: a kernel panicked: %v", c.Name, firstLine(err))
+		}
+		t.Logf("%-28s %8v  %s", c.Name, took.Round(time.Millisecond), firstLine(err))
+	}
+	peak := vmHWM(t)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("%d inputs; peak resident %d MiB (%d MiB before the cases), heap reserved %d MiB, allocated in all %d MiB; longest case %s (%v)",
+		len(cases), peak>>20, base>>20, ms.HeapSys>>20, ms.TotalAlloc>>20, longestName, longest.Round(time.Millisecond))
+	if peak > base+2*budget {
+		t.Errorf("peak resident memory %d MiB, more than the %d MiB before the cases plus twice the %d MiB budget", peak>>20, base>>20, budget>>20)
+	}
+}
+
+// runCase takes one case as far as it goes and returns the first error.
+func runCase(t *testing.T, c Case) error {
+	dir := t.TempDir()
+	if c.Setup != nil {
+		if err := c.Setup(dir); err != nil {
+			t.Fatalf("%s: setup: %v", c.Name, err)
+		}
+	}
+	path := filepath.Join(dir, "model.onnx")
+	if err := os.WriteFile(path, c.Model, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := onnx.Decode(c.Model, dir)
+	if err != nil {
+		return err
+	}
+	opts := compile.DefaultOptions()
+	opts.MaxBytes = budget
+	res, err := compile.Build(m, c.Model, c.Name, "hostile", opts, builtin.Registry(), buildlog.New(nil))
+	if err != nil {
+		return err
+	}
+	p, err := plan.Decode(res.Plan)
+	if err != nil {
+		return err
+	}
+	ex, err := exec.New(p.Graph, builtin.Registry())
+	if err != nil {
+		return err
+	}
+	ex.SetLimits(limits)
+	if c.Inputs == nil {
+		return nil
+	}
+	// The server's path: bind to the request's shapes, then execute.
+	var shapes [][]int
+	var in []*tensor.Tensor
+	for _, v := range p.Graph.Inputs {
+		x, ok := c.Inputs[v.Name]
+		if !ok {
+			return fmt.Errorf("case %s has no input %q", c.Name, v.Name)
+		}
+		shapes, in = append(shapes, x.Shape), append(in, x)
+	}
+	b, err := ex.Bind(shapes)
+	if err != nil {
+		return err
+	}
+	if _, err := b.Execute(in); err != nil {
+		return err
+	}
+	// The replay path: run node by node.
+	_, err = ex.Run(c.Inputs)
+	if err != nil && !errors.Is(err, exec.ErrBudget) {
+		return err
+	}
+	return err
+}
+
+func firstLine(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	if len(s) > 160 {
+		s = s[:160] + "..."
+	}
+	return s
+}
+
+// vmHWM is the process's peak resident set (Linux); the test skips the
+// memory bound elsewhere.
+func vmHWM(t *testing.T) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc/self/status: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	t.Skip("no VmHWM in /proc/self/status")
+	return 0
+}
