@@ -170,3 +170,42 @@ func vmHWM(t *testing.T) int64 {
 	t.Skip("no VmHWM in /proc/self/status")
 	return 0
 }
+
+// TestLoopTimeBudget: with the body-run count unbounded, the 2^40-trip
+// Loop is stopped by the run's time budget, in about that time (warm-up of
+// such a model ends instead of hanging the server's start).
+func TestLoopTimeBudget(t *testing.T) {
+	b := loopModel(1 << 40)
+	m, err := onnx.Decode(b, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compile.Build(m, b, "loop", "hostile", compile.DefaultOptions(), builtin.Registry(), buildlog.New(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(res.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := exec.New(p.Graph, builtin.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex.SetLimits(exec.Limits{MaxSubgraphRuns: 1 << 62, MaxDuration: 300 * time.Millisecond})
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := ex.Run(map[string]*tensor.Tensor{"x": tensor.From([]float32{1}, 1)})
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(perCase):
+		t.Fatalf("the loop ran past %v: the time budget did not stop it", perCase)
+	}
+	if !errors.Is(err, exec.ErrBudget) || !strings.Contains(err.Error(), "time budget") {
+		t.Fatalf("got %v, want the time budget's error", err)
+	}
+	t.Logf("stopped after %v: %v", time.Since(start).Round(time.Millisecond), firstLine(err))
+}
