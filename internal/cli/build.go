@@ -44,6 +44,8 @@ type BuildOptions struct {
 	ModelName      string
 	ModelVersion   string
 	SourceRevision string
+	Features       string // feature names, one a line (kept in the bundle for explanations)
+	Background     string // background rows for explanations (.pb/.npy), kept in the bundle
 }
 
 func runBuild(ctx context.Context, m *Main, args []string) error {
@@ -90,7 +92,10 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	fs.StringVar(&o.Key, "key", "", "sign the bundle with this private key (from vouch keygen)")
 	fs.StringVar(&o.ModelName, "name", "", "model name recorded in the bundle (default: from the file name)")
 	fs.StringVar(&o.ModelVersion, "model-version", "1.0.0", "model version recorded in the bundle (immutable in the registry)")
+	fs.StringVar(&o.Features, "features", "", "feature names of the model's input, one a line: kept in the bundle, they name the reasons of each decision")
+	fs.StringVar(&o.Background, "background", "", "background rows (.pb/.npy float matrix, at most 1024 rows) kept in the bundle: tree covers and the KernelSHAP baseline of the explanations")
 	fs.StringVar(&o.SourceRevision, "source-revision", "", "VCS revision of the model's source repository, recorded in the provenance")
+	fs.Int64Var(&o.Compile.MaxBytes, "max-bytes", 0, "the plan's memory budget in bytes: the arena and every value at the profile's max shapes must fit (0: the runtime's default, 4 GiB)")
 	var disable multiFlag
 	fs.Var(&disable, "disable-pass", "skip a pass by name (repeatable): "+strings.Join(compile.PassNames(), ", "))
 	pos, err := parseInterleaved(fs, args)
@@ -234,6 +239,10 @@ func (m *Main) build(o BuildOptions) error {
 		}
 	}
 	if o.Bundle != "" {
+		explainBytes, err := buildExplainData(o, res.Plan)
+		if err != nil {
+			return err
+		}
 		b, err := bundle.New(bundle.Metadata{
 			Model:       bundle.Model{Name: name, Version: o.ModelVersion},
 			Source:      bundle.Artifact{Name: filepath.Base(o.Model), Digest: "sha256:" + res.Report.SourceSHA256, Revision: o.SourceRevision},
@@ -242,7 +251,7 @@ func (m *Main) build(o BuildOptions) error {
 			Environment: bundle.HostEnvironment(Version),
 			StartedOn:   start.UTC(),
 			FinishedOn:  time.Now().UTC(),
-		}, bundle.Contents{Plan: res.Plan, BuildLog: logBuf.Bytes(), Report: append(rep, '\n'), TimingCache: cacheBytes, CalibrationCache: calibBytes})
+		}, bundle.Contents{Plan: res.Plan, BuildLog: logBuf.Bytes(), Report: append(rep, '\n'), TimingCache: cacheBytes, CalibrationCache: calibBytes, Explain: explainBytes})
 		if err != nil {
 			return err
 		}
