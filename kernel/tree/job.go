@@ -64,11 +64,7 @@ func (j *job) Run(lo, hi int) {
 		r0 := b * lanes
 		nr := min(lanes, j.rows-r0)
 		if j.dbl {
-			s.x64 = grow(s.x64, lanes*nf)
-			for r := 0; r < nr; r++ {
-				rowFloat64(j.x, (r0+r)*j.stride, s.x64[r*nf:(r+1)*nf], true)
-			}
-			j.walk(s.x64, nr, s.leaves)
+			j.walk(s, r0, nr)
 			s.acc64 = grow(s.acc64, e.ntargets)
 			s.z64 = grow(s.z64, e.ntargets)
 			for r := 0; r < nr; r++ {
@@ -113,11 +109,7 @@ func (j *job) Run(lo, hi int) {
 				c.leavesRows(e, s.keys, nr, s.leaves)
 			}
 		} else {
-			s.x64 = grow(s.x64, lanes*nf)
-			for r := 0; r < nr; r++ {
-				rowFloat64(j.x, (r0+r)*j.stride, s.x64[r*nf:(r+1)*nf], false)
-			}
-			j.walk(s.x64, nr, s.leaves)
+			j.walk(s, r0, nr)
 		}
 		s.acc32 = grow(s.acc32, e.ntargets)
 		s.z32 = grow(s.z32, e.ntargets)
@@ -127,14 +119,16 @@ func (j *job) Run(lo, hi int) {
 	}
 }
 
-// walk is the reference traversal of nr rows.
-func (j *job) walk(x []float64, nr int, leaves []int32) {
+// walk reads rows r0 to r0+nr into s.x64 in the ensemble's precision and
+// walks them the reference way, into s.leaves.
+func (j *job) walk(s *scratch, r0, nr int) {
 	e := j.e
 	nf, nt := e.nfeat, e.Trees()
+	s.x64 = grow(s.x64, nf)
 	for r := 0; r < nr; r++ {
-		row := x[r*nf : (r+1)*nf]
+		rowFloat64(j.x, (r0+r)*j.stride, s.x64, j.dbl)
 		for t := 0; t < nt; t++ {
-			leaves[r*nt+t] = e.leafOf(t, row)
+			s.leaves[r*nt+t] = e.leafOf(t, s.x64)
 		}
 	}
 }

@@ -338,3 +338,21 @@ func TestHostile(t *testing.T) {
 		t.Error("a row of 0 features ran")
 	}
 }
+
+// TestTreeEnsembleFloat16: opset 5 takes float16 X (and splits) and
+// answers in float16.
+func TestTreeEnsembleFloat16(t *testing.T) {
+	n := v5(tensor.Float16)
+	x := tensor.FromFloat64s(tensor.Float16, []int{2, 2}, []float64{5, 0, 4, 0})
+	out, err := runNode(n, x, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := out[0].Float64s()
+	if out[0].DType != tensor.Float16 || got[0] != 10 || got[1] != 0.5 || got[2] != 0 || got[3] != 30.5 {
+		t.Errorf("float16: %v %v", out[0].DType, got)
+	}
+	if _, err := runNode(stump("BRANCH_LEQ", 0), tensor.FromFloat64s(tensor.Float16, []int{1, 1}, []float64{1}), "", 1); err == nil {
+		t.Error("TreeEnsembleRegressor accepted float16")
+	}
+}
