@@ -78,17 +78,18 @@ func logistic32(s float32) float32 { return vmath.Sigmoid32(s) }
 // Runtime's TreeEnsembleClassifier, whose special cases the specification
 // leaves open:
 //
-//   - more than two classes: base values added, the post transform over
-//     all classes, the label the first class of highest score among those
-//     a leaf weighed for this row;
+//   - more than two classes, or two classes both weighed: base values
+//     added, the post transform over all classes, the label the first
+//     class of highest score among those a leaf weighed for this row (for
+//     two classes both weighed, ONNX Runtime instead gives label 1 when
+//     class 1's score is positive and rewrites the scores when there are
+//     two base values; vouch keeps to the specification's "top class");
 //   - two classes with weights on one class only (XGBoost, LightGBM
 //     binary), the binary case: the score s of that class plus its base
 //     value decides (label 1 when s > 0, or s > 0.5 when every weight is
 //     non-negative), and z = [1-s, s] for non-negative weights, else
 //     [σ(-s), σ(s)] under LOGISTIC and [-s, s] otherwise; PROBIT gives
 //     [probit(s), 0];
-//   - two classes weighed both: base values per ONNX Runtime, both scores
-//     transformed, label 1 when class 1's score is positive;
 //   - one class: that label, the transformed score.
 func finishClass[A float32 | float64](e *Ensemble, acc []A, has []bool, z []A) int {
 	nt := e.ntargets
@@ -100,7 +101,7 @@ func finishClass[A float32 | float64](e *Ensemble, acc []A, has []bool, z []A) i
 		}
 		transform(e.post, z)
 		return 0
-	case nt > 2:
+	case nt > 2 || !e.binary:
 		copy(z, acc)
 		for k := range e.base {
 			z[k] += A(e.base[k])
@@ -151,8 +152,6 @@ func finishClass[A float32 | float64](e *Ensemble, acc []A, has []bool, z []A) i
 		} else if pos > 0 {
 			label, add = 1, 2
 		}
-	} else if pos > 0 {
-		label = 1
 	}
 	if !single {
 		z[0], z[1] = s0, s1
