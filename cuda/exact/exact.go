@@ -1,0 +1,216 @@
+// Package exact runs vouch's exact-mode CUDA kernels (package
+// cuda/kernels) on device buffers. Each operation performs its CPU twin's
+// float32 operations in the CPU's order, so the bits equal kernel/nn's,
+// kernel/reduce's and kernel/vmath's; package cuda/gputest checks that on
+// a GPU.
+package exact
+
+import (
+	"fmt"
+
+	"github.com/vouchml/vouch/cuda"
+	"github.com/vouchml/vouch/cuda/kernels"
+)
+
+// Engine holds the loaded kernels of one context.
+type Engine struct {
+	C   *cuda.Context
+	Mod *cuda.Module
+	fn  map[string]*cuda.Function
+	// SMs is the device's multiprocessor count (grid sizing).
+	SMs int
+}
+
+// Load checks img against the context's device and loads its cubin.
+func Load(c *cuda.Context, img *cuda.Image) (*Engine, error) {
+	if err := img.Check(c.Info); err != nil {
+		return nil, err
+	}
+	m, err := c.LoadModule(img.Cubin)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{C: c, Mod: m, fn: map[string]*cuda.Function{}, SMs: max(c.Info.Multiproc, 1)}
+	for _, n := range kernels.All {
+		f, err := m.Function(n)
+		if err != nil {
+			m.Unload()
+			return nil, err
+		}
+		e.fn[n] = f
+	}
+	return e, nil
+}
+
+// Function returns a loaded kernel by name.
+func (e *Engine) Function(name string) *cuda.Function { return e.fn[name] }
+
+// Close unloads the kernels.
+func (e *Engine) Close() error { return e.Mod.Unload() }
+
+// Unary operations (exact.cu's OP_ codes).
+type Unary int32
+
+// The unary operations: elementwise's Relu and vmath's functions.
+const (
+	Relu Unary = iota
+	Exp
+	Log
+	Tanh
+	Sigmoid
+	Erf
+	GeluErf
+	GeluTanh
+)
+
+var unaryNames = [...]string{"Relu", "Exp", "Log", "Tanh", "Sigmoid", "Erf", "GeluErf", "GeluTanh"}
+
+func (u Unary) String() string {
+	if u >= 0 && int(u) < len(unaryNames) {
+		return unaryNames[u]
+	}
+	return fmt.Sprintf("Unary(%d)", int32(u))
+}
+
+func (e *Engine) grid(n int64, per int64) uint32 {
+	g := (n + per - 1) / per
+	return uint32(min(max(g, 1), int64(e.SMs)*32))
+}
+
+// Unary sets y[i] = op(x[i]) for n floats.
+func (e *Engine) Unary(s *cuda.Stream, op Unary, x, y uint64, n int64) error {
+	if op < 0 || int(op) >= len(unaryNames) {
+		return fmt.Errorf("exact: unknown unary operation %d", int32(op))
+	}
+	a := new(cuda.Args).I32(int32(op)).Ptr(x).Ptr(y).I64(n)
+	return e.fn[kernels.Unary].Launch(s, cuda.D3(e.grid(n, 256), 1, 1), cuda.D3(256, 1, 1), 0, a)
+}
+
+// Add sets y[i] = a[i] + b[i] for n floats.
+func (e *Engine) Add(s *cuda.Stream, a, b, y uint64, n int64) error {
+	args := new(cuda.Args).Ptr(a).Ptr(b).Ptr(y).I64(n)
+	return e.fn[kernels.Add].Launch(s, cuda.D3(e.grid(n, 256), 1, 1), cuda.D3(256, 1, 1), 0, args)
+}
+
+// Mat is a float32 matrix operand in device memory: element (r, c) is at
+// Ptr + 4*(r*RS + c*CS).
+type Mat struct {
+	Ptr    uint64
+	RS, CS int64
+}
+
+// SGEMM sets C[i*ldc+j] (i < m, j < n) to kernel/nn's chain over k of
+// A(i,k)·B(k,j), from +0. Row-major operands whose shapes fit the 128x128
+// kernel take it; the others the general 64x64 one (the same chains).
+func (e *Engine) SGEMM(s *cuda.Stream, m, n, k int, a, b Mat, c uint64, ldc int64) error {
+	if m <= 0 || n <= 0 || k <= 0 {
+		return fmt.Errorf("exact: SGEMM %dx%dx%d: sizes must be positive", m, n, k)
+	}
+	if m%128 == 0 && n%128 == 0 && k%16 == 0 && a.CS == 1 && b.CS == 1 && a.RS%4 == 0 && b.RS%4 == 0 && ldc%4 == 0 &&
+		a.Ptr%16 == 0 && b.Ptr%16 == 0 && c%16 == 0 {
+		return e.SGEMM128(s, kernels.SGEMM128, m, n, k, a.Ptr, a.RS, b.Ptr, b.RS, c, ldc)
+	}
+	return e.SGEMMGeneral(s, m, n, k, a, b, c, ldc, 1, 0, 0, 0)
+}
+
+// SGEMMGeneral is the 64x64 kernel for any strides, over batch products
+// whose operands advance by sa, sb and sc floats.
+func (e *Engine) SGEMMGeneral(s *cuda.Stream, m, n, k int, a, b Mat, c uint64, ldc int64, batch int, sa, sb, sc int64) error {
+	args := new(cuda.Args).I32(int32(m)).I32(int32(n)).I32(int32(k)).
+		Ptr(a.Ptr).I64(a.RS).I64(a.CS).I64(sa).
+		Ptr(b.Ptr).I64(b.RS).I64(b.CS).I64(sb).
+		Ptr(c).I64(ldc).I64(sc)
+	grid := cuda.D3(uint32((n+63)/64), uint32((m+63)/64), uint32(batch))
+	return e.fn[kernels.SGEMM].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
+}
+
+// SGEMM128 runs one of the 128x128 kernels (kernels.SGEMM128 or
+// SGEMM128K8) on row-major operands; the caller has checked the shapes.
+func (e *Engine) SGEMM128(s *cuda.Stream, kernel string, m, n, k int, a uint64, lda int64, b uint64, ldb int64, c uint64, ldc int64) error {
+	args := new(cuda.Args).I32(int32(m)).I32(int32(n)).I32(int32(k)).Ptr(a).I32(int32(lda)).Ptr(b).I32(int32(ldb)).Ptr(c).I32(int32(ldc))
+	return e.fn[kernel].Launch(s, cuda.D3(uint32(n/128), uint32(m/128), 1), cuda.D3(256, 1, 1), 0, args)
+}
+
+// ConvGeom is a 2-D convolution (NCHW input, [M, C/G, KH, KW] weights).
+type ConvGeom struct {
+	N, C, H, W, M, OH, OW, G, KH, KW int
+	SH, SW, PH, PW, DH, DW           int
+}
+
+// OutLen is the number of output floats.
+func (g ConvGeom) OutLen() int { return g.N * g.M * g.OH * g.OW }
+
+// Conv2D sets y to kernel/nn's Conv: per output one chain over (input
+// channel, kh, kw) from +0 with padding taps as FMA(0, w, acc), then
+// y = acc + bias[m] (bias 0: none), + res[i] (res 0: none), clamped
+// below at 0 when relu is set.
+func (e *Engine) Conv2D(s *cuda.Stream, g ConvGeom, x, w, bias, res uint64, relu bool, y uint64) error {
+	if g.G < 1 || g.C%g.G != 0 || g.M%g.G != 0 || g.N < 1 || g.OH < 1 || g.OW < 1 {
+		return fmt.Errorf("exact: Conv2D geometry %+v invalid", g)
+	}
+	r := int32(0)
+	if relu {
+		r = 1
+	}
+	args := new(cuda.Args).Struct(int32(g.C), int32(g.H), int32(g.W), int32(g.M), int32(g.OH), int32(g.OW),
+		int32(g.G), int32(g.KH), int32(g.KW), int32(g.SH), int32(g.SW), int32(g.PH), int32(g.PW), int32(g.DH), int32(g.DW)).
+		Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(r).Ptr(y)
+	grid := cuda.D3(uint32((g.OH*g.OW+63)/64), uint32((g.M/g.G+63)/64), uint32(g.N*g.G))
+	return e.fn[kernels.Conv2D].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
+}
+
+// PoolGeom is a 2-D pooling window over planes of H x W.
+type PoolGeom struct {
+	Planes, H, W, OH, OW, KH, KW int
+	SH, SW, PBH, PBW, PEH, PEW   int
+	DH, DW                       int
+}
+
+func (g PoolGeom) args() *cuda.Args {
+	return new(cuda.Args).Struct(int32(g.H), int32(g.W), int32(g.OH), int32(g.OW), int32(g.KH), int32(g.KW),
+		int32(g.SH), int32(g.SW), int32(g.PBH), int32(g.PBW), int32(g.PEH), int32(g.PEW), int32(max(g.DH, 1)), int32(max(g.DW, 1)))
+}
+
+// MaxPool2D is kernel/nn's MaxPool (first largest tap; -inf for a window
+// of padding only).
+func (e *Engine) MaxPool2D(s *cuda.Stream, g PoolGeom, x, y uint64) error {
+	n := int64(g.Planes * g.OH * g.OW)
+	a := g.args().Ptr(x).Ptr(y).I64(int64(g.Planes))
+	return e.fn[kernels.MaxPool2D].Launch(s, cuda.D3(e.grid(n, 256), 1, 1), cuda.D3(256, 1, 1), 0, a)
+}
+
+// AvgPool2D is kernel/nn's AveragePool (count_include_pad when incl).
+func (e *Engine) AvgPool2D(s *cuda.Stream, g PoolGeom, incl bool, x, y uint64) error {
+	n := int64(g.Planes * g.OH * g.OW)
+	in := int32(0)
+	if incl {
+		in = 1
+	}
+	a := g.args().I32(in).Ptr(x).Ptr(y).I64(int64(g.Planes))
+	return e.fn[kernels.AvgPool2D].Launch(s, cuda.D3(e.grid(n, 256), 1, 1), cuda.D3(256, 1, 1), 0, a)
+}
+
+// GlobalAvg is GlobalAveragePool over planes of S floats.
+func (e *Engine) GlobalAvg(s *cuda.Stream, x, y uint64, planes int64, S int) error {
+	a := new(cuda.Args).Ptr(x).Ptr(y).I64(planes).I32(int32(S))
+	return e.fn[kernels.GlobalAvg].Launch(s, cuda.D3(e.grid(planes, 128), 1, 1), cuda.D3(128, 1, 1), 0, a)
+}
+
+// Softmax is kernel/reduce's Softmax over rows of D floats (last axis).
+func (e *Engine) Softmax(s *cuda.Stream, x, y uint64, rows int64, D int) error {
+	if D < 1 {
+		return fmt.Errorf("exact: Softmax over rows of %d", D)
+	}
+	a := new(cuda.Args).Ptr(x).Ptr(y).I64(rows).I32(int32(D))
+	return e.fn[kernels.Softmax].Launch(s, cuda.D3(e.grid(rows, 64), 1, 1), cuda.D3(64, 1, 1), 0, a)
+}
+
+// LayerNorm is kernel/nn's LayerNormalization over rows of D floats with
+// scale and bias (bias 0: none) of D floats.
+func (e *Engine) LayerNorm(s *cuda.Stream, x, scale, bias uint64, eps float32, y uint64, rows int64, D int) error {
+	if D < 1 {
+		return fmt.Errorf("exact: LayerNorm over rows of %d", D)
+	}
+	a := new(cuda.Args).Ptr(x).Ptr(scale).Ptr(bias).F32(eps).Ptr(y).I64(rows).I32(int32(D))
+	return e.fn[kernels.LayerNorm].Launch(s, cuda.D3(e.grid(rows, 64), 1, 1), cuda.D3(64, 1, 1), 0, a)
+}

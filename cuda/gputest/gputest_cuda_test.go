@@ -1,0 +1,38 @@
+//go:build cuda
+
+package gputest
+
+import (
+	"flag"
+	"os"
+	"testing"
+)
+
+var (
+	flagBench  = flag.Bool("gpubench", false, "also time the exact SGEMM against cuBLAS")
+	flagSize   = flag.Int("gpubench-size", 4096, "the benchmark's M = N = K")
+	flagPTX    = flag.String("ptx-out", "", "write the compiled PTX here")
+	flagNVRTC  = flag.String("nvrtc", "", "path of libnvrtc.so")
+	flagCUDA   = flag.String("libcuda", "", "path of libcuda.so.1")
+	flagCUBLAS = flag.String("cublas", "", "path of libcublas.so")
+	flagCases  = flag.Int("cases", 12, "random cases per kernel")
+	flagSeed   = flag.Int64("seed", 1, "random seed")
+)
+
+// TestGPUSuite runs the whole suite on device 0 (go test -tags cuda; on
+// the GPU machine). Without a GPU it fails: it exists to be run there.
+func TestGPUSuite(t *testing.T) {
+	cfg := Config{Driver: *flagCUDA, NVRTC: *flagNVRTC, CUBLAS: *flagCUBLAS, Seed: *flagSeed, Cases: *flagCases,
+		Bench: *flagBench, BenchSize: *flagSize, PTXOut: *flagPTX}
+	rep, err := Run(cfg, os.Stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.Diffs != 0 {
+			t.Errorf("%s: %d of %d outputs differ from the CPU twin", r.Name, r.Diffs, r.Elems)
+		}
+	}
+	el, df := rep.Totals()
+	t.Logf("%d checks, %d outputs compared, %d differ", len(rep.Results), el, df)
+}

@@ -1,0 +1,611 @@
+// exact.cu: vouch's exact-mode CUDA kernels. Every kernel performs the
+// float32 operations of its CPU twin (kernel/nn, kernel/reduce,
+// kernel/vmath) in the same order, so its bits equal the CPU's:
+//
+//   - a dot-product output is one __fmaf_rn chain over k ascending from +0
+//     (Conv's k order: input channel, kernel row, kernel column; padding taps
+//     are FMA(0, w, acc) as im2col's); tiles only choose which chains run
+//     together, the K tail runs its exact count, never padded taps;
+//   - exp/log/tanh/erf/sigmoid/GELU are vmath's polynomials, constant for
+//     constant (the bit patterns below are vmath's float32 constants);
+//   - reductions (softmax, layer norm, pooling) are the CPU's sequential
+//     chains, one thread per chain;
+//   - NaN results of dot products and layer norm are the canonical quiet
+//     NaN 0x7fc00000, as on the CPU.
+//
+// It is compiled with --fmad=false --ftz=false --prec-div=true
+// --prec-sqrt=true, so only the explicit __fmaf_rn calls fuse, subnormals
+// are kept and division and square root are correctly rounded.
+
+#define VX_log2e __int_as_float(0x3fb8aa3b) /* 1.442695 */
+#define VX_ln2Hi __int_as_float(0x3f318000) /* 0.6933594 */
+#define VX_ln2Lo __int_as_float(0xb95e8083) /* -0.00021219444 */
+#define VX_expMax __int_as_float(0x42b17218) /* 88.72284 */
+#define VX_expMin __int_as_float(0xc2aeac50) /* -87.33655 */
+#define VX_expP0 __int_as_float(0x39506967) /* 0.00019875691 */
+#define VX_expP1 __int_as_float(0x3ab743ce) /* 0.0013981999 */
+#define VX_expP2 __int_as_float(0x3c088908) /* 0.008333452 */
+#define VX_expP3 __int_as_float(0x3d2aa9c1) /* 0.041665796 */
+#define VX_expP4 __int_as_float(0x3e2aaaaa) /* 0.16666666 */
+#define VX_expP5 __int_as_float(0x3f000000) /* 0.5 */
+#define VX_tanhSmall __int_as_float(0x3f200000) /* 0.625 */
+#define VX_tanhBig __int_as_float(0x411028f6) /* 9.01 */
+#define VX_tanhP0 __int_as_float(0xbbbaf0ea) /* -0.0057049887 */
+#define VX_tanhP1 __int_as_float(0x3ca9134e) /* 0.020639088 */
+#define VX_tanhP2 __int_as_float(0xbd5c1e2d) /* -0.053739715 */
+#define VX_tanhP3 __int_as_float(0x3e088393) /* 0.13331442 */
+#define VX_tanhP4 __int_as_float(0xbeaaaa99) /* -0.3333328 */
+#define VX_erfS0 __int_as_float(0xba46980c) /* -0.00075757573 */
+#define VX_erfS1 __int_as_float(0x3b97b426) /* 0.0046296297 */
+#define VX_erfS2 __int_as_float(0xbcc30c31) /* -0.023809524 */
+#define VX_erfS3 __int_as_float(0x3dcccccd) /* 0.1 */
+#define VX_erfS4 __int_as_float(0xbeaaaaab) /* -0.33333334 */
+#define VX_erfScale __int_as_float(0x3f906ebb) /* 1.1283792 */
+#define VX_erfT __int_as_float(0x3ea7ba05) /* 0.3275911 */
+#define VX_erfA0 __int_as_float(0x3f87dc22) /* 1.0614054 */
+#define VX_erfA1 __int_as_float(0xbfba00e3) /* -1.4531521 */
+#define VX_erfA2 __int_as_float(0x3fb5f0e3) /* 1.4214138 */
+#define VX_erfA3 __int_as_float(0xbe91a98e) /* -0.28449672 */
+#define VX_erfA4 __int_as_float(0x3e827906) /* 0.2548296 */
+#define VX_geluRsqrt2 __int_as_float(0x3f3504f3) /* 0.70710677 */
+#define VX_geluK __int_as_float(0x3d372713) /* 0.044715 */
+#define VX_geluC __int_as_float(0x3f4c422a) /* 0.7978846 */
+#define VX_logP0 __int_as_float(0x3d9021bb) /* 0.070376836 */
+#define VX_logP1 __int_as_float(0xbdebd1b8) /* -0.1151461 */
+#define VX_logP2 __int_as_float(0x3def251a) /* 0.116769984 */
+#define VX_logP3 __int_as_float(0xbdfe5d4f) /* -0.12420141 */
+#define VX_logP4 __int_as_float(0x3e11e9bf) /* 0.14249323 */
+#define VX_logP5 __int_as_float(0xbe2aae50) /* -0.16668057 */
+#define VX_logP6 __int_as_float(0x3e4cceac) /* 0.20000714 */
+#define VX_logP7 __int_as_float(0xbe7ffffc) /* -0.24999994 */
+#define VX_logP8 __int_as_float(0x3eaaaaaa) /* 0.3333333 */
+
+#define VX_INF __int_as_float(0x7f800000)
+#define VX_QNAN __int_as_float(0x7fc00000)
+
+typedef long long i64;
+
+__device__ __forceinline__ float vx_canon(float v) { return v != v ? VX_QNAN : v; }
+
+// vx_pow2 is 2**n for n in [-126, 127].
+__device__ __forceinline__ float vx_pow2(int n) { return __int_as_float((n + 127) << 23); }
+
+// vx_ldexp is vmath.Ldexp32.
+__device__ __forceinline__ float vx_ldexp(float y, int n) {
+	if (n > 127) return __fmul_rn(__fmul_rn(y, vx_pow2(127)), vx_pow2(n - 127));
+	if (n < -126) return __fmul_rn(__fmul_rn(y, vx_pow2(-126)), vx_pow2(n + 126));
+	return __fmul_rn(y, vx_pow2(n));
+}
+
+// vx_exp is vmath.Exp32.
+__device__ float vx_exp(float x) {
+	if (x != x) return x;
+	if (x > VX_expMax) return VX_INF;
+	if (x < VX_expMin) return 0.0f;
+	float n = rintf(__fmul_rn(x, VX_log2e));
+	float r = __fmaf_rn(n, -VX_ln2Hi, x);
+	r = __fmaf_rn(n, -VX_ln2Lo, r);
+	float p = VX_expP0;
+	p = __fmaf_rn(p, r, VX_expP1);
+	p = __fmaf_rn(p, r, VX_expP2);
+	p = __fmaf_rn(p, r, VX_expP3);
+	p = __fmaf_rn(p, r, VX_expP4);
+	p = __fmaf_rn(p, r, VX_expP5);
+	float r2 = __fmul_rn(r, r);
+	float y = __fmaf_rn(p, r2, r);
+	y = __fadd_rn(y, 1.0f);
+	return vx_ldexp(y, (int)n);
+}
+
+// vx_log is vmath.Log32.
+__device__ float vx_log(float x) {
+	if (x != x || x == VX_INF) return x;
+	if (x < 0.0f) return VX_QNAN;
+	if (x == 0.0f) return -VX_INF;
+	unsigned bits = __float_as_uint(x);
+	int e = 0;
+	if (bits < 0x00800000u) {
+		x = __fmul_rn(x, 8388608.0f);
+		bits = __float_as_uint(x);
+		e = -23;
+	}
+	e += (int)(bits >> 23) - 126;
+	float m = __uint_as_float((bits & 0x007fffffu) | 0x3f000000u);
+	if (m < VX_geluRsqrt2) { // 0.70710678118654752 as float32
+		e--;
+		m = __fsub_rn(__fadd_rn(m, m), 1.0f);
+	} else {
+		m = __fsub_rn(m, 1.0f);
+	}
+	float fe = (float)e;
+	float z = __fmul_rn(m, m);
+	float p = VX_logP0;
+	p = __fmaf_rn(p, m, VX_logP1);
+	p = __fmaf_rn(p, m, VX_logP2);
+	p = __fmaf_rn(p, m, VX_logP3);
+	p = __fmaf_rn(p, m, VX_logP4);
+	p = __fmaf_rn(p, m, VX_logP5);
+	p = __fmaf_rn(p, m, VX_logP6);
+	p = __fmaf_rn(p, m, VX_logP7);
+	p = __fmaf_rn(p, m, VX_logP8);
+	float y = __fmul_rn(__fmul_rn(p, m), z);
+	y = __fmaf_rn(fe, VX_ln2Lo, y);
+	y = __fmaf_rn(-0.5f, z, y);
+	float r = __fadd_rn(m, y);
+	return __fmaf_rn(fe, VX_ln2Hi, r);
+}
+
+// vx_tanh is vmath.Tanh32.
+__device__ float vx_tanh(float x) {
+	if (x != x) return x;
+	float a = fabsf(x);
+	if (a < VX_tanhSmall) {
+		float z = __fmul_rn(x, x);
+		float p = VX_tanhP0;
+		p = __fmaf_rn(p, z, VX_tanhP1);
+		p = __fmaf_rn(p, z, VX_tanhP2);
+		p = __fmaf_rn(p, z, VX_tanhP3);
+		p = __fmaf_rn(p, z, VX_tanhP4);
+		return __fmaf_rn(__fmul_rn(p, z), x, x);
+	}
+	if (a > VX_tanhBig) return copysignf(1.0f, x);
+	float e = vx_exp(__fadd_rn(a, a));
+	float t = __fsub_rn(1.0f, __fdiv_rn(2.0f, __fadd_rn(e, 1.0f)));
+	return x < 0.0f ? -t : t;
+}
+
+// vx_sigmoid is vmath.Sigmoid32.
+__device__ float vx_sigmoid(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, vx_exp(-x))); }
+
+// vx_erf is vmath.Erf32.
+__device__ float vx_erf(float x) {
+	if (x != x) return x;
+	float a = fabsf(x);
+	float r;
+	if (a < 0.5f) {
+		float z = __fmul_rn(x, x);
+		float p = VX_erfS0;
+		p = __fmaf_rn(p, z, VX_erfS1);
+		p = __fmaf_rn(p, z, VX_erfS2);
+		p = __fmaf_rn(p, z, VX_erfS3);
+		p = __fmaf_rn(p, z, VX_erfS4);
+		p = __fmaf_rn(p, z, 1.0f);
+		return __fmul_rn(p, __fmul_rn(x, VX_erfScale));
+	} else if (a >= 4.0f) {
+		r = 1.0f;
+	} else {
+		float t = __fdiv_rn(1.0f, __fmaf_rn(VX_erfT, a, 1.0f));
+		float p = VX_erfA0;
+		p = __fmaf_rn(p, t, VX_erfA1);
+		p = __fmaf_rn(p, t, VX_erfA2);
+		p = __fmaf_rn(p, t, VX_erfA3);
+		p = __fmaf_rn(p, t, VX_erfA4);
+		p = __fmul_rn(p, t);
+		r = __fmaf_rn(-p, vx_exp(-__fmul_rn(a, a)), 1.0f);
+	}
+	return x < 0.0f ? -r : r;
+}
+
+// vx_gelu_erf is vmath.GeluErf32: (0.5*x) * (1 + erf(x/sqrt2)).
+__device__ float vx_gelu_erf(float x) {
+	return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, vx_erf(__fmul_rn(x, VX_geluRsqrt2))));
+}
+
+// vx_gelu_tanh is vmath.GeluTanh32.
+__device__ float vx_gelu_tanh(float x) {
+	float c = __fmul_rn(__fmul_rn(__fmul_rn(VX_geluK, x), x), x);
+	float in = __fmul_rn(VX_geluC, __fadd_rn(x, c));
+	return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, vx_tanh(in)));
+}
+
+// Unary operation codes (cuda/exact's Unary constants).
+#define OP_RELU 0
+#define OP_EXP 1
+#define OP_LOG 2
+#define OP_TANH 3
+#define OP_SIGMOID 4
+#define OP_ERF 5
+#define OP_GELU_ERF 6
+#define OP_GELU_TANH 7
+
+// vx_unary sets y[i] = f(x[i]); relu is elementwise's Relu (NaN passes,
+// -0 stays -0).
+extern "C" __global__ void vx_unary(int op, const float* __restrict__ x, float* __restrict__ y, i64 n) {
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+		float v = x[i], r;
+		switch (op) {
+		case OP_RELU: r = v < 0.0f ? 0.0f : v; break;
+		case OP_EXP: r = vx_exp(v); break;
+		case OP_LOG: r = vx_log(v); break;
+		case OP_TANH: r = vx_tanh(v); break;
+		case OP_SIGMOID: r = vx_sigmoid(v); break;
+		case OP_ERF: r = vx_erf(v); break;
+		case OP_GELU_ERF: r = vx_gelu_erf(v); break;
+		default: r = vx_gelu_tanh(v); break;
+		}
+		y[i] = r;
+	}
+}
+
+// vx_add sets y[i] = a[i] + b[i] (one rounding).
+extern "C" __global__ void vx_add(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y, i64 n) {
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+		y[i] = __fadd_rn(a[i], b[i]);
+	}
+}
+
+// ---- Dot products -------------------------------------------------------
+//
+// gemm_tile runs one 64x64 output tile with 256 threads, 4x4 outputs each,
+// K in blocks of 16 staged through shared memory. LA(i, k) and LB(k, j)
+// read A and B (returning 0 outside the matrix rows/columns, which only
+// feed discarded outputs); the K tail block runs its exact count. Each
+// output's chain is acc = fma(A(i,k), B(k,j), acc), k = 0..K-1, from +0.
+
+#define GT 64
+#define GK 16
+
+struct epilogue {
+	const float* bias; // per row (output channel), or null
+	const float* res;  // added after the bias, same layout as C, or null
+	int relu;          // clamp below at 0 after the additions
+};
+
+template <class LA, class LB>
+__device__ __forceinline__ void gemm_tile(int M, int N, int K, LA la, LB lb, float* __restrict__ C, i64 ldc, epilogue ep) {
+	__shared__ float As[GK][GT + 4];
+	__shared__ float Bs[GK][GT + 4];
+	int tid = threadIdx.x;
+	int tx = tid & 15, ty = tid >> 4;
+	int m0 = blockIdx.y * GT, n0 = blockIdx.x * GT;
+	float acc[4][4];
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+	for (int k0 = 0; k0 < K; k0 += GK) {
+		// 64x16 of A and 16x64 of B: 1024 values each, 4 per thread.
+#pragma unroll
+		for (int l = 0; l < 4; l++) {
+			int e = tid + l * 256;
+			int ai = e >> 4, ak = e & 15;     // A: row ai, column ak
+			int bk = e >> 6, bj = e & 63;     // B: row bk, column bj
+			int gi = m0 + ai, gk = k0 + ak;
+			As[ak][ai] = (gi < M && gk < K) ? la(gi, gk) : 0.0f;
+			int gk2 = k0 + bk, gj = n0 + bj;
+			Bs[bk][bj] = (gk2 < K && gj < N) ? lb(gk2, gj) : 0.0f;
+		}
+		__syncthreads();
+		int kn = min(GK, K - k0);
+		if (kn == GK) {
+#pragma unroll
+			for (int kk = 0; kk < GK; kk++) {
+				float a[4], b[4];
+#pragma unroll
+				for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];
+#pragma unroll
+				for (int j = 0; j < 4; j++) b[j] = Bs[kk][tx + 16 * j];
+#pragma unroll
+				for (int i = 0; i < 4; i++)
+#pragma unroll
+					for (int j = 0; j < 4; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+			}
+		} else {
+			for (int kk = 0; kk < kn; kk++) {
+				float a[4], b[4];
+#pragma unroll
+				for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];
+#pragma unroll
+				for (int j = 0; j < 4; j++) b[j] = Bs[kk][tx + 16 * j];
+#pragma unroll
+				for (int i = 0; i < 4; i++)
+#pragma unroll
+					for (int j = 0; j < 4; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+			}
+		}
+		__syncthreads();
+	}
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		int gi = m0 + ty + 16 * i;
+		if (gi >= M) continue;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int gj = n0 + tx + 16 * j;
+			if (gj >= N) continue;
+			float v = vx_canon(acc[i][j]);
+			i64 o = (i64)gi * ldc + gj;
+			if (ep.bias) v = __fadd_rn(v, ep.bias[gi]);
+			if (ep.res) v = __fadd_rn(v, ep.res[o]);
+			if (ep.relu && v < 0.0f) v = 0.0f;
+			C[o] = vx_canon(v);
+		}
+	}
+}
+
+struct strided {
+	const float* p;
+	i64 rs, cs;
+	__device__ float operator()(int r, int c) const { return p[(i64)r * rs + (i64)c * cs]; }
+};
+
+// vx_sgemm sets C[i*ldc+j] to the chain over k of A(i,k) = a[i*ars+k*acs]
+// and B(k,j) = b[k*brs+j*bcs] (kernel/nn's sgemm), for any shape and
+// strides; blockIdx.z selects a batch: a, b and c advance by sa, sb, sc.
+extern "C" __global__ void __launch_bounds__(256) vx_sgemm(int M, int N, int K,
+	const float* __restrict__ a, i64 ars, i64 acs, i64 sa,
+	const float* __restrict__ b, i64 brs, i64 bcs, i64 sb,
+	float* __restrict__ c, i64 ldc, i64 sc) {
+	i64 z = blockIdx.z;
+	strided la = {a + z * sa, ars, acs}, lb = {b + z * sb, brs, bcs};
+	epilogue ep = {0, 0, 0};
+	gemm_tile(M, N, K, la, lb, c + z * sc, ldc, ep);
+}
+
+// conv_geom is a 2-D convolution's geometry (NCHW input, OIHW weights).
+struct conv_geom {
+	int C, H, W;       // input channels (all groups), height, width
+	int M, OH, OW;     // output channels (all groups), output height, width
+	int G, KH, KW;     // groups, kernel height, width
+	int sh, sw, ph, pw, dh, dw;
+};
+
+// im2col_b reads B(k, p) of one image and group: the input value under
+// kernel tap k = (c, kh, kw) for output pixel p, 0 for a padding tap.
+struct im2col_b {
+	const float* x; // this image's first channel of this group
+	conv_geom g;
+	__device__ float operator()(int k, int p) const {
+		int khw = g.KH * g.KW;
+		int c = k / khw, r = k - c * khw;
+		int kh = r / g.KW, kw = r - kh * g.KW;
+		int oh = p / g.OW, ow = p - oh * g.OW;
+		int ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
+		if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) return 0.0f;
+		return x[((i64)c * g.H + ih) * g.W + iw];
+	}
+};
+
+// vx_conv2d is Conv without an im2col buffer: per image and group
+// (blockIdx.z = n*G + g) a GEMM of W[Mg, Cg*KH*KW] and the implicit im2col
+// matrix, y = canon(acc) + bias[m] (+ res) (relu), as kernel/nn's Conv and
+// its fused epilogue.
+extern "C" __global__ void __launch_bounds__(256) vx_conv2d(conv_geom g,
+	const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+	const float* __restrict__ res, int relu, float* __restrict__ y) {
+	int n = blockIdx.z / g.G, gi = blockIdx.z - n * g.G;
+	int Cg = g.C / g.G, Mg = g.M / g.G;
+	int K = Cg * g.KH * g.KW, P = g.OH * g.OW;
+	strided la = {w + (i64)gi * Mg * K, K, 1};
+	im2col_b lb = {x + ((i64)n * g.C + (i64)gi * Cg) * g.H * g.W, g};
+	i64 yo = ((i64)n * g.M + (i64)gi * Mg) * P;
+	epilogue ep = {bias ? bias + gi * Mg : 0, res ? res + yo : 0, relu};
+	gemm_tile(Mg, P, K, la, lb, y + yo, P, ep);
+}
+
+// vx_sgemm128 is vx_sgemm for row-major A [M,K] and B [K,N] with M and N
+// multiples of 128, K a multiple of BK and lda, ldb, ldc multiples of 4:
+// 128x128 tiles, 256 threads with 8x8 outputs each, double-buffered
+// shared memory, 16-byte loads. The same chains as vx_sgemm.
+template <int BK>
+__device__ __forceinline__ void sgemm128(int M, int N, int K, const float* __restrict__ A, int lda,
+	const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc) {
+	__shared__ __align__(16) float As[2][BK][128];
+	__shared__ __align__(16) float Bs[2][BK][128];
+	const int LA = BK / 8;  // float4 loads of A per thread
+	const int LB = BK / 8;  // float4 loads of B per thread
+	int tid = threadIdx.x;
+	int bm = blockIdx.y * 128, bn = blockIdx.x * 128;
+	// A: 128 rows x BK columns as float4s along k; B: BK rows x 128 columns.
+	const int AQ = BK / 4; // float4s per row of A's tile
+	float4 ra[LA], rb[LB];
+	const float* Ab = A + (i64)bm * lda;
+	const float* Bb = B + bn;
+#pragma unroll
+	for (int l = 0; l < LA; l++) {
+		int e = tid + l * 256, r = e / AQ, q = (e % AQ) * 4;
+		ra[l] = *(const float4*)(Ab + (i64)r * lda + q);
+	}
+#pragma unroll
+	for (int l = 0; l < LB; l++) {
+		int e = tid + l * 256, r = e >> 5, q = (e & 31) * 4;
+		rb[l] = *(const float4*)(Bb + (i64)r * ldb + q);
+	}
+#pragma unroll
+	for (int l = 0; l < LA; l++) {
+		int e = tid + l * 256, r = e / AQ, q = (e % AQ) * 4;
+		As[0][q + 0][r] = ra[l].x; As[0][q + 1][r] = ra[l].y;
+		As[0][q + 2][r] = ra[l].z; As[0][q + 3][r] = ra[l].w;
+	}
+#pragma unroll
+	for (int l = 0; l < LB; l++) {
+		int e = tid + l * 256, r = e >> 5, q = (e & 31) * 4;
+		*(float4*)&Bs[0][r][q] = rb[l];
+	}
+	__syncthreads();
+	// Thread (ty, tx) of a 16x16 grid owns rows ty*4+{0..3} and 64+ty*4+{0..3}
+	// and the same columns of tx: a warp reads 2 A and 16 B float4s per k.
+	int tx = tid & 15, ty = tid >> 4;
+	float acc[8][8];
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+#pragma unroll
+		for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+	int buf = 0;
+	for (int k0 = 0; k0 < K; k0 += BK) {
+		bool more = k0 + BK < K;
+		if (more) {
+#pragma unroll
+			for (int l = 0; l < LA; l++) {
+				int e = tid + l * 256, r = e / AQ, q = (e % AQ) * 4;
+				ra[l] = *(const float4*)(Ab + (i64)r * lda + k0 + BK + q);
+			}
+#pragma unroll
+			for (int l = 0; l < LB; l++) {
+				int e = tid + l * 256, r = e >> 5, q = (e & 31) * 4;
+				rb[l] = *(const float4*)(Bb + (i64)(k0 + BK + r) * ldb + q);
+			}
+		}
+#pragma unroll
+		for (int kk = 0; kk < BK; kk++) {
+			float4 a0 = *(const float4*)&As[buf][kk][ty * 4];
+			float4 a1 = *(const float4*)&As[buf][kk][64 + ty * 4];
+			float4 b0 = *(const float4*)&Bs[buf][kk][tx * 4];
+			float4 b1 = *(const float4*)&Bs[buf][kk][64 + tx * 4];
+			float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+			float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+#pragma unroll
+				for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+		}
+		if (more) {
+			buf ^= 1;
+#pragma unroll
+			for (int l = 0; l < LA; l++) {
+				int e = tid + l * 256, r = e / AQ, q = (e % AQ) * 4;
+				As[buf][q + 0][r] = ra[l].x; As[buf][q + 1][r] = ra[l].y;
+				As[buf][q + 2][r] = ra[l].z; As[buf][q + 3][r] = ra[l].w;
+			}
+#pragma unroll
+			for (int l = 0; l < LB; l++) {
+				int e = tid + l * 256, r = e >> 5, q = (e & 31) * 4;
+				*(float4*)&Bs[buf][r][q] = rb[l];
+			}
+			__syncthreads();
+		}
+	}
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		int row = bm + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+		float* cr = C + (i64)row * ldc + bn;
+		float4 v0 = make_float4(vx_canon(acc[i][0]), vx_canon(acc[i][1]), vx_canon(acc[i][2]), vx_canon(acc[i][3]));
+		float4 v1 = make_float4(vx_canon(acc[i][4]), vx_canon(acc[i][5]), vx_canon(acc[i][6]), vx_canon(acc[i][7]));
+		*(float4*)(cr + tx * 4) = v0;
+		*(float4*)(cr + 64 + tx * 4) = v1;
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) vx_sgemm128k8(int M, int N, int K, const float* __restrict__ A, int lda,
+	const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc) {
+	sgemm128<8>(M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) vx_sgemm128k16(int M, int N, int K, const float* __restrict__ A, int lda,
+	const float* __restrict__ B, int ldb, float* __restrict__ C, int ldc) {
+	sgemm128<16>(M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+// ---- Pooling and normalizations -------------------------------------------
+
+// pool_geom is a 2-D pooling window's geometry; pbh/pbw and peh/pew are the
+// begin and end pads (count_include_pad's divisor counts taps inside them).
+struct pool_geom {
+	int H, W, OH, OW, KH, KW, sh, sw, pbh, pbw, peh, pew, dh, dw;
+};
+
+// vx_maxpool2d: each window's first largest tap in row-major tap order
+// (-inf for a window of padding only), as kernel/nn's MaxPool.
+extern "C" __global__ void vx_maxpool2d(pool_geom g, const float* __restrict__ x, float* __restrict__ y, i64 planes) {
+	i64 total = planes * g.OH * g.OW;
+	for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (i64)gridDim.x * blockDim.x) {
+		i64 pl = t / (g.OH * g.OW);
+		int p = (int)(t - pl * g.OH * g.OW), oh = p / g.OW, ow = p - oh * g.OW;
+		const float* xc = x + pl * g.H * g.W;
+		float best = -VX_INF;
+		bool any = false;
+		for (int kh = 0; kh < g.KH; kh++) {
+			int ih = oh * g.sh + kh * g.dh - g.pbh;
+			for (int kw = 0; kw < g.KW; kw++) {
+				int iw = ow * g.sw + kw * g.dw - g.pbw;
+				if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+				float v = xc[ih * g.W + iw];
+				if (!any || v > best) best = v;
+				any = true;
+			}
+		}
+		y[t] = best;
+	}
+}
+
+// vx_avgpool2d: the sequential sum of the window's taps inside the input,
+// then one division by their count (or, with incl, by the taps inside the
+// padded extent), as kernel/nn's AveragePool.
+extern "C" __global__ void vx_avgpool2d(pool_geom g, int incl, const float* __restrict__ x, float* __restrict__ y, i64 planes) {
+	i64 total = planes * g.OH * g.OW;
+	for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (i64)gridDim.x * blockDim.x) {
+		i64 pl = t / (g.OH * g.OW);
+		int p = (int)(t - pl * g.OH * g.OW), oh = p / g.OW, ow = p - oh * g.OW;
+		const float* xc = x + pl * g.H * g.W;
+		float s = 0.0f;
+		int n = 0, npad = 0;
+		for (int kh = 0; kh < g.KH; kh++) {
+			int ih = oh * g.sh + kh * g.dh - g.pbh;
+			for (int kw = 0; kw < g.KW; kw++) {
+				int iw = ow * g.sw + kw * g.dw - g.pbw;
+				if (ih >= -g.pbh && ih < g.H + g.peh && iw >= -g.pbw && iw < g.W + g.pew) npad++;
+				if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+				s = __fadd_rn(s, xc[ih * g.W + iw]);
+				n++;
+			}
+		}
+		y[t] = __fdiv_rn(s, (float)(incl ? npad : n));
+	}
+}
+
+// vx_global_avg: per plane the sequential sum of S values, then / S.
+extern "C" __global__ void vx_global_avg(const float* __restrict__ x, float* __restrict__ y, i64 planes, int S) {
+	for (i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x; c < planes; c += (i64)gridDim.x * blockDim.x) {
+		const float* r = x + c * S;
+		float s = 0.0f;
+		for (int i = 0; i < S; i++) s = __fadd_rn(s, r[i]);
+		y[c] = __fdiv_rn(s, (float)S);
+	}
+}
+
+// vx_softmax: per row of D values, the first NaN or else the first maximum
+// m, e = exp(x - m) with the sequential sum of the e, then e / sum, as
+// kernel/reduce's softmax over the last axis.
+extern "C" __global__ void vx_softmax(const float* __restrict__ x, float* __restrict__ y, i64 rows, int D) {
+	for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (i64)gridDim.x * blockDim.x) {
+		const float* xr = x + r * D;
+		float* yr = y + r * D;
+		float mx = xr[0];
+		for (int i = 1; i < D; i++) {
+			float v = xr[i];
+			if (v > mx || (v != v && mx == mx)) mx = v;
+		}
+		float s = 0.0f;
+		for (int i = 0; i < D; i++) {
+			float e = vx_exp(__fsub_rn(xr[i], mx));
+			yr[i] = e;
+			s = __fadd_rn(s, e);
+		}
+		for (int i = 0; i < D; i++) yr[i] = __fdiv_rn(yr[i], s);
+	}
+}
+
+// vx_layernorm: per row of D values the sequential sum, m = s/D, the chain
+// q = fma(x-m, x-m, q), inv = 1/sqrt(q/D + eps), y = ((x-m)*inv)*scale
+// (+ bias), NaN canonical, as kernel/nn's LayerNormalization.
+extern "C" __global__ void vx_layernorm(const float* __restrict__ x, const float* __restrict__ scale,
+	const float* __restrict__ bias, float eps, float* __restrict__ y, i64 rows, int D) {
+	for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (i64)gridDim.x * blockDim.x) {
+		const float* xr = x + r * D;
+		float* yr = y + r * D;
+		float s = 0.0f;
+		for (int i = 0; i < D; i++) s = __fadd_rn(s, xr[i]);
+		float m = __fdiv_rn(s, (float)D);
+		float q = 0.0f;
+		for (int i = 0; i < D; i++) {
+			float d = __fsub_rn(xr[i], m);
+			q = __fmaf_rn(d, d, q);
+		}
+		float iv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(q, (float)D), eps)));
+		for (int i = 0; i < D; i++) {
+			float v = __fmul_rn(__fmul_rn(__fsub_rn(xr[i], m), iv), scale[i]);
+			if (bias) v = __fadd_rn(v, bias[i]);
+			yr[i] = vx_canon(v);
+		}
+	}
+}

@@ -1,0 +1,57 @@
+// Package kernels holds vouch's CUDA C kernels (exact.cu) and the one set
+// of NVRTC options they are compiled with. The source is embedded so that
+// `vouch build --device cuda` can compile it with NVRTC for the plan's
+// target architecture; a plan stores the products (PTX and cubin) and the
+// source digest, and loading one never compiles.
+//
+// testdata/exact.ptx is the golden PTX for compute_90 from the NVRTC named
+// in its header, with the source digest it was made from: a change to
+// exact.cu must come with a regenerated golden file (go test -tags cuda
+// -run Golden -update on a machine with that NVRTC), which the CPU-only
+// test TestGoldenMatchesSource enforces.
+package kernels
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+)
+
+//go:embed exact.cu
+var exactSource string
+
+// Name is the source's name in compiler messages.
+const Name = "exact.cu"
+
+// Source returns the CUDA C source of the exact kernels.
+func Source() string { return exactSource }
+
+// Digest is the SHA-256 of Source, hex.
+func Digest() string {
+	h := sha256.Sum256([]byte(exactSource))
+	return hex.EncodeToString(h[:])
+}
+
+// Options are the NVRTC options of every exact-mode compilation. They keep
+// IEEE float32 behaviour: no contraction of a*b+c (only the kernels'
+// explicit __fmaf_rn fuse), subnormals kept, division and square root
+// correctly rounded.
+var Options = []string{"--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true", "--std=c++17"}
+
+// Kernel names (extern "C" entry points of exact.cu).
+const (
+	Unary      = "vx_unary"
+	Add        = "vx_add"
+	SGEMM      = "vx_sgemm"
+	SGEMM128K8 = "vx_sgemm128k8"
+	SGEMM128   = "vx_sgemm128k16"
+	Conv2D     = "vx_conv2d"
+	MaxPool2D  = "vx_maxpool2d"
+	AvgPool2D  = "vx_avgpool2d"
+	GlobalAvg  = "vx_global_avg"
+	Softmax    = "vx_softmax"
+	LayerNorm  = "vx_layernorm"
+)
+
+// All lists every kernel name, for loading checks.
+var All = []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm}

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vouchml/vouch/cuda/gputest"
+)
+
+func runGPUTest(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("gputest", "gputest [--device N] [--bench] [flags]", `
+Runs vouch's GPU suite on an NVIDIA GPU: compiles the exact-mode CUDA
+kernels with NVRTC for the device, runs every kernel against its CPU twin
+on random shapes with NaN, ±Inf, ±0 and subnormal inputs and requires equal
+bits, checks CUDA graph replay, batch and stream invariance, and with
+--bench times the exact SGEMM against cuBLAS FP32 (TF32 off). Without a
+GPU it fails with the driver's error.`)
+	cfg := gputest.Config{}
+	fs.IntVar(&cfg.Device, "device", 0, "CUDA device ordinal")
+	fs.StringVar(&cfg.Driver, "libcuda", "", "path of libcuda.so.1 (default: the loader's path, then the usual places)")
+	fs.StringVar(&cfg.NVRTC, "nvrtc", "", "path of libnvrtc.so (default: libnvrtc.so.13, .12, .11.2 in the usual places)")
+	fs.StringVar(&cfg.CUBLAS, "cublas", "", "path of libcublas.so (the benchmark's peer)")
+	fs.Int64Var(&cfg.Seed, "seed", 1, "random seed of the inputs")
+	fs.IntVar(&cfg.Cases, "cases", 12, "random cases per kernel, besides the fixed ones")
+	fs.BoolVar(&cfg.Bench, "bench", false, "time the exact SGEMM against cuBLAS")
+	fs.IntVar(&cfg.BenchSize, "bench-size", 4096, "the benchmark's M = N = K (a multiple of 128)")
+	fs.IntVar(&cfg.BenchReps, "bench-reps", 20, "timed repetitions per benchmark variant")
+	fs.StringVar(&cfg.PTXOut, "ptx-out", "", "write the compiled PTX to this file")
+	rest, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", ErrUsage, rest)
+	}
+	rep, err := gputest.Run(cfg, m.Stdout)
+	if err != nil {
+		return err
+	}
+	if n := rep.Failed(); n > 0 {
+		_, d := rep.Totals()
+		return fmt.Errorf("%w: %d checks, %d outputs", gputest.ErrDiffer, n, d)
+	}
+	return nil
+}
