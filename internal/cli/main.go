@@ -44,6 +44,7 @@ func (m *Main) commands() map[string]command {
 		"build":       {"compile an ONNX model into a deterministic engine plan", runBuild},
 		"inspect":     {"print a plan's layers (kind, fused from, tactic, precision, shape, FLOPs)", runInspect},
 		"bench":       {"measure a model's latency against ONNX Runtime and onnx-gomlx, per layer, or GEMM GFLOP/s", runBench},
+		"gputest":     {"run the GPU suite: exact CUDA kernels against their CPU twins, bit for bit, and the SGEMM benchmark", runGPUTest},
 		"conformance": {"run the ONNX backend test suite and write conformance.md", runConformance},
 		"version":     {"print vouch's version and build information", runVersion},
 		"serve":       {"serve plans over the Open Inference Protocol (HTTP and gRPC) with an audit record per request", runServe},
