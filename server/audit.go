@@ -59,7 +59,7 @@ func (s *Server) auditRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/audit/records", s.auditQuery)
 	mux.HandleFunc("GET /v1/audit/export", s.auditExport)
 	mux.HandleFunc("POST /v1/audit/access", s.auditAccess)
-	mux.Handle("GET /log/", http.StripPrefix("/log", s.opt.Audit.Handler()))
+	mux.Handle("GET /log/", s.logHandler())
 }
 
 // recordAccess appends the access record of a read of audit data before

@@ -93,6 +93,7 @@ Trust the key (--key), not the directory: DIR/log.pub is used only when no
 	keySpec := fs.String("key", "", "the log's verifier key, or a file holding it (default: the log's log.pub)")
 	export := fs.String("export", "", "verify an export file instead of a log")
 	records := fs.Bool("records", true, "also check that every entry is a canonical record")
+	tokenFile := fs.String("token-file", "", "with --log URL: a bearer token of role audit, which a server asks for the entry bundles (the records); checkpoint and tiles are public")
 	if _, err := parseInterleaved(fs, args); err != nil {
 		return err
 	}
@@ -125,7 +126,11 @@ Trust the key (--key), not the directory: DIR/log.pub is used only when no
 	}
 	var fsys iofs.FS
 	if u, err := url.Parse(where); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-		if fsys, err = audit.HTTPFS(ctx, where, nil); err != nil {
+		client, err := bearerClient(*tokenFile)
+		if err != nil {
+			return err
+		}
+		if fsys, err = audit.HTTPFS(ctx, where, client); err != nil {
 			return err
 		}
 		if len(keys) == 0 {

@@ -78,7 +78,7 @@ func TestAuditCommands(t *testing.T) {
 	}
 	// The public log verifies over HTTP; the checkpoint is saved.
 	saved := filepath.Join(dir, "saved.checkpoint")
-	code, out, errs = run(t, "audit", "verify", "--log", url+"/log/", "--key", pub, "--checkpoint", saved)
+	code, out, errs = run(t, "audit", "verify", "--log", url+"/log/", "--key", pub, "--checkpoint", saved, "--token-file", tokAudit)
 	if code != 0 || !strings.HasPrefix(out, "OK") {
 		t.Fatalf("verify URL: %d\n%s%s", code, out, errs)
 	}
@@ -100,13 +100,14 @@ func TestAuditCommands(t *testing.T) {
 		t.Fatalf("index: %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = run(t, "audit", "query", "--data", data, "--kind", "access")
-	// show (via server), query (remote), show (local), export, + this query
-	for _, want := range []string{"show " + traces[0], "auditor", "query kind=access", "export kind=inference", "local:"} {
+	// show (via server), query (remote), the entry bundle read by verify
+	// over HTTP, show (local), export, + this query
+	for _, want := range []string{"show " + traces[0], "auditor", "entries tile/entries/", "query kind=access", "export kind=inference", "local:"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("access trail lacks %q: %d\n%s%s", want, code, out, errs)
 		}
 	}
-	if n := strings.Count(out, "\n"); n != 1+5+1 {
+	if n := strings.Count(out, "\n"); n != 1+6+1 {
 		t.Fatalf("access trail has %d lines:\n%s", n, out)
 	}
 
