@@ -83,6 +83,35 @@ func Cases(chain int) []Case {
 	m.Out("y", f32)
 	add("maxpool-strides-2e31", "", m, x4)
 
+	m = &Model{Opset: 17}
+	m.In("x", f32, 1, 1, 4, 4)
+	m.Node("AveragePool", []string{"x"}, []string{"y"}, AttrInts("kernel_shape", 2, 2), AttrInts("strides", 1<<31, 1<<31))
+	m.Out("y", f32)
+	add("averagepool-strides-2e31", "", m, x4)
+
+	m = &Model{Opset: 17}
+	m.In("x", f32, 1, 1, 4, 4)
+	m.Floats("w", []int64{1, 1, 1, 1}, 1)
+	m.Node("ConvTranspose", []string{"x", "w"}, []string{"y"}, AttrInts("strides", 1<<20, 1<<20))
+	m.Out("y", f32)
+	add("convtranspose-strides-2e20", "budget", m, x4)
+
+	// Resize to sizes, and OneHot of a depth, given by the request.
+	m = &Model{Opset: 17}
+	m.In("x", f32, 1, 1, 2, 2)
+	m.In("sizes", i64, 4)
+	m.Node("Resize", []string{"x", "", "", "sizes"}, []string{"y"})
+	m.Out("y", f32)
+	add("resize-sizes-of-request", "budget", m, map[string]*tensor.Tensor{"x": tensor.New(tensor.Float32, 1, 1, 2, 2), "sizes": tensor.From([]int64{1, 1, 1 << 20, 1 << 20}, 4)})
+
+	m = &Model{Opset: 17}
+	m.In("i", i64, 4)
+	m.In("depth", i64)
+	m.Floats("vals", []int64{2}, 0, 1)
+	m.Node("OneHot", []string{"i", "depth", "vals"}, []string{"y"})
+	m.Out("y", f32)
+	add("onehot-depth-of-request", "budget", m, map[string]*tensor.Tensor{"i": tensor.From([]int64{0, 1, 2, 3}, 4), "depth": tensor.Scalar(int64(1 << 40))})
+
 	// Tile by 2^31, Range of 2^40 elements, Resize by 10^6, Reshape to a
 	// claimed 2^32 elements.
 	m = &Model{Opset: 17}
