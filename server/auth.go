@@ -125,10 +125,11 @@ type authResult struct {
 
 // authenticate identifies a caller from an Authorization header value and
 // the verified client certificate chain, if any. With no credentials
-// configured every caller is "anonymous" with every role.
+// configured every caller is "anonymous" with the infer role only (the
+// server's Options.AnonymousRoles may grant more).
 func (c *Credentials) authenticate(authz string, peer []*x509.Certificate) authResult {
 	if c == nil {
-		return authResult{p: &Principal{Name: "anonymous", Roles: []string{RoleAdmin}}}
+		return authResult{p: &Principal{Name: "anonymous", Roles: []string{RoleInfer}}}
 	}
 	if authz != "" {
 		scheme, tok, ok := strings.Cut(authz, " ")

@@ -85,11 +85,11 @@ func (g *grpcService) auth(ctx context.Context, role string) authResult {
 	var a authResult
 	if p, ok := peer.FromContext(ctx); ok {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			a = g.s.opt.Credentials.authenticate(first(md, "authorization"), ti.State.PeerCertificates)
+			a = g.s.credentialsFor(first(md, "authorization"), ti.State.PeerCertificates)
 		}
 	}
 	if a.p == nil && a.code == 0 {
-		a = g.s.opt.Credentials.authenticate(first(md, "authorization"), nil)
+		a = g.s.credentialsFor(first(md, "authorization"), nil)
 	}
 	a = a.authorize(role)
 	grpcState(ctx).principal = a.name()

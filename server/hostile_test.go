@@ -293,3 +293,26 @@ func TestEngineFaultsLeaveRecords(t *testing.T) {
 		t.Fatalf("cancelled mid-run: %d records, last %+v", app.len()-n, rec)
 	}
 }
+
+// TestAnonymousIsInferOnly: without credentials an anonymous caller may
+// infer but neither change the repository nor read the audit trail,
+// unless AnonymousRoles grants it (issue 20 A8).
+func TestAnonymousIsInferOnly(t *testing.T) {
+	for _, roles := range [][]string{nil, {RoleAdmin}} {
+		s := New(Options{AnonymousRoles: roles})
+		if err := s.AddModel(&slowRunner{}); err != nil {
+			t.Fatal(err)
+		}
+		hs := newTestServer(t, s)
+		want := 403
+		if roles != nil {
+			want = 200
+		}
+		if resp, _ := httpCall(t, "POST", hs.URL+"/v2/models/slow/infer", "", strings.NewReader(inferBody)); resp.StatusCode != 200 {
+			t.Errorf("roles %v: infer %s", roles, resp.Status)
+		}
+		if resp, _ := httpCall(t, "POST", hs.URL+"/v2/repository/models/slow/unload", "", nil); resp.StatusCode != want {
+			t.Errorf("roles %v: unload %s, want %d", roles, resp.Status, want)
+		}
+	}
+}

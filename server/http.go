@@ -117,9 +117,9 @@ func (s *Server) authHTTP(w http.ResponseWriter, r *http.Request, role string) (
 // token or its verified TLS client certificate.
 func (s *Server) authenticate(r *http.Request) authResult {
 	if r.TLS != nil {
-		return s.opt.Credentials.authenticate(r.Header.Get("Authorization"), r.TLS.PeerCertificates)
+		return s.credentialsFor(r.Header.Get("Authorization"), r.TLS.PeerCertificates)
 	}
-	return s.opt.Credentials.authenticate(r.Header.Get("Authorization"), nil)
+	return s.credentialsFor(r.Header.Get("Authorization"), nil)
 }
 
 func (s *Server) live(w http.ResponseWriter, r *http.Request) {

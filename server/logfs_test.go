@@ -73,3 +73,12 @@ func TestLogEntriesNeedAuditRole(t *testing.T) {
 		}
 	}
 }
+
+// bearer is a transport that sends token with every request.
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}

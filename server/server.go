@@ -44,8 +44,9 @@ type Options struct {
 	// slog.Default() when that is nil too, so that an alarm is never lost.
 	Logger *slog.Logger
 	// Credentials turn authentication on; nil lets every caller in as
-	// "anonymous" with every role.
-	Credentials *Credentials
+	// "anonymous" with AnonymousRoles (default: infer only).
+	Credentials    *Credentials
+	AnonymousRoles []string
 
 	Pool PoolOptions
 	// MaxBodyBytes bounds an HTTP body with binary tensor data (default

@@ -77,7 +77,7 @@ func startServer(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	recs := &records{}
-	s := server.New(server.Options{Version: "test", Appender: recs, MaxBodyBytes: 1 << 20,
+	s := server.New(server.Options{Version: "test", Appender: recs, MaxBodyBytes: 1 << 20, AnonymousRoles: []string{server.RoleAdmin},
 		Pool: server.PoolOptions{Workers: 2, MaxBatch: 8, MaxDelay: 1000}})
 	if err := s.AddModel(r); err != nil {
 		t.Fatal(err)
