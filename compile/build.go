@@ -99,6 +99,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	if err != nil {
 		return nil, fmt.Errorf("compile: choosing tactics: %w", err)
 	}
+	logTrees(g, log)
 	info := map[string]plan.LayerInfo{}
 	rep := buildlog.Report{Model: name, SourceSHA256: hex.EncodeToString(sum[:]), NodesIn: nodesIn, LayersOut: len(g.Nodes), Fusions: map[string]int{}}
 	for _, n := range g.Nodes {

@@ -7,7 +7,7 @@ import (
 )
 
 // logTrees leaves one build-log line per tree-ensemble layer (pass
-// "trees", event "ensemble"): its trees, nodes, leaves, depth, features
+// "trees", event "ensemble", after the tactics): its trees, nodes, leaves, depth, features
 // and whether the compiled key layout applies (kernel/tree.Stats).
 func logTrees(g *ir.Graph, log *buildlog.Log) {
 	for _, n := range g.Nodes {

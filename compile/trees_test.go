@@ -1,6 +1,8 @@
 package compile
 
 import (
+	"github.com/vouchml/vouch/kernel/builtin"
+	"os"
 	"testing"
 
 	"github.com/vouchml/vouch/buildlog"
@@ -20,5 +22,23 @@ func TestLogTrees(t *testing.T) {
 	f := log.Records[0].Fields
 	if f["trees"] != 200 || f["max_depth"] != 5 || f["features"] != 8 || f["compiled_layout"] != true {
 		t.Errorf("fields %v", f)
+	}
+}
+
+func TestBuildLogsTrees(t *testing.T) {
+	src, err := os.ReadFile("../../shared/models/digits_rf/model.onnx")
+	if err != nil {
+		t.Skipf("digits_rf: %v", err)
+	}
+	m, err := onnx.Decode(src, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := buildlog.New(nil)
+	if _, err := Build(m, src, "digits_rf", "test", DefaultOptions(), builtin.Registry(), log); err != nil {
+		t.Fatal(err)
+	}
+	if log.Count("trees", "ensemble") != 1 {
+		t.Fatalf("%d trees lines in the build log", log.Count("trees", "ensemble"))
 	}
 }
