@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -28,6 +29,8 @@ var ErrUsage = errors.New("usage error")
 // Main is the vouch program.
 type Main struct {
 	Stdout, Stderr io.Writer
+
+	help bool // the command line asked for help: usage goes to Stdout
 }
 
 // NewMain returns a Main writing to the given streams.
@@ -76,6 +79,12 @@ func quietKlog() {
 func (m *Main) Run(ctx context.Context, args []string) int {
 	quietKlog()
 	cmds := m.commands()
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args[0] = "version"
+	}
+	m.help = len(args) > 0 && slices.ContainsFunc(args, func(a string) bool {
+		return a == "help" || a == "-h" || a == "--help" || a == "-help"
+	})
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
 			if c, ok := cmds[args[1]]; ok {
@@ -122,7 +131,16 @@ func (m *Main) usage(cmds map[string]command) {
 		fmt.Fprintf(&b, "\t%-12s %s\n", n, cmds[n].summary)
 	}
 	b.WriteString("\nRun 'vouch <command> -h' for a command's flags.\n")
-	fmt.Fprint(m.Stderr, b.String())
+	fmt.Fprint(m.usageOut(), b.String())
+}
+
+// usageOut is where usage goes: standard output when it was asked for,
+// standard error when it answers a mistake.
+func (m *Main) usageOut() io.Writer {
+	if m.help {
+		return m.Stdout
+	}
+	return m.Stderr
 }
 
 // newFlagSet returns a FlagSet whose usage prints the synopsis and a
@@ -131,8 +149,11 @@ func (m *Main) newFlagSet(name, synopsis, about string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(m.Stderr, "Usage: vouch %s\n\n%s\n\nFlags:\n", synopsis, strings.TrimSpace(about))
+		w := m.usageOut()
+		fmt.Fprintf(w, "Usage: vouch %s\n\n%s\n\nFlags:\n", synopsis, strings.TrimSpace(about))
+		fs.SetOutput(w)
 		fs.PrintDefaults()
+		fs.SetOutput(m.Stderr)
 	}
 	return fs
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -56,6 +55,7 @@ type ServeOptions struct {
 	MaxBody         int64
 	AccessLog       string
 	ShutdownTimeout time.Duration
+	Limits          serveLimits // request sizes, budget, timeouts, connections, anonymous roles
 
 	ready func(httpAddr, grpcAddr string) // tests: called once listening
 }
@@ -84,8 +84,17 @@ per model, under DATA/capture (vouch audit shred MODEL erases a model's;
 
 Credentials (--credentials) turn on bearer-token and client-certificate
 auth; see the server package for the file format. Without them every
-caller is "anonymous" with every role. Listen on loopback unless TLS and
-credentials are configured.
+caller is "anonymous" with the roles of --anonymous-roles (default infer:
+no audit reads, no repository changes), and binding a non-loopback address
+is warned about. Listen on loopback unless TLS and credentials are
+configured. Addresses are bound before anything is written under DATA.
+
+Limits: --max-body/--max-json/--max-grpc-message bound request sizes per
+protocol; --max-request-tensors is one request's memory budget, checked
+from the shapes it declares before allocating (413); --read-header-timeout,
+--read-timeout and --idle-timeout cut slow clients; --max-conns and
+--max-conns-per-ip bound connections; --request-timeout answers 504 and
+records the request when the engine has not answered.
 
 Example:
   vouch serve --plan bc.plan,breast_cancer_mlp --labels breast_cancer_mlp=labels.txt \
@@ -119,6 +128,7 @@ Example:
 	fs.IntVar(&o.MaxBatch, "max-batch", 0, "dynamic batching: rows per run (0 or 1: off)")
 	fs.DurationVar(&o.MaxDelay, "max-delay", 2*time.Millisecond, "dynamic batching: longest wait for a batch to fill")
 	fs.Int64Var(&o.MaxBody, "max-body", 64<<20, "largest request body in bytes")
+	o.Limits.flags(fs)
 	fs.StringVar(&o.AccessLog, "access-log", "-", `JSON access log file ("-" stderr, "" none)`)
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain on shutdown")
 	pos, err := parseInterleaved(fs, args)
@@ -199,6 +209,18 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 	}
 	so := server.Options{Version: Version, MaxBodyBytes: o.MaxBody, AccessLog: access,
 		Pool: server.PoolOptions{Workers: o.Workers, Queue: o.Queue, MaxBatch: o.MaxBatch, MaxDelay: o.MaxDelay}}
+	if err := o.Limits.apply(&so); err != nil {
+		return err
+	}
+	// Bind before anything is written under DATA (keys, the log).
+	hl, gl, err := m.bindListeners(o)
+	if err != nil {
+		return err
+	}
+	defer hl.Close()
+	if gl != nil {
+		defer gl.Close()
+	}
 	closeAudit, err := m.serveAudit(ctx, o, &so)
 	if err != nil {
 		return err
@@ -224,32 +246,25 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	hl, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return err
-	}
+	hl = s.Listener(hl)
 	scheme := "http"
 	if tlsConf != nil {
 		hl, scheme = tls.NewListener(hl, tlsConf), "https"
 	}
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	o.Limits.configure(hs, s)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(hl) }()
 	fmt.Fprintf(m.Stderr, "http    %s://%s\n", scheme, hl.Addr())
 	var gs *grpc.Server
 	grpcAddr := ""
 	if o.GRPC != "" {
-		gl, err := net.Listen("tcp", o.GRPC)
-		if err != nil {
-			hs.Close()
-			return err
-		}
 		var opts []grpc.ServerOption
 		if tlsConf != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
 		}
 		gs = s.NewGRPCServer(opts...)
-		go func() { errc <- gs.Serve(gl) }()
+		go func() { errc <- gs.Serve(s.Listener(gl)) }()
 		grpcAddr = gl.Addr().String()
 		fmt.Fprintf(m.Stderr, "grpc    %s\n", grpcAddr)
 	}
