@@ -35,10 +35,23 @@ func TestBuildLogsTrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := buildlog.New(nil)
-	if _, err := Build(m, src, "digits_rf", "test", DefaultOptions(), builtin.Registry(), log); err != nil {
+	r1, err := Build(m, src, "digits_rf", "test", DefaultOptions(), builtin.Registry(), log)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if log.Count("trees", "ensemble") != 1 {
 		t.Fatalf("%d trees lines in the build log", log.Count("trees", "ensemble"))
+	}
+	// Rebuild identity: the same model and options give the same plan.
+	m2, err := onnx.Decode(src, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Build(m2, src, "digits_rf", "test", DefaultOptions(), builtin.Registry(), buildlog.New(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Digest != r2.Digest {
+		t.Errorf("rebuilt plan %s, first %s", r2.Digest, r1.Digest)
 	}
 }
