@@ -308,6 +308,7 @@ func printSummary(m *Main, r buildlog.Report, took time.Duration) {
 	for _, t := range tnames {
 		fmt.Fprintf(tw, "tactic %s\t%d layers\n", t, tactics[t])
 	}
+	fmt.Fprintf(tw, "precision (of the layers)\t%s\n", r.PlanPrecision)
 	fmt.Fprintf(tw, "peak arena\t%s\n", humanBytes(r.PeakArenaBytes))
 	fmt.Fprintf(tw, "FLOPs (opt profile)\t%.3g\n", float64(r.TotalFLOPs))
 	fmt.Fprintf(tw, "build time\t%v\n", took.Round(time.Millisecond))
