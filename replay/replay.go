@@ -116,6 +116,7 @@ func Replay(ctx context.Context, trace string, o Options) (*Report, error) {
 		LogIndex:   inc.Index,
 		LeafHash:   inc.LeafHash,
 		Checkpoint: cp,
+		LogKeys:    o.LogKeys,
 		Proof:      inc.Proof,
 	}
 	inputs, source, err := resolveInputs(rec, o)

@@ -170,7 +170,7 @@ func TestReplay(t *testing.T) {
 		if err := r.HTML(&page, nil); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(sum.String(), "VERIFIED  trace trace-ok") || !strings.Contains(page.String(), "bit-for-bit identical") || strings.Contains(page.String(), "%!") || !strings.Contains(page.String(), "approve (confidence 0.8750)") {
+		if !strings.HasPrefix(sum.String(), "VERIFIED  trace trace-ok") || !strings.Contains(page.String(), "bit-for-bit identical") || strings.Contains(page.String(), "%!") || !strings.Contains(page.String(), "approve</b> (confidence 0.875)") || !strings.Contains(page.String(), "trusted_log_keys") {
 			t.Fatalf("summary %q", sum.String())
 		}
 		env, err := r.Sign(f.bkey)

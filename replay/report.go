@@ -1,10 +1,12 @@
 package replay
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +34,8 @@ type Report struct {
 	LeafHash   string            `json:"leaf_hash"`
 	Checkpoint *audit.Checkpoint `json:"-"`
 	Proof      []string          `json:"inclusion_proof"`
+	// LogKeys are the verifier keys the proof was checked against.
+	LogKeys []string `json:"trusted_log_keys,omitempty"`
 
 	InputSource  string        `json:"input_source"`
 	Engine       EngineInfo    `json:"engine"`
@@ -129,74 +133,83 @@ func short(s string, n int) string {
 
 // HTML writes a self-contained page a compliance officer can read: the
 // verdict, the record, the engine's provenance, the proof and the digests;
-// stats, when given, are the cross-plan error statistics.
+// stats, when given, are the cross-plan error statistics. It has the audit
+// console's look and print styles; every number is printed with all the
+// digits it has (0.9999969 is never shown as 1.0000).
 func (r *Report) HTML(w io.Writer, stats *Comparison) error {
 	j, err := r.JSON()
 	if err != nil {
 		return err
 	}
-	return page.Execute(w, map[string]any{"R": r, "JSON": string(j), "Stats": stats, "CP": string(r.Checkpoint.Note)})
+	var rec bytes.Buffer
+	if err := json.Indent(&rec, []byte(r.RecordJSON), "", "  "); err != nil {
+		rec.Reset()
+		rec.WriteString(r.RecordJSON)
+	}
+	return page.Execute(w, map[string]any{"R": r, "JSON": string(j), "Stats": stats, "CP": string(r.Checkpoint.Note),
+		"Record": rec.String(), "CSS": template.CSS(CSS)})
 }
 
+// full prints a number with the fewest digits that read back to it.
+func full(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
+	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000000 UTC") },
 	"join": strings.Join,
 	"conf": func(p *float64) string {
 		if p == nil {
 			return ""
 		}
-		return fmt.Sprintf("%.4f", *p)
+		return full(*p)
 	},
+	"full": full,
 }).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>vouch replay {{.R.Verdict}} — {{.R.TraceID}}</title>
-<style>
-body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#1b1f23}
-h1{font-size:1.6rem} .v{padding:.2rem .7rem;border-radius:.3rem;color:#fff}
-.VERIFIED{background:#1a7f37} .MISMATCH{background:#cf222e}
-table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem} td,th{border:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;vertical-align:top}
-th{background:#f6f8fa;width:14rem} code,pre{font:12px/1.4 ui-monospace,monospace;word-break:break-all;white-space:pre-wrap}
-.bad{color:#cf222e;font-weight:600} .ok{color:#1a7f37}
-</style></head><body>
-<h1>Replay of trace <code>{{.R.TraceID}}</code>: <span class="v {{.R.Verdict}}">{{.R.Verdict}}</span></h1>
-<p>{{if eq .R.Verdict "VERIFIED"}}The recorded request was re-run on the exact signed engine that served it. Its output is <b>bit-for-bit identical</b> to the output that was served: the output digests match.{{else}}The re-run output <b>differs</b> from the output that was served (the digests below do not match).{{end}}
+<style>{{.CSS}}</style></head><body><main>
+<h1>Replay of trace <code>{{.R.TraceID}}</code>: <span class="verdict {{.R.Verdict}}">{{.R.Verdict}}</span></h1>
+<p class="lead">{{if eq .R.Verdict "VERIFIED"}}The recorded request was re-run on the exact signed engine that served it. Its output is <b>bit-for-bit identical</b> to the output that was served: the output digests match.{{else}}The re-run output <b>differs</b> from the output that was served (the digests below do not match).{{end}}
+The record's inclusion proof was checked against checkpoint {{.R.Checkpoint.Size}} of log {{.R.Checkpoint.Origin}}, signed by a trusted log key.
 Replayed at {{time .R.ReplayedAt}}{{if .R.Replayer}} by {{.R.Replayer}}{{end}}.</p>
 <h2>The decision</h2>
-<table>
-<tr><th>Model</th><td>{{.R.Record.Model}}@{{.R.Record.ModelVersion}}</td></tr>
-<tr><th>Time</th><td>{{time .R.Record.Time}}</td></tr>
-<tr><th>Principal</th><td>{{.R.Record.Principal}} from {{.R.Record.SourceAddr}}</td></tr>
-<tr><th>Request id</th><td>{{.R.Record.RequestID}}</td></tr>
-{{if .R.Record.OutputLabel}}<tr><th>Outcome</th><td>{{.R.Record.OutputLabel}}{{if .R.Record.Confidence}} (confidence {{conf .R.Record.Confidence}}){{end}}</td></tr>{{end}}
-<tr><th>Input digest</th><td><code>{{.R.Record.InputDigest}}</code><br>{{.R.InputSource}}</td></tr>
+<table class="kv">
+<tr><th scope="row">Model</th><td>{{.R.Record.Model}}@{{.R.Record.ModelVersion}}</td></tr>
+<tr><th scope="row">Time</th><td>{{time .R.Record.Time}}</td></tr>
+<tr><th scope="row">Principal</th><td>{{.R.Record.Principal}} from {{.R.Record.SourceAddr}}</td></tr>
+<tr><th scope="row">Request id</th><td>{{.R.Record.RequestID}}</td></tr>
+{{if .R.Record.OutputLabel}}<tr><th scope="row">Outcome</th><td><b>{{.R.Record.OutputLabel}}</b>{{if .R.Record.Confidence}} (confidence {{conf .R.Record.Confidence}}){{end}}</td></tr>{{end}}
+<tr><th scope="row">Input digest</th><td><code>{{.R.Record.InputDigest}}</code><br>{{.R.InputSource}}</td></tr>
 </table>
 <h2>Outputs</h2>
-<table><tr><th style="width:auto">Output</th><th style="width:auto">Recorded digest</th><th style="width:auto">Replayed digest</th><th style="width:auto">Same</th></tr>
+<table><thead><tr><th scope="col">Output</th><th scope="col">Recorded digest</th><th scope="col">Replayed digest</th><th scope="col">Same</th></tr></thead><tbody>
 {{range .R.Outputs}}<tr><td>{{.Name}} {{.DType}}{{.Shape}}</td><td><code>{{.Recorded}}</code></td><td><code>{{.Replayed}}</code></td><td>{{if .Equal}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>{{end}}</td></tr>{{end}}
-</table>
+</tbody></table>
 {{with .Stats}}<h2>Error statistics against another engine</h2>
-<table><tr><th style="width:auto">Output</th><th style="width:auto">max abs</th><th style="width:auto">mean abs</th><th style="width:auto">p99 abs</th><th style="width:auto">max rel</th><th style="width:auto">KL</th><th style="width:auto">top-1</th><th style="width:auto">pass</th></tr>
-{{range .Outputs}}<tr><td>{{.Name}}</td><td>{{printf "%.3g" .AbsMax}}</td><td>{{printf "%.3g" .AbsMean}}</td><td>{{printf "%.3g" .AbsP99}}</td><td>{{printf "%.3g" .RelMax}}</td><td>{{printf "%.3g" .KL}}</td><td>{{printf "%.3f" .Top1}}</td><td>{{.Pass}}</td></tr>{{end}}
-</table>{{end}}
+<table><thead><tr><th scope="col">Output</th><th scope="col" class="num">max abs</th><th scope="col" class="num">mean abs</th><th scope="col" class="num">p99 abs</th><th scope="col" class="num">max rel</th><th scope="col" class="num">KL</th><th scope="col" class="num">top-1</th><th scope="col">pass</th></tr></thead><tbody>
+{{range .Outputs}}<tr><td>{{.Name}}</td><td class="num">{{full .AbsMax}}</td><td class="num">{{full .AbsMean}}</td><td class="num">{{full .AbsP99}}</td><td class="num">{{full .RelMax}}</td><td class="num">{{full .KL}}</td><td class="num">{{full .Top1}}</td><td>{{.Pass}}</td></tr>{{end}}
+</tbody></table>{{end}}
 <h2>The engine</h2>
-<table>
-<tr><th>Served by</th><td>{{.R.Engine.Source}}</td></tr>
-<tr><th>Plan digest</th><td><code>{{.R.Engine.PlanDigest}}</code></td></tr>
-{{if .R.Engine.BundleDigest}}<tr><th>Bundle digest</th><td><code>{{.R.Engine.BundleDigest}}</code></td></tr>{{end}}
-{{if .R.Engine.Model}}<tr><th>Model build</th><td>{{.R.Engine.Model}} from source <code>{{.R.Engine.SourceDigest}}</code></td></tr>
-<tr><th>Built by</th><td>{{.R.Engine.Builder}} on {{.R.Engine.BuiltOn}} at {{time .R.Engine.BuiltAt}}</td></tr>
-<tr><th>Signed by</th><td>{{join .R.Engine.SignedBy ", "}}</td></tr>{{end}}
+<table class="kv">
+<tr><th scope="row">Served by</th><td>{{.R.Engine.Source}}</td></tr>
+<tr><th scope="row">Plan digest</th><td><code>{{.R.Engine.PlanDigest}}</code></td></tr>
+{{if .R.Engine.BundleDigest}}<tr><th scope="row">Bundle digest</th><td><code>{{.R.Engine.BundleDigest}}</code></td></tr>{{end}}
+{{if .R.Engine.Model}}<tr><th scope="row">Model build</th><td>{{.R.Engine.Model}} from source <code>{{.R.Engine.SourceDigest}}</code></td></tr>
+<tr><th scope="row">Built by</th><td>{{.R.Engine.Builder}} on {{.R.Engine.BuiltOn}} at {{time .R.Engine.BuiltAt}}</td></tr>
+<tr><th scope="row">Signed by</th><td>{{join .R.Engine.SignedBy ", "}}</td></tr>{{end}}
 </table>
 <h2>Proof that the record is in the log</h2>
-<table>
-<tr><th>Log index</th><td>{{.R.LogIndex}}</td></tr>
-<tr><th>Leaf hash</th><td><code>{{.R.LeafHash}}</code></td></tr>
-<tr><th>Signed checkpoint</th><td><pre>{{.CP}}</pre></td></tr>
-<tr><th>Inclusion proof</th><td>{{range .R.Proof}}<code>{{.}}</code><br>{{end}}</td></tr>
+<table class="kv">
+<tr><th scope="row">Log index</th><td>{{.R.LogIndex}}</td></tr>
+<tr><th scope="row">Leaf hash</th><td><code>{{.R.LeafHash}}</code></td></tr>
+<tr><th scope="row">Trusted log key</th><td>{{range .R.LogKeys}}<code>{{.}}</code><br>{{else}}<span class="muted">not given</span>{{end}}</td></tr>
+<tr><th scope="row">Signed checkpoint</th><td><pre>{{.CP}}</pre></td></tr>
+<tr><th scope="row">Inclusion proof</th><td>{{range .R.Proof}}<code>{{.}}</code><br>{{end}}</td></tr>
 </table>
-<h2>The record, as logged</h2>
+<h2>The record</h2>
+<pre>{{.Record}}</pre>
+<p class="muted">As logged, byte for byte (its SHA-256 with a 0x00 prefix is the leaf hash):</p>
 <pre>{{.R.RecordJSON}}</pre>
 <h2>Machine-readable report</h2>
 <pre>{{.JSON}}</pre>
-</body></html>
+</main></body></html>
 `))

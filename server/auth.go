@@ -152,6 +152,39 @@ func (c *Credentials) authenticate(authz string, peer []*x509.Certificate) authR
 	return authResult{code: 401, msg: "authentication required: send Authorization: Bearer TOKEN"}
 }
 
+// Authenticate identifies a caller, as the API does, from an Authorization
+// header value ("Bearer TOKEN", or "") and the verified client certificate
+// chain (nil without mTLS). It returns the principal, or an error saying why
+// not (the principal is then set only for an unmapped certificate, named
+// "cert:CN"). For front ends such as the audit console, which take a token
+// in a form.
+func (c *Credentials) Authenticate(authz string, peer []*x509.Certificate) (*Principal, error) {
+	a := c.authenticate(authz, peer)
+	if a.code != 0 {
+		return a.p, fmt.Errorf("server: %s", a.msg)
+	}
+	return a.p, nil
+}
+
+// HasRole reports whether some principal holds role (admin holds every
+// role).
+func (c *Credentials) HasRole(role string) bool {
+	if c == nil {
+		return false
+	}
+	for _, p := range c.tokens {
+		if p.Has(role) {
+			return true
+		}
+	}
+	for _, p := range c.certs {
+		if p.Has(role) {
+			return true
+		}
+	}
+	return false
+}
+
 // authorize checks a role after authenticate.
 func (a authResult) authorize(role string) authResult {
 	if a.code != 0 {

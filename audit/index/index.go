@@ -70,7 +70,14 @@ type Row struct {
 
 // A Filter selects rows; zero fields select everything. Since is inclusive,
 // Until exclusive. Rows come in index order, at most Limit of them (all when
-// Limit is 0).
+// Limit is 0); After, when not zero, keeps rows whose index is greater
+// (paging: pass the last index of the previous page).
+//
+// With Newest, rows come newest first instead: by time, then index, both
+// descending, which the time and model indexes serve without sorting (a
+// search page over millions of rows answers from the first rows it reads).
+// Before, when not zero, then keeps the rows that come after it in that
+// order (paging: pass the last row of the previous page).
 type Filter struct {
 	TraceID   string
 	Model     string
@@ -81,8 +88,20 @@ type Filter struct {
 	Kind      string
 	Since     time.Time
 	Until     time.Time
+	After     uint64
+	Newest    bool
+	Before    Cursor
 	Limit     int
 }
+
+// A Cursor is a position in the newest-first order: a row's time and index.
+type Cursor struct {
+	Time  time.Time
+	Index uint64
+}
+
+// CursorOf returns the position of r.
+func CursorOf(r Row) Cursor { return Cursor{r.Time, r.Index} }
 
 // ErrSchema is returned when the database holds another schema version.
 var ErrSchema = errors.New("index: unsupported schema version")
@@ -212,11 +231,23 @@ func (d *DB) Query(ctx context.Context, f Filter, fn func(Row) error) error {
 		where = append(where, "time_ns < ?")
 		args = append(args, f.Until.UnixNano())
 	}
+	if f.After > 0 {
+		where = append(where, "idx > ?")
+		args = append(args, int64(f.After))
+	}
+	if f.Newest && !f.Before.Time.IsZero() {
+		where = append(where, "(time_ns, idx) < (?, ?)")
+		args = append(args, f.Before.Time.UnixNano(), int64(f.Before.Index))
+	}
 	q := "SELECT idx, trace_id, time_ns, kind, model, version, principal, status, label FROM entries"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY idx"
+	if f.Newest {
+		q += " ORDER BY time_ns DESC, idx DESC"
+	} else {
+		q += " ORDER BY idx"
+	}
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}

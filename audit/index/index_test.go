@@ -45,9 +45,34 @@ func TestIndex(t *testing.T) {
 		{Filter{}, 100}, {Filter{Model: "m1"}, 50}, {Filter{TraceID: "c"}, 4},
 		{Filter{Since: t0.Add(10 * time.Second), Until: t0.Add(20 * time.Second)}, 10},
 		{Filter{Model: "m2", Limit: 3}, 3}, {Filter{Status: "error"}, 0},
+		{Filter{After: 89}, 10}, {Filter{Model: "m1", After: 89, Limit: 3}, 3}, {Filter{After: 99}, 0},
 	} {
 		if got := count(c.f); got != c.want {
 			t.Errorf("%+v: %d rows, want %d", c.f, got, c.want)
+		}
+	}
+	// Newest first, paged by cursor: every row once, in descending time.
+	var seen []uint64
+	f := Filter{Model: "m1", Newest: true, Limit: 7}
+	for {
+		var page []Row
+		if err := db.Query(ctx, f, func(r Row) error { page = append(page, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			seen = append(seen, r.Index)
+		}
+		f.Before = CursorOf(page[len(page)-1])
+	}
+	if len(seen) != 50 || seen[0] != 98 || seen[49] != 0 {
+		t.Fatalf("newest-first pages: %v", seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] >= seen[i-1] {
+			t.Fatalf("newest-first pages out of order: %v", seen)
 		}
 	}
 	stop := errors.New("stop")
