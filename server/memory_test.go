@@ -9,6 +9,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vouchml/vouch/server/oippb"
 )
 
 var bigRequests = flag.Bool("big-requests", false, "measure the decoders' memory on 60 MiB requests (issue 20 B figures)")
@@ -88,3 +92,48 @@ func TestDecodeMemoryBounded(t *testing.T) {
 }
 
 func fmtMiB(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// TestDecodeProtoMemoryBounded: a gRPC request costs its message plus its
+// tensors, not tens of times its size (issue 20 B: gRPC requests amplified
+// 57–62×). Typed contents of the tensor's own type are taken without a
+// copy; narrower integers are converted straight into their type.
+func TestDecodeProtoMemoryBounded(t *testing.T) {
+	n := 1 << 20
+	if *bigRequests {
+		n = 16 << 20
+	}
+	f32 := make([]float32, n)
+	i32 := make([]int32, n)
+	for i := range f32 {
+		f32[i], i32[i] = float32(i%1000)/7, int32(i%100)
+	}
+	for _, c := range []struct {
+		name     string
+		in       *oippb.ModelInferRequest_InferInputTensor
+		raw      [][]byte
+		maxRatio float64 // peak heap growth over the wire size
+	}{
+		{"FP32 fp32_contents", &oippb.ModelInferRequest_InferInputTensor{Name: "x", Datatype: "FP32", Shape: []int64{int64(n)}, Contents: &oippb.InferTensorContents{Fp32Contents: f32}}, nil, 1.5},
+		{"INT8 int_contents", &oippb.ModelInferRequest_InferInputTensor{Name: "x", Datatype: "INT8", Shape: []int64{int64(n)}, Contents: &oippb.InferTensorContents{IntContents: i32}}, nil, 6},
+		{"FP32 raw_input_contents", &oippb.ModelInferRequest_InferInputTensor{Name: "x", Datatype: "FP32", Shape: []int64{int64(n)}}, [][]byte{make([]byte, 4*n)}, 2.5},
+	} {
+		wire, err := proto.Marshal(&oippb.ModelInferRequest{ModelName: "m", Inputs: []*oippb.ModelInferRequest_InferInputTensor{c.in}, RawInputContents: c.raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alloc, peak := memoryOf(func() {
+			var pr oippb.ModelInferRequest
+			if err = proto.Unmarshal(wire, &pr); err == nil {
+				_, err = decodeProto(&pr, Limits{TensorBytes: 1 << 30})
+			}
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		ratio := float64(peak) / float64(len(wire))
+		t.Logf("gRPC %s: message %s, allocated %s, peak heap growth %s (%.2fx the message)", c.name, fmtMiB(uint64(len(wire))), fmtMiB(alloc), fmtMiB(peak), ratio)
+		if ratio > c.maxRatio {
+			t.Errorf("%s: %.1fx the message, want at most %.1fx", c.name, ratio, c.maxRatio)
+		}
+	}
+}
