@@ -5,6 +5,12 @@
 //
 // A kernel that panics (a bug, or a hostile model reaching a path no check
 // caught) is turned into an error naming the node; the process survives.
+//
+// Every run works under Limits (Executor.SetLimits): a memory budget that
+// bounds the arena at Bind and every value a kernel allocates (sized from
+// the node's actual inputs before the kernel runs), a bound on subgraph
+// body runs (Loop, Scan) and a wall-time budget. Passing one is an error
+// wrapping ErrBudget, never an out-of-memory crash or a hang.
 package exec
 
 import (

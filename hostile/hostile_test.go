@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -132,11 +133,60 @@ func runCase(t *testing.T, c Case) error {
 		return err
 	}
 	// The replay path: run node by node.
-	_, err = ex.Run(c.Inputs)
-	if err != nil && !errors.Is(err, exec.ErrBudget) {
+	if _, err := ex.Run(c.Inputs); err != nil {
 		return err
 	}
-	return err
+	return nil
+}
+
+// TestHostileServer sends the cases that reach a run to a real server on
+// loopback: each model is loaded (its warm-up bounded by the default run
+// limits) and its hostile request answered with an error status, or 200
+// for the cases that must succeed; the server never dies.
+func TestHostileServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no server")
+	}
+	for _, c := range Cases(1000) {
+		if c.Inputs == nil || len(c.Inputs) == 0 {
+			continue
+		}
+		m, err := onnx.Decode(c.Model, "")
+		if err != nil {
+			continue
+		}
+		opts := compile.DefaultOptions()
+		opts.MaxBytes = budget
+		res, err := compile.Build(m, c.Model, c.Name, "hostile", opts, builtin.Registry(), buildlog.New(nil))
+		if err != nil {
+			continue // refused at build: TestHostile covers it
+		}
+		start := time.Now()
+		type answer struct {
+			status int
+			err    error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			st, err := serveCase(c, res.Plan)
+			done <- answer{st, err}
+		}()
+		var a answer
+		select {
+		case a = <-done:
+		case <-time.After(2 * perCase):
+			t.Fatalf("%s: the server gave no answer after %v", c.Name, 2*perCase)
+		}
+		switch {
+		case c.Want == "" && a.err != nil:
+			t.Errorf("%s: %v", c.Name, a.err)
+		case c.Want != "" && a.err == nil:
+			t.Errorf("%s: the server answered 200", c.Name)
+		case a.status >= 500 && a.status != http.StatusServiceUnavailable:
+			t.Logf("%s: answered %d (a client's bad request; 4xx expected)", c.Name, a.status)
+		}
+		t.Logf("%-28s %8v  %s", c.Name, time.Since(start).Round(time.Millisecond), firstLine(a.err))
+	}
 }
 
 func firstLine(err error) string {
