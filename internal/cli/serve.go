@@ -56,6 +56,9 @@ type ServeOptions struct {
 	AccessLog       string
 	ShutdownTimeout time.Duration
 	Limits          serveLimits // request sizes, budget, timeouts, connections, anonymous roles
+	Console         string      // audit console: on, off, auto (on when some principal has the audit role)
+	ConsoleKey      string      // private key that signs the console's reports (default DATA/console/report.key)
+	Features        []string    // MODEL=FILE: input feature names, one a line, for the console
 
 	ready func(httpAddr, grpcAddr string) // tests: called once listening
 }
@@ -77,6 +80,9 @@ queues it (bounded). When the log cannot take records, --audit-failure=closed
 answers 503; open serves, counts vouch_audit_failures_total and raises
 vouch_audit_alarm. The audit API (role audit) is under /v1/audit, every read
 itself recorded; the log's checkpoint and tiles are public under /log/.
+The audit console (--console, on by default when a principal has the audit
+role) serves web pages under /console/ to the audit and admin roles: search,
+decisions with their inputs and proofs, replay, log, models, export.
 --audit-log FILE keeps plain JSON lines instead; --audit=off keeps nothing.
 --capture-inputs keeps every served input, AES-256-GCM encrypted with a key
 per model, under DATA/capture (vouch audit shred MODEL erases a model's;
@@ -131,6 +137,10 @@ Example:
 	o.Limits.flags(fs)
 	fs.StringVar(&o.AccessLog, "access-log", "-", `JSON access log file ("-" stderr, "" none)`)
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain on shutdown")
+	fs.StringVar(&o.Console, "console", "auto", "the audit console at /console/: on, off, or auto (on when a principal has the audit role)")
+	fs.StringVar(&o.ConsoleKey, "console-key", "", "private key (vouch keygen) that signs console reports and exports (default DATA/console/report.key, made on first use)")
+	var features multiFlag
+	fs.Var(&features, "features", "input feature names as MODEL=FILE (one a line, in column order), shown by the console; repeat")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -138,7 +148,7 @@ Example:
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: unexpected argument %q (plans are given with --plan)", ErrUsage, pos[0])
 	}
-	o.Plans, o.Labels, o.Bundles, o.Models = plans, labels, bundles, models
+	o.Plans, o.Labels, o.Bundles, o.Models, o.Features = plans, labels, bundles, models, features
 	if len(o.Plans)+len(o.Bundles)+len(o.Models) == 0 && o.Registry == "" {
 		return fmt.Errorf("%w: nothing to serve: give --bundle FILE, --model NAME@REF (from the registry) or --plan FILE", ErrUsage)
 	}
@@ -242,6 +252,19 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 		}
 		fmt.Fprintf(m.Stderr, "model   %s@%s ready (plan %s, warm-up %v, max batch %d)\n", info.Name, info.Version, shortDigest(info.PlanDigest), time.Since(start).Round(time.Millisecond), info.MaxBatch)
 	}
+	handler := s.Handler()
+	ch, closeConsole, err := m.serveConsole(ctx, o, &so, runners)
+	if err != nil {
+		return err
+	}
+	defer closeConsole()
+	if ch != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/console/", ch)
+		mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
+		mux.Handle("/", handler)
+		handler = mux
+	}
 	tlsConf, err := serveTLS(o)
 	if err != nil {
 		return err
@@ -251,7 +274,7 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 	if tlsConf != nil {
 		hl, scheme = tls.NewListener(hl, tlsConf), "https"
 	}
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	o.Limits.configure(hs, s)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(hl) }()
