@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -284,6 +285,16 @@ func (b *Bound) Execute(inputs []*tensor.Tensor) ([]*tensor.Tensor, error) {
 		return nil, err
 	}
 	return b.outs, nil
+}
+
+// ExecuteContext is Execute that stops between nodes, and between the body
+// runs of a Loop or Scan, once ctx is done (its client went away, its
+// deadline passed): the error then wraps ctx's cause. Execute's caller
+// would otherwise burn a worker on a run whose answer nobody reads.
+func (b *Bound) ExecuteContext(ctx context.Context, inputs []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	b.runState.ctx = ctx
+	defer func() { b.runState.ctx = nil }()
+	return b.Execute(inputs)
 }
 
 func (b *Bound) run() (err error) {

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -101,6 +102,7 @@ type run struct {
 	limits Limits
 	start  time.Time
 	subs   atomic.Int64
+	ctx    context.Context // nil, or the caller's (ExecuteContext): the run stops when it ends
 }
 
 func newRun(l Limits) *run { return &run{limits: l, start: time.Now()} }
@@ -108,6 +110,11 @@ func newRun(l Limits) *run { return &run{limits: l, start: time.Now()} }
 // check fails once the run has passed its time budget; n names the
 // node about to run (its label is built only for the error).
 func (r *run) check(n *ir.Node) error {
+	if r.ctx != nil {
+		if err := r.ctx.Err(); err != nil {
+			return fmt.Errorf("exec: %s: run stopped: %w", n.Label(), context.Cause(r.ctx))
+		}
+	}
 	if r.limits.MaxDuration > 0 {
 		if d := time.Since(r.start); d > r.limits.MaxDuration {
 			return fmt.Errorf("exec: %s: %w: the run has taken %v, more than its time budget %v", n.Label(), ErrBudget, d.Round(time.Millisecond), r.limits.MaxDuration)
@@ -126,6 +133,11 @@ func (r *run) reset(l Limits) {
 func (r *run) subgraph(g *ir.Graph) error {
 	if n := r.subs.Add(1); n > r.limits.MaxSubgraphRuns {
 		return fmt.Errorf("exec: subgraph %q: %w: more than %d body runs in one run (a Loop's trip count?)", g.Name, ErrBudget, r.limits.MaxSubgraphRuns)
+	}
+	if r.ctx != nil {
+		if err := r.ctx.Err(); err != nil {
+			return fmt.Errorf("exec: subgraph %q: run stopped: %w", g.Name, context.Cause(r.ctx))
+		}
 	}
 	if r.limits.MaxDuration > 0 {
 		if d := time.Since(r.start); d > r.limits.MaxDuration {

@@ -316,3 +316,21 @@ func TestAnonymousIsInferOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStopsWithItsContext: an engine run whose request is gone stops
+// between nodes instead of running to the end (issue 20 B).
+func TestRunStopsWithItsContext(t *testing.T) {
+	r := modelRunner(t, "breast_cancer_mlp", PlanOptions{})
+	in := warmupInputs(r.Info())
+	if _, err := r.Run(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errRequestTimeout)
+	if _, err := r.Run(ctx, in); !errors.Is(err, errRequestTimeout) {
+		t.Fatalf("run with an ended context: %v", err)
+	}
+	if _, err := r.Run(context.Background(), in); err != nil {
+		t.Fatalf("the next run: %v", err)
+	}
+}

@@ -259,7 +259,7 @@ func (r *PlanRunner) Run(ctx context.Context, inputs map[string]*tensor.Tensor) 
 			return nil, r.inputErr(err)
 		}
 	}
-	outs, err := b.Execute(args)
+	outs, err := b.ExecuteContext(ctx, args)
 	if err != nil {
 		return nil, r.inputErr(err)
 	}

@@ -455,7 +455,8 @@ func (s *Server) serve(ctx context.Context, c *call, rec *audit.Record, out *out
 		return errf(503, "model %s is unloading", info.Name)
 	case errors.Is(res.err, ErrInput):
 		return errf(400, "%v", res.err)
-	case errors.Is(res.err, context.DeadlineExceeded) && errors.Is(context.Cause(ctx), errRequestTimeout):
+	case errors.Is(res.err, errRequestTimeout),
+		errors.Is(res.err, context.DeadlineExceeded) && errors.Is(context.Cause(ctx), errRequestTimeout):
 		return errf(504, "model %s: no answer within the request timeout of %v", info.Name, s.opt.RequestTimeout)
 	case errors.Is(res.err, context.Canceled), errors.Is(res.err, context.DeadlineExceeded):
 		return errf(499, "client gave up: %v", res.err)
