@@ -9,7 +9,9 @@
 package parallel
 
 import (
+	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,13 +42,26 @@ type job struct {
 	lo, hi  int
 	wg      *sync.WaitGroup
 	pending *atomic.Int32 // ranges of the call not yet finished
+	failed  *atomic.Pointer[Panic]
 }
 
 // region is one Run call's completion state, reused across calls.
 type region struct {
 	wg      sync.WaitGroup
 	pending atomic.Int32
+	failed  atomic.Pointer[Panic]
 }
+
+// Panic is what Run panics with when a task panicked on a worker: the
+// worker's panic value and stack. Carried to Run's caller, it can be
+// recovered there (exec turns it into the run's error) instead of killing
+// the process from a goroutine no one can recover.
+type Panic struct {
+	Value any
+	Stack []byte
+}
+
+func (p *Panic) String() string { return fmt.Sprintf("%v (on a worker)\n%s", p.Value, p.Stack) }
 
 // Pool is a fixed set of worker goroutines. The zero value is not usable;
 // call New. A nil *Pool runs everything on the caller.
@@ -76,12 +91,21 @@ func (p *Pool) work() {
 		if !ok {
 			return
 		}
-		j.t.Run(j.lo, j.hi)
+		runJob(j)
+	}
+}
+
+func runJob(j job) {
+	defer func() {
+		if r := recover(); r != nil {
+			j.failed.CompareAndSwap(nil, &Panic{Value: r, Stack: debug.Stack()})
+		}
 		// Done before the count: Run's caller, seeing the count reach
 		// zero, finds the WaitGroup already done and never parks.
 		j.wg.Done()
 		j.pending.Add(-1)
-	}
+	}()
+	j.t.Run(j.lo, j.hi)
 }
 
 // next returns the next range, polling for up to spin before blocking;
@@ -136,7 +160,7 @@ func (p *Pool) Run(n, worth int, t Task) {
 	r.wg.Add(w - 1)
 	r.pending.Store(int32(w - 1))
 	for i := 1; i < w; i++ {
-		p.jobs <- job{t: t, lo: i * n / w, hi: (i + 1) * n / w, wg: &r.wg, pending: &r.pending}
+		p.jobs <- job{t: t, lo: i * n / w, hi: (i + 1) * n / w, wg: &r.wg, pending: &r.pending, failed: &r.failed}
 	}
 	t.Run(0, n/w)
 	// Poll for the workers' ranges for a while, then block.
@@ -148,6 +172,10 @@ func (p *Pool) Run(n, worth int, t Task) {
 		runtime.Gosched()
 	}
 	r.wg.Wait()
+	if f := r.failed.Swap(nil); f != nil {
+		p.wgs.Put(r)
+		panic(f)
+	}
 	p.wgs.Put(r)
 }
 
