@@ -106,9 +106,9 @@ func (e *Engine) SGEMM(s *cuda.Stream, m, n, k int, a, b Mat, c uint64, ldc int6
 	if m <= 0 || n <= 0 || k <= 0 {
 		return fmt.Errorf("exact: SGEMM %dx%dx%d: sizes must be positive", m, n, k)
 	}
-	if m%128 == 0 && n%128 == 0 && k%16 == 0 && a.CS == 1 && b.CS == 1 && a.RS%4 == 0 && b.RS%4 == 0 && ldc%4 == 0 &&
+	if m%128 == 0 && n%128 == 0 && k%8 == 0 && a.CS == 1 && b.CS == 1 && a.RS%4 == 0 && b.RS%4 == 0 && ldc%4 == 0 &&
 		a.Ptr%16 == 0 && b.Ptr%16 == 0 && c%16 == 0 {
-		return e.SGEMM128(s, kernels.SGEMM128, m, n, k, a.Ptr, a.RS, b.Ptr, b.RS, c, ldc)
+		return e.SGEMM128(s, kernels.SGEMM128K8, m, n, k, a.Ptr, a.RS, b.Ptr, b.RS, c, ldc)
 	}
 	return e.SGEMMGeneral(s, m, n, k, a, b, c, ldc, 1, 0, 0, 0)
 }
@@ -213,4 +213,11 @@ func (e *Engine) LayerNorm(s *cuda.Stream, x, scale, bias uint64, eps float32, y
 	}
 	a := new(cuda.Args).Ptr(x).Ptr(scale).Ptr(bias).F32(eps).Ptr(y).I64(rows).I32(int32(D))
 	return e.fn[kernels.LayerNorm].Launch(s, cuda.D3(e.grid(rows, 64), 1, 1), cuda.D3(64, 1, 1), 0, a)
+}
+
+// ChannelAffine sets y = x*a[c] + b[c] over planes of S floats with
+// c = plane % C (inference BatchNormalization, a and b precomputed).
+func (e *Engine) ChannelAffine(s *cuda.Stream, x, a, b, y uint64, planes int64, S, C int) error {
+	args := new(cuda.Args).Ptr(x).Ptr(a).Ptr(b).Ptr(y).I64(planes).I32(int32(S)).I32(int32(C))
+	return e.fn[kernels.Affine].Launch(s, cuda.D3(e.grid(planes*int64(S), 256), 1, 1), cuda.D3(256, 1, 1), 0, args)
 }

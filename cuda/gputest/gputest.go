@@ -36,6 +36,9 @@ type Config struct {
 	BenchSize             int    // its M = N = K (default 4096)
 	BenchReps             int    // timed repetitions (default 20)
 	PTXOut                string // when set, the compute_XX PTX is written there
+	// Models are ONNX files run node by node on the GPU (CPU fallback for
+	// uncovered nodes) and compared with the CPU executor.
+	Models []string
 }
 
 // Result is one twin check.
@@ -161,8 +164,16 @@ func Run(cfg Config, w io.Writer) (*Report, error) {
 			return rep, err
 		}
 	}
+	for _, m := range cfg.Models {
+		if err := s.model(m); err != nil {
+			return rep, err
+		}
+	}
 	if cfg.Bench {
 		if err := s.bench(); err != nil {
+			return rep, err
+		}
+		if err := s.convBench(); err != nil {
 			return rep, err
 		}
 	}
@@ -293,6 +304,48 @@ func (s *suite) run(n int, ins [][]float32, f func(in []uint64, out uint64) erro
 		return nil, err
 	}
 	return s.fetch(o, n)
+}
+
+// timer times launches on its own stream with a pair of events.
+type timer struct {
+	st     *cuda.Stream
+	e0, e1 *cuda.Event
+}
+
+func (s *suite) newTimer() (*timer, error) {
+	t := &timer{}
+	var err error
+	if t.st, err = s.c.NewStream(); err != nil {
+		return nil, err
+	}
+	if t.e0, err = s.c.NewEvent(); err == nil {
+		t.e1, err = s.c.NewEvent()
+	}
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// time returns the milliseconds that f's launches on t.st take.
+func (t *timer) time(f func() error) (float64, error) {
+	if err := t.e0.Record(t.st); err != nil {
+		return 0, err
+	}
+	if err := f(); err != nil {
+		return 0, err
+	}
+	if err := t.e1.Record(t.st); err != nil {
+		return 0, err
+	}
+	return t.e0.Elapsed(t.e1)
+}
+
+func (t *timer) close() {
+	t.e0.Destroy()
+	t.e1.Destroy()
+	t.st.Destroy()
 }
 
 func median(v []float64) float64 {

@@ -5,6 +5,7 @@ package gputest
 import (
 	"flag"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -17,6 +18,7 @@ var (
 	flagCUBLAS = flag.String("cublas", "", "path of libcublas.so")
 	flagCases  = flag.Int("cases", 12, "random cases per kernel")
 	flagSeed   = flag.Int64("seed", 1, "random seed")
+	flagModels = flag.String("models", "", "comma-separated ONNX files to run on the GPU against the CPU executor")
 )
 
 // TestGPUSuite runs the whole suite on device 0 (go test -tags cuda; on
@@ -24,6 +26,9 @@ var (
 func TestGPUSuite(t *testing.T) {
 	cfg := Config{Driver: *flagCUDA, NVRTC: *flagNVRTC, CUBLAS: *flagCUBLAS, Seed: *flagSeed, Cases: *flagCases,
 		Bench: *flagBench, BenchSize: *flagSize, PTXOut: *flagPTX}
+	if *flagModels != "" {
+		cfg.Models = strings.Split(*flagModels, ",")
+	}
 	rep, err := Run(cfg, os.Stdout)
 	if err != nil {
 		t.Fatal(err)

@@ -95,7 +95,7 @@ func (s *suite) add() error {
 // the 128x128 path on aligned shapes, and transposed strides.
 func (s *suite) gemm() error {
 	type shape struct{ m, n, k int }
-	shapes := []shape{{1, 1, 1}, {1, 1000, 512}, {7, 13, 5}, {64, 64, 16}, {65, 63, 17}, {128, 128, 16}, {256, 384, 48}, {384, 256, 1024}, {129, 257, 33}}
+	shapes := []shape{{1, 1, 1}, {1, 1000, 512}, {7, 13, 5}, {64, 64, 16}, {65, 63, 17}, {128, 128, 16}, {256, 384, 48}, {384, 256, 1024}, {128, 256, 8}, {256, 128, 24}, {129, 257, 33}}
 	for i := 0; i < s.cfg.Cases; i++ {
 		shapes = append(shapes, shape{1 + s.r.Intn(300), 1 + s.r.Intn(300), 1 + s.r.Intn(700)})
 	}
@@ -112,7 +112,7 @@ func (s *suite) gemm() error {
 			return err
 		}
 		path := "general"
-		if sh.m%128 == 0 && sh.n%128 == 0 && sh.k%16 == 0 {
+		if sh.m%128 == 0 && sh.n%128 == 0 && sh.k%8 == 0 {
 			path = "128x128"
 		}
 		s.record(fmt.Sprintf("SGEMM %dx%dx%d (%s)", sh.m, sh.n, sh.k, path), gpu, f32(t), true)
@@ -170,12 +170,15 @@ func (s *suite) convCases() []convCase {
 			bias: s.r.Intn(2) == 0, res: s.r.Intn(3) == 0, relu: s.r.Intn(2) == 0}
 		c.KW = 1 + s.r.Intn(4)
 		c.PW = s.r.Intn(c.KW)
+		// Every case is a valid Conv: the (dilated) kernel fits the padded
+		// input in both dimensions.
 		if ek := (c.KH-1)*c.DH + 1; ek > c.H+2*c.PH {
 			c.DH = 1
 		}
 		if ek := (c.KW-1)*c.DW + 1; ek > c.W+2*c.PW {
 			c.DW = 1
 		}
+		c.W = max(c.W, c.KW)
 		cs = append(cs, c)
 	}
 	return cs

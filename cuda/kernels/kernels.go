@@ -51,7 +51,8 @@ const (
 	GlobalAvg  = "vx_global_avg"
 	Softmax    = "vx_softmax"
 	LayerNorm  = "vx_layernorm"
+	Affine     = "vx_channel_affine"
 )
 
 // All lists every kernel name, for loading checks.
-var All = []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm}
+var All = []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine}

@@ -26,6 +26,8 @@ GPU it fails with the driver's error.`)
 	fs.IntVar(&cfg.BenchSize, "bench-size", 4096, "the benchmark's M = N = K (a multiple of 128)")
 	fs.IntVar(&cfg.BenchReps, "bench-reps", 20, "timed repetitions per benchmark variant")
 	fs.StringVar(&cfg.PTXOut, "ptx-out", "", "write the compiled PTX to this file")
+	var models multiFlag
+	fs.Var(&models, "model", "an ONNX model to run node by node on the GPU against the CPU executor (repeatable)")
 	rest, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -33,6 +35,7 @@ GPU it fails with the driver's error.`)
 	if len(rest) != 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", ErrUsage, rest)
 	}
+	cfg.Models = models
 	rep, err := gputest.Run(cfg, m.Stdout)
 	if err != nil {
 		return err
