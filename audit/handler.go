@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"io/fs"
 	"net/http"
 	"strings"
 )
@@ -10,8 +11,15 @@ import (
 // and `vouch audit verify --log URL` can check it. Nothing else in the
 // directory (the write-ahead log, the index, tessera's state) is served.
 // Mount it under a prefix with http.StripPrefix.
-func (l *Log) Handler() http.Handler {
-	files := http.FileServerFS(l.fsys)
+func (l *Log) Handler() http.Handler { return FSHandler(l.fsys) }
+
+// FSHandler serves a log's checkpoint and tiles from fsys (at the C2SP
+// tlog-tiles paths) read-only, and nothing else of it: what Log.Handler
+// serves for a directory, for any log that reads back as an fs.FS (the
+// shared log in a database, package audit/sqllog). The checkpoint is
+// text/plain; charset=utf-8, as C2SP tlog-checkpoint asks.
+func FSHandler(fsys fs.FS) http.Handler {
+	files := http.FileServerFS(fsys)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := strings.TrimPrefix(r.URL.Path, "/")
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -22,12 +30,16 @@ func (l *Log) Handler() http.Handler {
 			http.NotFound(w, r)
 			return
 		}
-		if p == "checkpoint" {
+		switch {
+		case p == "checkpoint":
 			w.Header().Set("Cache-Control", "no-cache")
-		} else if !strings.Contains(p, ".p/") {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		case !strings.Contains(p, ".p/"):
 			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+			w.Header().Set("Content-Type", "application/octet-stream")
+		default:
+			w.Header().Set("Content-Type", "application/octet-stream")
 		}
-		w.Header().Set("Content-Type", "application/octet-stream")
 		files.ServeHTTP(w, r)
 	})
 }
