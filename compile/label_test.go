@@ -6,6 +6,7 @@ import (
 
 	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/server"
 )
 
 // TestPrecisionFromLayers: a build asked for fp16 whose precision pass is
@@ -34,6 +35,14 @@ func TestPrecisionFromLayers(t *testing.T) {
 		if l.Precision != "fp32" {
 			t.Errorf("report layer %s labelled %q, want fp32", l.Name, l.Precision)
 		}
+	}
+	// The server stamps the plan's label on every record.
+	r, err := server.NewPlanRunner(p, "sha256:"+res.Digest, "m", server.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Info().Precision; got != "fp32" {
+		t.Errorf("the server would record precision %q, want fp32", got)
 	}
 	if slices.Contains(p.Header.RequiredFeatures, "f16c") {
 		t.Errorf("fp32 layers require %v: f16c is the fp16 kernels'", p.Header.RequiredFeatures)
