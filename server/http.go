@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -259,37 +258,6 @@ func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeInferResponse(w, st.trace.TraceID, out)
-}
-
-// readBody reads a request body of at most limit bytes into one buffer,
-// sized from Content-Length when the client sent one, so that reading costs
-// the body and no more.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
-	if r.ContentLength > limit {
-		return nil, errf(413, "request body of %d bytes exceeds %d bytes", r.ContentLength, limit)
-	}
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	var body []byte
-	var err error
-	if r.ContentLength > 0 {
-		body = make([]byte, r.ContentLength)
-		if _, err = io.ReadFull(rd, body); err == nil {
-			var one [1]byte
-			if n, _ := rd.Read(one[:]); n > 0 {
-				err = errors.New("body longer than its Content-Length")
-			}
-		}
-	} else {
-		body, err = io.ReadAll(rd)
-	}
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, errf(413, "request body exceeds %d bytes", limit)
-		}
-		return nil, errf(400, "reading request body: %v", err)
-	}
-	return body, nil
 }
 
 // writeInferResponse writes the OIP inference response, with binary

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"net"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -135,5 +136,42 @@ func TestDecodeProtoMemoryBounded(t *testing.T) {
 		if ratio > c.maxRatio {
 			t.Errorf("%s: %.1fx the message, want at most %.1fx", c.name, ratio, c.maxRatio)
 		}
+	}
+}
+
+// TestClaimedBodyNotPreallocated: clients that claim a 60 MiB body and send
+// a few bytes make the server hold a few bytes each, not the 60 MiB they
+// claimed (issue 20 B).
+func TestClaimedBodyNotPreallocated(t *testing.T) {
+	s := New(Options{MaxBodyBytes: 64 << 20})
+	if err := s.AddModel(&slowRunner{}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := s.NewHTTPServer()
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	const clients = 20
+	var conns []net.Conn
+	_, peak := memoryOf(func() {
+		for range clients {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+			fmt.Fprintf(c, "POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{\"inputs\":", 60<<20)
+		}
+		time.Sleep(500 * time.Millisecond)
+	})
+	for _, c := range conns {
+		c.Close()
+	}
+	t.Logf("%d clients claiming 60 MiB bodies: heap grew by %s", clients, fmtMiB(peak))
+	if peak > 32<<20 {
+		t.Errorf("%d clients claiming 60 MiB each grew the heap by %s", clients, fmtMiB(peak))
 	}
 }
