@@ -146,4 +146,3 @@ func randomSpan() trace.SpanID {
 	rand.Read(s[:])
 	return s
 }
-
