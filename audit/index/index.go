@@ -19,8 +19,10 @@
 //	  label     TEXT NOT NULL
 //	);
 //
-// with indexes on trace_id, time_ns and (model, time_ns), and PRAGMA
-// user_version = 1.
+// with indexes on trace_id, time_ns, (model, time_ns), (principal,
+// time_ns) and (label, time_ns) (the last two added later, made on open
+// when missing: a search for a rare caller or outcome reads its rows, not
+// the table), and PRAGMA user_version = 1.
 package index
 
 import (
@@ -52,6 +54,8 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_trace ON entries(trace_id);
 CREATE INDEX IF NOT EXISTS entries_time ON entries(time_ns);
 CREATE INDEX IF NOT EXISTS entries_model ON entries(model, time_ns);
+CREATE INDEX IF NOT EXISTS entries_principal ON entries(principal, time_ns);
+CREATE INDEX IF NOT EXISTS entries_label ON entries(label, time_ns);
 PRAGMA user_version = 1;
 `
 
