@@ -346,7 +346,7 @@ func (b *Bound) runAlloc(s *step) error {
 		}
 	}
 	in := s.in
-	outs, err := b.e.runNode(s.n, in, scope, &b.runState)
+	outs, err := b.e.runNode(s.n, in, scope, &b.runState, false)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ type Executor struct {
 	ops      map[*ir.Node]*kernel.Op
 	lastUse  map[string]int // top-level value -> index of the last node reading it
 	keepOuts map[string]bool
+	isInput  map[string]bool // the top-level graph's inputs
 	limits   Limits
 }
 
@@ -59,6 +60,10 @@ func New(g *ir.Graph, reg *kernel.Registry) (*Executor, error) {
 	}
 	for _, o := range g.Outputs {
 		e.keepOuts[o.Name] = true
+	}
+	e.isInput = map[string]bool{}
+	for _, v := range g.Inputs {
+		e.isInput[v.Name] = true
 	}
 	return e, nil
 }
@@ -187,7 +192,12 @@ func (e *Executor) runNodes(g *ir.Graph, vals map[string]*tensor.Tensor, outer m
 		if outer != nil {
 			scope = mergeScope(outer, vals)
 		}
-		outs, err := e.runNode(n, in, scope, r)
+		if top {
+			if err := r.reserve(n, e.ops[n], in); err != nil {
+				return err
+			}
+		}
+		outs, err := e.runNode(n, in, scope, r, top)
 		if err != nil {
 			return err
 		}
@@ -202,11 +212,17 @@ func (e *Executor) runNodes(g *ir.Graph, vals map[string]*tensor.Tensor, outer m
 				return fmt.Errorf("exec: %s: output %q: %w", n.Label(), name, err)
 			}
 			vals[name] = outs[j]
+			if top {
+				r.live += tensorBytes(outs[j])
+			}
 		}
 		if top {
 			for _, name := range n.Inputs {
 				if e.lastUse[name] == i && !e.keepOuts[name] {
 					if _, isInit := g.Initializers[name]; !isInit {
+						if !e.isInput[name] {
+							r.live -= tensorBytes(vals[name])
+						}
 						delete(vals, name)
 					}
 				}
@@ -227,7 +243,9 @@ func mergeScope(outer, local map[string]*tensor.Tensor) map[string]*tensor.Tenso
 	return m
 }
 
-func (e *Executor) runNode(n *ir.Node, in []*tensor.Tensor, scope map[string]*tensor.Tensor, r *run) (outs []*tensor.Tensor, err error) {
+// runNode runs one node's allocating kernel; sized says its outputs were
+// already checked against the budget (run.reserve).
+func (e *Executor) runNode(n *ir.Node, in []*tensor.Tensor, scope map[string]*tensor.Tensor, r *run, sized bool) (outs []*tensor.Tensor, err error) {
 	op := e.ops[n]
 	if op == nil {
 		return nil, fmt.Errorf("exec: %s: no kernel", n.Label())
@@ -237,8 +255,10 @@ func (e *Executor) runNode(n *ir.Node, in []*tensor.Tensor, scope map[string]*te
 			err = fmt.Errorf("exec: %s: kernel panicked: %v\n%s", n.Label(), r, debug.Stack())
 		}
 	}()
-	if err := CheckOutputs(n, op, in, r.limits.MaxBytes); err != nil {
-		return nil, err
+	if !sized {
+		if err := CheckOutputs(n, op, in, r.limits.MaxBytes); err != nil {
+			return nil, err
+		}
 	}
 	ctx := &kernel.Ctx{Sub: &subRunner{e: e, scope: scope, run: r}}
 	outs, err = op.Run(ctx, n, in)

@@ -24,7 +24,9 @@ var ErrBudget = errors.New("over budget")
 type Limits struct {
 	// MaxBytes bounds the arena of a bound plan and every single value a
 	// kernel allocates (default DefaultMaxBytes). A value's size is
-	// inferred from the node's actual inputs before its kernel runs.
+	// inferred from the node's actual inputs before its kernel runs; a
+	// node-by-node run (Executor.Run) also bounds the values it holds at
+	// once, the next node's outputs included.
 	MaxBytes int64
 	// MaxSubgraphRuns bounds the body runs of Loop, Scan, If and the
 	// sequence maps in one run (default DefaultMaxSubgraphRuns).
@@ -103,6 +105,10 @@ type run struct {
 	start  time.Time
 	subs   atomic.Int64
 	ctx    context.Context // nil, or the caller's (ExecuteContext): the run stops when it ends
+	// live is the size of the values a node-by-node run holds at the top
+	// level (inputs and weights aside): with the next node's outputs it
+	// must stay within MaxBytes.
+	live int64
 }
 
 func newRun(l Limits) *run { return &run{limits: l, start: time.Now()} }
@@ -127,6 +133,23 @@ func (r *run) check(n *ir.Node) error {
 func (r *run) reset(l Limits) {
 	r.limits, r.start = l, time.Now()
 	r.subs.Store(0)
+	r.live = 0
+}
+
+// reserve checks, before n runs, that its outputs fit the budget alone
+// and beside the values the run already holds.
+func (r *run) reserve(n *ir.Node, op *kernel.Op, in []*tensor.Tensor) error {
+	if op == nil {
+		return nil
+	}
+	b, err := outputBytes(n, op, in, r.limits.MaxBytes)
+	if err != nil {
+		return err
+	}
+	if r.live+b > r.limits.MaxBytes {
+		return fmt.Errorf("exec: %s: %w: its outputs (%d bytes) beside the %d bytes of values the run holds would pass the budget of %d bytes per run", n.Label(), ErrBudget, b, r.live, r.limits.MaxBytes)
+	}
+	return nil
 }
 
 // subgraph counts one body run.
@@ -159,8 +182,15 @@ const maxConstElems = 1 << 16
 // request claims. A node whose shape function fails or gives no static
 // type is left to its kernel, whose own checks apply.
 func CheckOutputs(n *ir.Node, op *kernel.Op, in []*tensor.Tensor, maxBytes int64) error {
+	_, err := outputBytes(n, op, in, maxBytes)
+	return err
+}
+
+// outputBytes is CheckOutputs that also returns the outputs' total size,
+// as far as the shape function makes it static.
+func outputBytes(n *ir.Node, op *kernel.Op, in []*tensor.Tensor, maxBytes int64) (int64, error) {
 	if op.Infer == nil {
-		return nil
+		return 0, nil
 	}
 	ii := make([]ir.InferInput, len(in))
 	for i, t := range in {
@@ -174,18 +204,32 @@ func CheckOutputs(n *ir.Node, op *kernel.Op, in []*tensor.Tensor, maxBytes int64
 	}
 	types, err := op.Infer(n, ii)
 	if err != nil {
-		return nil
+		return 0, nil
 	}
+	var total int64
 	for j, t := range types {
-		if b, ok := TypeBytes(t); ok && b > maxBytes {
+		b, ok := TypeBytes(t)
+		if !ok {
+			continue
+		}
+		if b > maxBytes {
 			name := ""
 			if j < len(n.Outputs) {
 				name = n.Outputs[j]
 			}
-			return fmt.Errorf("exec: %s: %w: output %q would be %v%s, %d bytes, more than the budget of %d bytes per value", n.Label(), ErrBudget, name, t.DType, shapeText(t), b, maxBytes)
+			return 0, fmt.Errorf("exec: %s: %w: output %q would be %v%s, %d bytes, more than the budget of %d bytes per value", n.Label(), ErrBudget, name, t.DType, shapeText(t), b, maxBytes)
 		}
+		total = min(total+b, 1<<62)
 	}
-	return nil
+	return total, nil
+}
+
+// tensorBytes is the size of a value a run holds.
+func tensorBytes(t *tensor.Tensor) int64 {
+	if t == nil {
+		return 0
+	}
+	return ShapeBytes(t.Shape, max(int64(t.DType.Size()), 1))
 }
 
 func shapeText(t ir.Type) string {
