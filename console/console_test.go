@@ -247,9 +247,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("decision page lacks %q", want)
 		}
 	}
-	do("replay", chromedp.Click(css("button.big")), chromedp.WaitVisible(css(".verdict")))
+	do("replay", chromedp.Click(css("button.big")), chromedp.WaitVisible(css("#replay-verdict")))
 	shot("replay")
-	if got := text(".verdict"); got != "VERIFIED" {
+	if got := text("#replay-verdict"); got != "VERIFIED" {
 		t.Fatalf("replay verdict %q", got)
 	}
 	reportURL, dsseURL := attr("a[href$='report.html']", "href"), attr("a[href$='report.dsse.json']", "href")

@@ -185,6 +185,11 @@ func (c *Console) decision(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	data["Sigs"] = c.signatures([]byte(inc.Checkpoint))
 	data["Extra"] = extraMembers(inc.Record)
+	for _, m := range data["Extra"].([]Member) {
+		if a, ok := m.Value.([]any); ok && m.Name == "decisions" && len(a) > 1 {
+			data["RowCount"] = len(a)
+		}
+	}
 	var pretty bytes.Buffer
 	json.Indent(&pretty, inc.Record, "", "  ")
 	data["Pretty"] = pretty.String()

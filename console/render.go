@@ -106,14 +106,14 @@ func writeValue(b *strings.Builder, v any, depth int) {
 			}
 			return
 		}
-		b.WriteString(`<table class="rows"><thead><tr>`)
+		b.WriteString(`<table class="rows"><thead><tr><th scope="col" class="num">#</th>`)
 		for _, c := range cols {
 			b.WriteString(`<th scope="col">` + esc(c) + "</th>")
 		}
 		b.WriteString("</tr></thead><tbody>")
-		for _, e := range x {
+		for i, e := range x {
 			m := e.(map[string]any)
-			b.WriteString("<tr>")
+			fmt.Fprintf(b, `<tr><td class="num">%d</td>`, i)
 			for _, c := range cols {
 				cls := ""
 				if n, isNum := m[c].(json.Number); isNum {
