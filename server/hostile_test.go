@@ -334,3 +334,31 @@ func TestRunStopsWithItsContext(t *testing.T) {
 		t.Fatalf("the next run: %v", err)
 	}
 }
+
+// TestManyRowsStillRecorded: a request of 20,000 rows, whose per-row
+// decisions no log entry can hold, is served and recorded (its minimal
+// record keeps the decisions digest) instead of refused (issue 20 A2).
+func TestManyRowsStillRecorded(t *testing.T) {
+	dir := t.TempDir()
+	skey, err := audit.LoadOrCreateKey(dir, "test.example/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.Open(context.Background(), dir, audit.Options{SignerKey: skey, BatchMaxAge: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	s := New(Options{Appender: l})
+	if err := s.AddModel(modelRunner(t, "breast_cancer_mlp", PlanOptions{Labels: []string{"malignant", "benign"}})); err != nil {
+		t.Fatal(err)
+	}
+	hs := newTestServer(t, s)
+	const rows = 20000
+	body := `{"inputs":[{"name":"features","datatype":"FP32","shape":[` + fmt.Sprint(rows) + `,30],"data":[` +
+		strings.TrimSuffix(strings.Repeat("0.5,", rows*30), ",") + `]}]}`
+	resp, b := httpCall(t, "POST", hs.URL+"/v2/models/breast_cancer_mlp/infer", "", strings.NewReader(body))
+	if resp.StatusCode != 200 || resp.Header.Get(HeaderLeafHash) == "" {
+		t.Fatalf("%d rows: %s %.200s", rows, resp.Status, b)
+	}
+}

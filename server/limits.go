@@ -101,7 +101,8 @@ func minimal(rec *audit.Record) *audit.Record {
 		Principal: bound(rec.Principal, 64), SourceAddr: bound(rec.SourceAddr, 64),
 		Model: bound(rec.Model, 64), ModelVersion: bound(rec.ModelVersion, 64),
 		PlanDigest: rec.PlanDigest, BundleDigest: rec.BundleDigest, InputDigest: rec.InputDigest,
-		OutputDigest: rec.OutputDigest, Status: rec.Status, Code: rec.Code,
+		OutputDigest: rec.OutputDigest, Rows: rec.Rows, DecisionsDigest: rec.DecisionsDigest,
+		Precision: rec.Precision, Status: rec.Status, Code: rec.Code,
 		Error: bound(rec.Error, 128), Access: rec.Access, LatencyMicros: rec.LatencyMicros,
 	}
 }
