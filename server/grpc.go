@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -22,10 +23,16 @@ import (
 )
 
 // NewGRPCServer returns a gRPC server serving inference.GRPCInferenceService
-// with the access log and the request size limit; opts add to them (TLS
-// credentials, for one).
+// with the access log, the request size limit and the connection bounds of
+// Options.HTTP (handshake within the header timeout, idle connections
+// closed, at most 128 concurrent calls a connection); opts add to them (TLS
+// credentials, for one). Serve it on Listener(l) for the connection limits.
 func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	lim := s.opt.HTTP.withDefaults()
 	opts = append([]grpc.ServerOption{
+		grpc.ConnectionTimeout(lim.ReadHeaderTimeout),
+		grpc.MaxConcurrentStreams(128),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.IdleTimeout}),
 		grpc.MaxRecvMsgSize(int(min(s.opt.MaxGRPCBytes, math.MaxInt32))),
 		grpc.MaxSendMsgSize(1 << 30),
 		grpc.UnaryInterceptor(s.grpcAccessLog),
