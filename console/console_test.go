@@ -66,27 +66,33 @@ func serve(t *testing.T) *served {
 	dir := t.TempDir()
 	var out bytes.Buffer
 	m := cli.NewMain(&out, &out)
-	planFile := filepath.Join(dir, "bc.plan")
-	if code := m.Run(context.Background(), []string{"build", bcModel + "/model.onnx", "-o", planFile}); code != 0 {
-		t.Fatalf("build: %s", out.String())
-	}
-	os.WriteFile(filepath.Join(dir, "labels"), []byte("malignant\nbenign\n"), 0o644)
-	creds := fmt.Sprintf("auditor audit %s\nalice infer %s\n", server.HashToken("audit-token"), server.HashToken("alice-token"))
-	os.WriteFile(filepath.Join(dir, "creds"), []byte(creds), 0o600)
 	var features []string
 	for i := range 30 {
 		features = append(features, fmt.Sprintf("f%02d", i))
 	}
 	features[0], features[1], features[2] = "mean radius", "mean texture", "mean perimeter"
-	os.WriteFile(filepath.Join(dir, "features"), []byte(strings.Join(features, "\n")), 0o644)
+	os.WriteFile(filepath.Join(dir, "features"), []byte(strings.Join(features, "\n")+"\n"), 0o644)
+	// A signed bundle, with the feature names and a background set for
+	// the explanations.
+	bundleFile := filepath.Join(dir, "bc.vouch")
+	for _, args := range [][]string{{"keygen", "--name", "ci", "--out", dir},
+		{"build", bcModel + "/model.onnx", "-o", filepath.Join(dir, "bc.plan"), "--bundle", bundleFile, "--key", filepath.Join(dir, "ci.key"),
+			"--name", "breast_cancer_mlp", "--model-version", "1", "--features", filepath.Join(dir, "features"),
+			"--background", bcModel + "/test_data_set_0/input_0.pb"}} {
+		if code := m.Run(context.Background(), args); code != 0 {
+			t.Fatalf("%s: %s", args[0], out.String())
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "labels"), []byte("malignant\nbenign\n"), 0o644)
+	creds := fmt.Sprintf("auditor audit %s\nalice infer %s\n", server.HashToken("audit-token"), server.HashToken("alice-token"))
+	os.WriteFile(filepath.Join(dir, "creds"), []byte(creds), 0o600)
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var serr bytes.Buffer
 	go func() {
 		sm := cli.NewMain(&serr, &serr)
-		done <- sm.Run(ctx, []string{"serve", "--plan", planFile + ",breast_cancer_mlp@1", "--labels", "breast_cancer_mlp=" + filepath.Join(dir, "labels"),
-			"--features", "breast_cancer_mlp=" + filepath.Join(dir, "features"),
+		done <- sm.Run(ctx, []string{"serve", "--bundle", bundleFile, "--key", filepath.Join(dir, "ci.pub"), "--labels", "breast_cancer_mlp=" + filepath.Join(dir, "labels"),
 			"--listen", addr, "--grpc", "", "--data", filepath.Join(dir, "data"), "--credentials", filepath.Join(dir, "creds"),
 			"--capture-inputs", "--access-log", "", "--audit-durability", "async", "--console", "on"})
 	}()

@@ -143,8 +143,8 @@ func inputView(name string, t *tensor.Tensor, features []string) InputView {
 
 func (c *Console) features(model, version string) []string {
 	for _, m := range c.opt.Models {
-		if m.Name == model && (m.Version == version || version == "") && len(m.Features) > 0 {
-			return m.Features
+		if f := m.features(); m.Name == model && (m.Version == version || version == "") && len(f) > 0 {
+			return f
 		}
 	}
 	return nil

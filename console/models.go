@@ -10,9 +10,27 @@ import (
 
 	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/bundle"
+	"github.com/vouchml/vouch/explain"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/registry"
 )
+
+// features are the names of the model's input columns: given to the
+// console, else those its bundle keeps for explanations.
+func (m Model) features() []string {
+	if len(m.Features) > 0 || m.Bundle == nil {
+		return m.Features
+	}
+	b, ok := m.Bundle.File(bundle.ExplainFile)
+	if !ok {
+		return nil
+	}
+	d, err := explain.DecodeData(b)
+	if err != nil {
+		return nil
+	}
+	return d.Features
+}
 
 // ModelView is one model on the models page.
 type ModelView struct {
@@ -48,7 +66,7 @@ func (c *Console) models(w http.ResponseWriter, r *http.Request, s *session) {
 	data := map[string]any{}
 	var views []ModelView
 	for _, m := range c.opt.Models {
-		v := ModelView{Name: m.Name, Version: m.Version, Features: m.Features}
+		v := ModelView{Name: m.Name, Version: m.Version, Features: m.features()}
 		if e := m.Engine; e != nil {
 			v.Source, v.PlanDigest, v.BundleDigest, v.Provenance = e.Source, e.PlanDigest, e.BundleDigest, e.Provenance
 			if e.Plan != nil {
