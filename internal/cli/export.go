@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/audit/sqllog"
 	"github.com/vouchml/vouch/server"
 	"github.com/vouchml/vouch/stream"
 )
@@ -21,15 +22,30 @@ func exportDir(auditDir string) string { return filepath.Join(auditDir, "export"
 // server's log, their metrics added to so. The returned stop function
 // ends them (each has persisted its cursor after its last acknowledged
 // batch, so the next start resumes there).
-func (m *Main) startExporters(ctx context.Context, targets []string, so *server.Options, logger *slog.Logger) (func(), error) {
+func (m *Main) startExporters(ctx context.Context, targets []string, dataDir string, so *server.Options, logger *slog.Logger) (func(), error) {
 	if len(targets) == 0 {
 		return func() {}, nil
 	}
-	l, ok := so.Appender.(*audit.Log)
-	if !ok {
-		return nil, fmt.Errorf("%w: --export streams the transparency log: it needs --audit on (not --audit-log or --audit=off)", ErrUsage)
+	var src stream.Source
+	var origin, dir string
+	switch l := so.Appender.(type) {
+	case *audit.Log:
+		src, dir = l, exportDir(l.Dir())
+		if cp, err := l.Checkpoint(); err == nil {
+			origin = cp.Origin
+		}
+	case *sqllog.Log:
+		// The replicas share the log; each keeps its own cursor in its
+		// data directory (every replica exports the whole log: receivers
+		// deduplicate on the log index).
+		src, dir = l, exportDir(auditDir(dataDir))
+		if cp, err := l.Checkpoint(ctx); err == nil {
+			origin = cp.Origin
+		}
+	default:
+		return nil, fmt.Errorf("%w: --export streams the transparency log: it needs --audit on or --audit-db (not --audit-log or --audit=off)", ErrUsage)
 	}
-	exps, err := newExporters(ctx, l, targets, ".cursor", logger)
+	exps, err := newExporters(ctx, src, origin, dir, targets, ".cursor", logger)
 	if err != nil {
 		return nil, err
 	}
@@ -60,14 +76,9 @@ type exporter struct {
 // log's export directory.
 // suffix names the cursor files: a backfill keeps its own, so that it
 // never moves the cursor of a serving process's exporter to the same target.
-func newExporters(ctx context.Context, l *audit.Log, targets []string, suffix string, logger *slog.Logger) ([]*exporter, error) {
-	dir := exportDir(l.Dir())
+func newExporters(ctx context.Context, l stream.Source, origin, dir string, targets []string, suffix string, logger *slog.Logger) ([]*exporter, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
-	}
-	origin := ""
-	if cp, err := l.Checkpoint(); err == nil {
-		origin = cp.Origin
 	}
 	var out []*exporter
 	names := map[string]bool{}
@@ -106,7 +117,7 @@ func (m *Main) backfill(ctx context.Context, dir, target string) error {
 	if err != nil {
 		return err
 	}
-	exps, err := newExporters(ctx, l, []string{target}, ".backfill.cursor", slog.New(slog.NewTextHandler(m.Stderr, nil)))
+	exps, err := newExporters(ctx, l, cp.Origin, exportDir(l.Dir()), []string{target}, ".backfill.cursor", slog.New(slog.NewTextHandler(m.Stderr, nil)))
 	if err != nil {
 		return err
 	}

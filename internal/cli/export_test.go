@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -67,10 +66,7 @@ func TestExportSurvivesKill(t *testing.T) {
 		t.Skip("builds vouch and kills it")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "vouch")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/vouch").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildVouch(t, dir)
 	planFile := buildBC(t, dir)
 	data := filepath.Join(dir, "data")
 	rc := &ceSink{traces: map[string]bool{}, ids: map[string]bool{}}
@@ -79,33 +75,8 @@ func TestExportSurvivesKill(t *testing.T) {
 	body := `{"inputs":[{"name":"features","datatype":"FP32","shape":[1,30],"data":[` + strings.TrimSuffix(strings.Repeat("0.5,", 30), ",") + `]}]}`
 
 	start := func() (*exec.Cmd, string) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		cmd := exec.Command(bin, "serve", "--plan", planFile+",bc", "--data", data, "--listen", addr, "--grpc", "",
+		return startServeProcess(t, bin, dir, "--plan", planFile+",bc", "--data", data, "--grpc", "",
 			"--access-log", "", "--export", recv.URL+"/events")
-		logf, _ := os.OpenFile(filepath.Join(dir, "serve.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(30 * time.Second); ; {
-			if resp, err := http.Get("http://" + addr + "/v2/health/ready"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					return cmd, "http://" + addr
-				}
-			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				b, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
-				t.Fatalf("server not ready:\n%s", b)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
 	}
 	answered := map[string]bool{}
 	var mu sync.Mutex
