@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -27,6 +28,8 @@ import (
 )
 
 const bcModel = "../../shared/models/breast_cancer_mlp"
+
+var screenshots = flag.Bool("screenshots", false, "write the browser test's screenshots to docs/console/")
 
 // chromium finds the browser: the test skips without it, except in CI
 // (VOUCH_CI=1), where it fails.
@@ -194,7 +197,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
 		}
-		if err := os.WriteFile(filepath.Join("..", "docs", "console", name+".png"), b, 0o644); err != nil {
+		dir := t.TempDir()
+		if *screenshots {
+			dir = filepath.Join("..", "docs", "console")
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".png"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -157,3 +157,52 @@ func FuzzSearchQuery(f *testing.F) {
 type indexRow = index.Row
 
 var indexFilterAccess = index.Filter{Kind: audit.KindAccess}
+
+// A view the audit log cannot record is refused (503), and shows nothing.
+func TestViewRefusedWhenUnrecorded(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	skey, err := audit.LoadOrCreateKey(dir, "test.local/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.Open(ctx, dir, audit.Options{SignerKey: skey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, _ := server.ParseCredentials(strings.NewReader("auditor audit " + server.HashToken("t") + "\n"))
+	c, err := New(Options{Log: l, Appender: l, Credentials: creds, LogKeys: l.VerifierKeys()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Handler()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/console/signin", nil))
+	m := csrfRE.FindStringSubmatch(rec.Body.String())
+	req := httptest.NewRequest("POST", "/console/signin", strings.NewReader(url.Values{"csrf": {m[1]}, "token": {"t"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, ck := range rec.Result().Cookies() {
+		req.AddCookie(ck)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var session *http.Cookie
+	for _, ck := range rec.Result().Cookies() {
+		if ck.Name == cookieSession && ck.Value != "" {
+			session = ck
+		}
+	}
+	if session == nil {
+		t.Fatalf("sign-in: %d", rec.Code)
+	}
+	l.Close(ctx) // the log now refuses appends
+	for _, page := range []string{"/console/", "/console/decision/0123456789abcdef0123456789abcdef", "/console/log", "/console/models"} {
+		req := httptest.NewRequest("GET", page, nil)
+		req.AddCookie(session)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "cannot record this view") || strings.Contains(rec.Body.String(), "<table") {
+			t.Errorf("%s with the log closed: %d\n%s", page, rec.Code, rec.Body.String())
+		}
+	}
+}
