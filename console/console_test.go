@@ -1,10 +1,12 @@
 package console_test
 
 import (
+	"archive/zip"
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/csv"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/internal/cli"
 	"github.com/vouchml/vouch/server"
@@ -303,9 +306,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	shot("models")
 	do("export", chromedp.Navigate(s.url+"/console/export"), chromedp.WaitVisible(css("#since")))
 	shot("export")
-	if code, zip := postBody(t, s.url+"/console/export", session, "/console/export"); code != 200 || !strings.HasPrefix(zip, "PK") {
-		t.Fatalf("export: %d", code)
+	code, zipped := postBody(t, s.url+"/console/export", session, "/console/export")
+	if code != 200 {
+		t.Fatalf("export: %d %s", code, zipped)
 	}
+	checkExport(t, []byte(zipped), s.data)
 	do("sign out", chromedp.Navigate(s.url+"/console/"), chromedp.WaitVisible(css("#trace")),
 		chromedp.Click(css("header form button")), chromedp.WaitVisible(css("#token")))
 	if got := text("main"); !strings.Contains(got, "Signed out") {
@@ -388,4 +393,35 @@ func postBody(t *testing.T, u, session, page string) (int, string) {
 	tok := html[i+len(`name="csrf" value="`):]
 	tok = tok[:strings.IndexByte(tok, '"')]
 	return send(t, u, session, url.Values{"csrf": {tok}, "since": {"2000-01-01"}, "until": {"2100-01-01"}})
+}
+
+// checkExport opens a regulator export: its JSON lines verify against the
+// log key inside, their DSSE signature against the console's key, and the
+// CSV has one row per decision.
+func checkExport(t *testing.T, b []byte, data string) {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, f := range zr.File {
+		r, _ := f.Open()
+		files[f.Name], _ = io.ReadAll(r)
+		r.Close()
+	}
+	keys := strings.Fields(string(files["log.pub"]))
+	_, n, err := audit.VerifyExport(bytes.NewReader(files["export.jsonl"]), nil, keys...)
+	if err != nil || n != 3 {
+		t.Fatalf("export.jsonl: %d records, %v", n, err)
+	}
+	pubs, _ := os.ReadFile(filepath.Join(data, "console", "report.pub"))
+	pub, _ := bundle.ParsePublicKey(strings.TrimSpace(string(pubs)))
+	if _, payload, _, err := bundle.VerifyEnvelope(files["export.jsonl.dsse.json"], []*bundle.PublicKey{pub}); err != nil || !bytes.Equal(payload, files["export.jsonl"]) {
+		t.Fatalf("export signature: %v", err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(files["export.csv"])).ReadAll()
+	if err != nil || len(rows) != 4 || rows[1][10] != "benign" {
+		t.Fatalf("export.csv: %v %v", rows, err)
+	}
 }
