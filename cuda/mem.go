@@ -172,6 +172,12 @@ func (c *Context) Upload(dst *Buffer, v []float32) error {
 	return c.CopyToDevice(nil, dst.Ptr, h.p, n, true)
 }
 
+// UploadInt32 copies int32s to the device and waits (index tables).
+func (c *Context) UploadInt32(dst *Buffer, v []int32) error {
+	f := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(v))), len(v))
+	return c.Upload(dst, f)
+}
+
 // Download copies len(v) float32s from the device through pinned memory.
 func (c *Context) Download(v []float32, src *Buffer) error {
 	n := uint64(len(v)) * 4

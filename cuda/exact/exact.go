@@ -19,7 +19,15 @@ type Engine struct {
 	fn  map[string]*cuda.Function
 	// SMs is the device's multiprocessor count (grid sizing).
 	SMs int
+	// ConvTile forces Conv2D's tile: 64 (the general kernel) or 128 (the
+	// register-tiled one, where K is a multiple of 4); 0 chooses. Both
+	// give the same bits.
+	ConvTile int
+	taps     map[tapKey]*cuda.Buffer
 }
+
+// tapKey identifies a convolution's reduction-index decoding table.
+type tapKey struct{ Cg, H, W, KH, KW, DH, DW int }
 
 // Load checks img against the context's device and loads its cubin.
 func Load(c *cuda.Context, img *cuda.Image) (*Engine, error) {
@@ -30,7 +38,7 @@ func Load(c *cuda.Context, img *cuda.Image) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{C: c, Mod: m, fn: map[string]*cuda.Function{}, SMs: max(c.Info.Multiproc, 1)}
+	e := &Engine{C: c, Mod: m, fn: map[string]*cuda.Function{}, SMs: max(c.Info.Multiproc, 1), taps: map[tapKey]*cuda.Buffer{}}
 	for _, n := range kernels.All {
 		f, err := m.Function(n)
 		if err != nil {
@@ -45,8 +53,14 @@ func Load(c *cuda.Context, img *cuda.Image) (*Engine, error) {
 // Function returns a loaded kernel by name.
 func (e *Engine) Function(name string) *cuda.Function { return e.fn[name] }
 
-// Close unloads the kernels.
-func (e *Engine) Close() error { return e.Mod.Unload() }
+// Close frees the engine's tables and unloads the kernels.
+func (e *Engine) Close() error {
+	for k, b := range e.taps {
+		b.Free()
+		delete(e.taps, k)
+	}
+	return e.Mod.Unload()
+}
 
 // Unary operations (exact.cu's OP_ codes).
 type Unary int32
@@ -152,11 +166,60 @@ func (e *Engine) Conv2D(s *cuda.Stream, g ConvGeom, x, w, bias, res uint64, relu
 	if relu {
 		r = 1
 	}
-	args := new(cuda.Args).Struct(int32(g.C), int32(g.H), int32(g.W), int32(g.M), int32(g.OH), int32(g.OW),
-		int32(g.G), int32(g.KH), int32(g.KW), int32(g.SH), int32(g.SW), int32(g.PH), int32(g.PW), int32(g.DH), int32(g.DW)).
-		Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(r).Ptr(y)
-	grid := cuda.D3(uint32((g.OH*g.OW+63)/64), uint32((g.M/g.G+63)/64), uint32(g.N*g.G))
+	Cg, Mg, P := g.C/g.G, g.M/g.G, g.OH*g.OW
+	K := Cg * g.KH * g.KW
+	tile := e.ConvTile
+	if tile == 0 {
+		// The 128x128 tiles pay once they fill the GPU twice over.
+		tile = 64
+		if blocks := ((P + 127) / 128) * ((Mg + 127) / 128) * g.N * g.G; blocks >= 2*e.SMs {
+			tile = 128
+		}
+	}
+	geom := []int32{int32(g.C), int32(g.H), int32(g.W), int32(g.M), int32(g.OH), int32(g.OW),
+		int32(g.G), int32(g.KH), int32(g.KW), int32(g.SH), int32(g.SW), int32(g.PH), int32(g.PW), int32(g.DH), int32(g.DW)}
+	if tile == 128 && K%4 == 0 {
+		taps, err := e.tapTable(tapKey{Cg, g.H, g.W, g.KH, g.KW, g.DH, g.DW})
+		if err != nil {
+			return err
+		}
+		args := new(cuda.Args).Struct(geom...).Ptr(x).Ptr(w).Ptr(taps).Ptr(bias).Ptr(res).I32(r).Ptr(y)
+		grid := cuda.D3(uint32((P+127)/128), uint32((Mg+127)/128), uint32(g.N*g.G))
+		return e.fn[kernels.Conv2D128].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
+	}
+	args := new(cuda.Args).Struct(geom...).Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(r).Ptr(y)
+	grid := cuda.D3(uint32((P+63)/64), uint32((Mg+63)/64), uint32(g.N*g.G))
 	return e.fn[kernels.Conv2D].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
+}
+
+// tapTable returns (uploading once) the table that decodes a reduction
+// index k = (c*KH + kh)*KW + kw into {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw}.
+func (e *Engine) tapTable(k tapKey) (uint64, error) {
+	if b := e.taps[k]; b != nil {
+		return b.Ptr, nil
+	}
+	n := k.Cg * k.KH * k.KW
+	t := make([]int32, 4*n)
+	i := 0
+	for c := 0; c < k.Cg; c++ {
+		for kh := 0; kh < k.KH; kh++ {
+			for kw := 0; kw < k.KW; kw++ {
+				t[4*i] = int32(c*k.H*k.W + kh*k.DH*k.W + kw*k.DW)
+				t[4*i+1], t[4*i+2] = int32(kh*k.DH), int32(kw*k.DW)
+				i++
+			}
+		}
+	}
+	b, err := e.C.Alloc(uint64(len(t)) * 4)
+	if err != nil {
+		return 0, err
+	}
+	if err := e.C.UploadInt32(b, t); err != nil {
+		b.Free()
+		return 0, err
+	}
+	e.taps[k] = b
+	return b.Ptr, nil
 }
 
 // PoolGeom is a 2-D pooling window over planes of H x W.

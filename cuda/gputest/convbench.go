@@ -35,7 +35,12 @@ func (s *suite) convBench() error {
 		return err
 	}
 	defer tm.close()
-	for _, batch := range []int{1, 32, 256} {
+	defer func() { s.e.ConvTile = 0 }()
+	for _, run := range []struct {
+		batch, tile int
+	}{{1, 64}, {1, 0}, {32, 64}, {32, 128}, {32, 0}, {256, 64}, {256, 128}, {256, 0}} {
+		batch := run.batch
+		s.e.ConvTile = run.tile
 		var total, flops float64
 		for _, l := range resnet18Convs {
 			g := l.g
@@ -72,8 +77,12 @@ func (s *suite) convBench() error {
 			total += med * float64(l.count)
 			flops += 2 * float64(g.OutLen()) * float64(g.C/g.G*g.KH*g.KW) * float64(l.count)
 		}
-		fmt.Fprintf(s.w, "bench exact conv, resnet18's 20 convolutions, batch %3d: %.3f ms (%.1f img/s, %.1f TFLOP/s)\n",
-			batch, total, float64(batch)/total*1e3, flops/(total*1e-3)/1e12)
+		tile := fmt.Sprintf("tile %d", run.tile)
+		if run.tile == 0 {
+			tile = "chosen tiles"
+		}
+		fmt.Fprintf(s.w, "bench exact conv, resnet18's 20 convolutions, batch %3d, %-12s: %.3f ms (%.1f img/s, %.1f TFLOP/s)\n",
+			batch, tile, total, float64(batch)/total*1e3, flops/(total*1e-3)/1e12)
 	}
 	return nil
 }

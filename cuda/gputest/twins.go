@@ -239,12 +239,6 @@ func (s *suite) convOne(c convCase) error {
 	if shape[2] != oh || shape[3] != ow {
 		return fmt.Errorf("gputest: conv %+v: CPU output %v, GPU geometry %dx%d", c.ConvGeom, shape, oh, ow)
 	}
-	gpu, err := s.run(len(cpu), [][]float32{x, w, b, res}, func(in []uint64, out uint64) error {
-		return s.e.Conv2D(nil, c.ConvGeom, in[0], in[1], in[2], in[3], c.relu, out)
-	})
-	if err != nil {
-		return err
-	}
 	ep := ""
 	if c.bias {
 		ep += "+bias"
@@ -255,7 +249,21 @@ func (s *suite) convOne(c convCase) error {
 	if c.relu {
 		ep += "+relu"
 	}
-	s.record(fmt.Sprintf("Conv %dx%dx%dx%d M%d k%dx%d s%d p%d,%d d%d g%d%s", c.N, c.C, c.H, c.W, c.M, c.KH, c.KW, c.SH, c.PH, c.PW, c.DH, c.G, ep), gpu, cpu, !c.res)
+	// Both tiles, where the 128x128 one applies (K a multiple of 4).
+	defer func() { s.e.ConvTile = 0 }()
+	for _, tile := range []int{64, 128} {
+		if tile == 128 && (c.C/c.G*c.KH*c.KW)%4 != 0 {
+			continue
+		}
+		s.e.ConvTile = tile
+		gpu, err := s.run(len(cpu), [][]float32{x, w, b, res}, func(in []uint64, out uint64) error {
+			return s.e.Conv2D(nil, c.ConvGeom, in[0], in[1], in[2], in[3], c.relu, out)
+		})
+		if err != nil {
+			return err
+		}
+		s.record(fmt.Sprintf("Conv %dx%dx%dx%d M%d k%dx%d s%d p%d,%d d%d g%d%s tile%d", c.N, c.C, c.H, c.W, c.M, c.KH, c.KW, c.SH, c.PH, c.PW, c.DH, c.G, ep, tile), gpu, cpu, !c.res)
+	}
 	return nil
 }
 

@@ -599,3 +599,112 @@ extern "C" __global__ void vx_layernorm(const float* __restrict__ x, const float
 		}
 	}
 }
+
+// ---- Conv with 128x128 register tiles ---------------------------------------
+
+// vx_conv2d128 is vx_conv2d's arithmetic (the same chains, the same
+// epilogue) in 128x128 tiles of (output channel, output pixel) with 8x8
+// outputs per thread and double-buffered shared memory, as vx_sgemm128.
+// taps[k] = {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw} decodes reduction
+// index k (input channel, kernel row, kernel column) without divisions.
+// It needs K = Cg*KH*KW to be a multiple of 4 (16-byte weight loads).
+extern "C" __global__ void __launch_bounds__(256, 2) vx_conv2d128(conv_geom g,
+	const float* __restrict__ x, const float* __restrict__ w, const int4* __restrict__ taps,
+	const float* __restrict__ bias, const float* __restrict__ res, int relu, float* __restrict__ y) {
+	__shared__ __align__(16) float As[2][8][128];
+	__shared__ __align__(16) float Bs[2][8][128];
+	int n = blockIdx.z / g.G, gi = blockIdx.z - n * g.G;
+	int Cg = g.C / g.G, Mg = g.M / g.G;
+	int K = Cg * g.KH * g.KW, P = g.OH * g.OW;
+	const float* wg = w + (i64)gi * Mg * K;
+	const float* xg = x + ((i64)n * g.C + (i64)gi * Cg) * g.H * g.W;
+	int tid = threadIdx.x;
+	int m0 = blockIdx.y * 128, p0 = blockIdx.x * 128;
+	// A: one float4 of weights per thread (row tid/2, k offset 0 or 4).
+	int arow = tid >> 1, aq = (tid & 1) * 4;
+	bool aok = m0 + arow < Mg;
+	const float* ap = wg + (i64)(m0 + arow) * K + aq;
+	// B: one output pixel per thread, four reduction rows.
+	int bcol = tid & 127, br = tid >> 7;
+	int p = p0 + bcol;
+	bool pok = p < P;
+	int oh = pok ? p / g.OW : 0, ow = pok ? p - oh * g.OW : 0;
+	int ih0 = oh * g.sh - g.ph, iw0 = ow * g.sw - g.pw;
+	float4 ra;
+	float rb[4];
+#define CV_LOAD(k0) \
+	{ \
+		int ka = (k0) + aq; \
+		ra = (aok && ka < K) ? *(const float4*)(ap + (k0)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f); \
+		_Pragma("unroll") for (int l = 0; l < 4; l++) { \
+			int k = (k0) + br + 2 * l; \
+			float v = 0.0f; \
+			if (pok && k < K) { \
+				int4 t = taps[k]; \
+				int ih = ih0 + t.y, iw = iw0 + t.z; \
+				if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) v = xg[t.x + ih0 * g.W + iw0]; \
+			} \
+			rb[l] = v; \
+		} \
+	}
+#define CV_STORE(b) \
+	{ \
+		As[b][aq + 0][arow] = ra.x; As[b][aq + 1][arow] = ra.y; \
+		As[b][aq + 2][arow] = ra.z; As[b][aq + 3][arow] = ra.w; \
+		_Pragma("unroll") for (int l = 0; l < 4; l++) Bs[b][br + 2 * l][bcol] = rb[l]; \
+	}
+	CV_LOAD(0)
+	CV_STORE(0)
+	__syncthreads();
+	int tx = tid & 15, ty = tid >> 4;
+	float acc[8][8];
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+#pragma unroll
+		for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+	int buf = 0;
+	for (int k0 = 0; k0 < K; k0 += 8) {
+		bool more = k0 + 8 < K;
+		if (more) CV_LOAD(k0 + 8)
+		int kn = min(8, K - k0);
+#pragma unroll
+		for (int kk = 0; kk < 8; kk++) {
+			if (kk < kn) {
+				float4 a0 = *(const float4*)&As[buf][kk][ty * 4];
+				float4 a1 = *(const float4*)&As[buf][kk][64 + ty * 4];
+				float4 b0 = *(const float4*)&Bs[buf][kk][tx * 4];
+				float4 b1 = *(const float4*)&Bs[buf][kk][64 + tx * 4];
+				float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+				float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+				for (int i = 0; i < 8; i++)
+#pragma unroll
+					for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+			}
+		}
+		if (more) {
+			buf ^= 1;
+			CV_STORE(buf)
+			__syncthreads();
+		}
+	}
+#undef CV_LOAD
+#undef CV_STORE
+	i64 yo = ((i64)n * g.M + (i64)gi * Mg) * P;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		int row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+		if (row >= Mg) continue;
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int col = p0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+			if (col >= P) continue;
+			i64 o = yo + (i64)row * P + col;
+			float v = vx_canon(acc[i][j]);
+			if (bias) v = __fadd_rn(v, bias[gi * Mg + row]);
+			if (res) v = __fadd_rn(v, res[o]);
+			if (relu && v < 0.0f) v = 0.0f;
+			y[o] = vx_canon(v);
+		}
+	}
+}
