@@ -150,3 +150,46 @@ func parseUnverified(msg []byte) (*Checkpoint, error) {
 	c.Note = bytes.Clone(msg)
 	return c, nil
 }
+
+// MergeSignatures returns the signed note a with the signature lines of b
+// added, when both are notes of the same text (a checkpoint and the same
+// checkpoint with cosignatures, say); lines already in a are not repeated.
+// It fails when the texts differ: their signatures sign different things.
+func MergeSignatures(a, b []byte) ([]byte, error) {
+	ta, sa, err := splitNote(a)
+	if err != nil {
+		return nil, err
+	}
+	tb, sb, err := splitNote(b)
+	if err != nil {
+		return nil, err
+	}
+	if ta != tb {
+		return nil, fmt.Errorf("%w: the notes' texts differ; their signatures cannot be merged", ErrCheckpoint)
+	}
+	out := []byte(ta + "\n")
+	seen := map[string]bool{}
+	for _, l := range append(sa, sb...) {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l+"\n"...)
+		}
+	}
+	return out, nil
+}
+
+// splitNote splits a signed note into its text (with its final newline)
+// and its signature lines.
+func splitNote(msg []byte) (string, []string, error) {
+	i := bytes.LastIndex(msg, []byte("\n\n"))
+	if i < 0 || len(msg) == 0 || msg[len(msg)-1] != '\n' {
+		return "", nil, fmt.Errorf("%w: not a signed note", ErrCheckpoint)
+	}
+	sigs := strings.Split(strings.TrimSuffix(string(msg[i+2:]), "\n"), "\n")
+	for _, s := range sigs {
+		if !strings.HasPrefix(s, "— ") {
+			return "", nil, fmt.Errorf("%w: signature line %q", ErrCheckpoint, s)
+		}
+	}
+	return string(msg[:i+1]), sigs, nil
+}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/transparency-dev/tessera"
 	"github.com/transparency-dev/tessera/storage/posix"
-	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/vouchml/vouch/audit/index"
@@ -72,6 +71,9 @@ type Options struct {
 	// GenerateKey); its name is the log's origin. Without it the log is
 	// opened read-only: Append fails, everything else works.
 	SignerKey string
+	// Signer, when set, signs checkpoints instead of SignerKey (a key
+	// held in a KMS or an HSM, for instance).
+	Signer Signer
 	// VerifierKeys check the checkpoints the log reads back. When empty, the
 	// signer key's public half is used, or else the key in <dir>/log.pub.
 	VerifierKeys []string
@@ -223,10 +225,17 @@ func Open(ctx context.Context, dir string, opts Options) (*Log, error) {
 		l.log = slog.Default()
 	}
 	l.keys = opts.VerifierKeys
-	if opts.SignerKey != "" {
-		pub, err := PublicKey(opts.SignerKey)
+	if opts.Signer == nil && opts.SignerKey != "" {
+		s, err := NewSigner(opts.SignerKey)
 		if err != nil {
 			return nil, err
+		}
+		l.opts.Signer = s
+	}
+	if l.opts.Signer != nil {
+		pub := l.opts.Signer.VerifierKey()
+		if _, err := verifiers([]string{pub}); err != nil {
+			return nil, fmt.Errorf("audit: the signer's verifier key: %w", err)
 		}
 		if len(l.keys) == 0 {
 			l.keys = []string{pub}
@@ -253,13 +262,13 @@ func Open(ctx context.Context, dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	if !opts.NoIndex {
-		db, err := index.Open(filepath.Join(dir, "index.db"), opts.SignerKey == "")
+		db, err := index.Open(filepath.Join(dir, "index.db"), l.opts.Signer == nil)
 		if err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
 		}
 		l.idx = db
 	}
-	if opts.SignerKey != "" {
+	if l.opts.Signer != nil {
 		if err := l.openWriter(ctx); err != nil {
 			if l.idx != nil {
 				l.idx.Close()
@@ -292,10 +301,7 @@ func (l *Log) openWriter(ctx context.Context) (err error) {
 			w.shutdownQuick()
 		}
 	}()
-	signer, err := note.NewSigner(l.opts.SignerKey)
-	if err != nil {
-		return fmt.Errorf("audit: signer key: %w", err)
-	}
+	signer := l.opts.Signer
 	if err := l.checkTail(); err != nil {
 		return err
 	}

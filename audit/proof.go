@@ -214,3 +214,26 @@ func (l *Log) catchUpIndex(ctx context.Context, n uint64) error {
 	}
 	return nil
 }
+
+// ShowIndex returns entry i with its inclusion proof, as Show does for a
+// trace id: records that share a trace id (a client continuing its
+// caller's traceparent) are addressed one by one by their log index.
+func (l *Log) ShowIndex(ctx context.Context, i uint64) (*Inclusion, error) {
+	if l.w == nil {
+		cp, err := l.Checkpoint()
+		if err != nil {
+			return nil, err
+		}
+		if i >= cp.Size {
+			return nil, fmt.Errorf("%w: entry %d is not under the latest checkpoint (%d entries)", ErrNotFound, i, cp.Size)
+		}
+	} else {
+		l.w.mu.Lock()
+		n := l.w.next
+		l.w.mu.Unlock()
+		if i >= n {
+			return nil, fmt.Errorf("%w: the log has %d entries, none at index %d", ErrNotFound, n, i)
+		}
+	}
+	return l.Prove(ctx, i)
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/vouchml/vouch/audit/capture"
 	"github.com/vouchml/vouch/audit/index"
 	"github.com/vouchml/vouch/server"
+	"github.com/vouchml/vouch/stream"
 )
 
 var auditCommands = map[string]struct {
@@ -157,6 +158,9 @@ Trust the key (--key), not the directory: DIR/log.pub is used only when no
 			return err
 		}
 	}
+	if vo.Saved == nil {
+		fmt.Fprintln(m.Stderr, "warning: no earlier checkpoint of this log is held (--checkpoint FILE): a history rewritten and signed again with the log's key would pass; keep one from run to run, or require witness cosignatures (--witness)")
+	}
 	start := time.Now()
 	rep, err := audit.Verify(ctx, fsys, vo)
 	if rep != nil && len(rep.Problems) > 0 {
@@ -171,7 +175,15 @@ Trust the key (--key), not the directory: DIR/log.pub is used only when no
 		fmt.Fprintf(m.Stdout, "    extends the saved checkpoint of %d entries\n", rep.Saved.Size)
 	}
 	if *saved != "" {
-		if err := writeFileAtomic(*saved, cp.Note, 0o644); err != nil {
+		out := cp.Note
+		// The same checkpoint may have been saved with cosignatures the log
+		// does not serve: keep them.
+		if vo.Saved != nil {
+			if merged, err := audit.MergeSignatures(cp.Note, vo.Saved); err == nil {
+				out = merged
+			}
+		}
+		if err := writeFileAtomic(*saved, out, 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(m.Stdout, "    checkpoint saved to %s\n", *saved)
@@ -180,34 +192,50 @@ Trust the key (--key), not the directory: DIR/log.pub is used only when no
 }
 
 func runAuditShow(ctx context.Context, m *Main, args []string) error {
-	fs := m.newFlagSet("audit show", "audit show TRACE [--data DIR] [--url URL --token-file FILE] [--json]", `
-Prints the record with trace id TRACE, its index in the log, and checks its
-inclusion proof against the signed checkpoint. The read is recorded in the
+	fs := m.newFlagSet("audit show", "audit show (TRACE | --index N) [--data DIR] [--url URL --token-file FILE] [--json]", `
+Prints the record with trace id TRACE (or the one at log index N), its
+index in the log, and checks its inclusion proof against the signed
+checkpoint. Several records can share a trace id (a client that continues
+its caller's traceparent): TRACE shows the first inference record and lists
+the others; --index N shows any one of them. The read is recorded in the
 log (an access record) before the record is shown.`)
 	var af auditFlags
 	af.register(fs)
 	asJSON := fs.Bool("json", false, "print the evidence as JSON (record, index, proof, checkpoint)")
 	keySpec := fs.String("key", "", "verifier key for a remote log (default DATA/audit/log.pub)")
+	byIndex := fs.Int64("index", -1, "show the record at this log index instead of by trace id (local log)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return fmt.Errorf("%w: give one trace id", ErrUsage)
+	if (len(pos) != 1) == (*byIndex < 0) {
+		return fmt.Errorf("%w: give one trace id, or --index N", ErrUsage)
 	}
-	trace := pos[0]
+	trace, target := "", fmt.Sprintf("index %d", *byIndex)
+	if *byIndex < 0 {
+		trace, target = pos[0], pos[0]
+	}
 	c, err := openAuditConn(ctx, af)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	note, err := c.recordAccess(ctx, "show", trace)
+	if *byIndex >= 0 && c.remote() {
+		return fmt.Errorf("%w: --index reads the local log: give --data DIR (the server's audit API finds records by trace id)", ErrUsage)
+	}
+	note, err := c.recordAccess(ctx, "show", target)
 	if err != nil {
 		return err
 	}
 	var inc *audit.Inclusion
 	var keys []string
-	if c.remote() {
+	var others []uint64
+	if *byIndex >= 0 {
+		if inc, err = c.log.ShowIndex(ctx, uint64(*byIndex)); err != nil {
+			return err
+		}
+		keys = c.log.VerifierKeys()
+	} else if c.remote() {
 		inc = &audit.Inclusion{}
 		if err := c.do(ctx, "GET", "/v1/audit/records/"+url.PathEscape(trace), nil, inc); err != nil {
 			return err
@@ -223,6 +251,13 @@ log (an access record) before the record is shown.`)
 			return err
 		}
 		keys = c.log.VerifierKeys()
+		if rows, err := c.log.Lookup(ctx, trace); err == nil && len(rows) > 1 {
+			for _, r := range rows {
+				if r.Index != inc.Index {
+					others = append(others, r.Index)
+				}
+			}
+		}
 	}
 	rec, cp, err := inc.Verify(keys...)
 	if err != nil {
@@ -239,6 +274,9 @@ log (an access record) before the record is shown.`)
 	} else {
 		printRecord(m.Stdout, inc.Index, inc.LeafHash, rec)
 		fmt.Fprintf(m.Stdout, "proof      %d hashes to root %x of checkpoint %s size %d: verified\n", len(inc.Proof), cp.Root[:], cp.Origin, cp.Size)
+	}
+	if len(others) > 0 {
+		fmt.Fprintf(m.Stderr, "note: %d more records share trace id %s, at log indexes %v; show one with --index N\n", len(others), trace, others)
 	}
 	if note != "" {
 		fmt.Fprintln(m.Stderr, note)
@@ -448,12 +486,28 @@ recorded in the log (an access record) first.`)
 	af.register(fs)
 	var ff filterFlags
 	ff.register(fs)
-	out := fs.String("out", "", "the export file (required)")
+	out := fs.String("out", "", "the export file (required, unless --to)")
+	to := fs.String("to", "", "instead of a file, deliver the whole log (from this target's backfill cursor) to kafka://HOST:PORT/TOPIC, nats://HOST:PORT/SUBJECT or http(s)://URL (CloudEvents), as serve --export does live")
 	if _, err := parseInterleaved(fs, args); err != nil {
 		return err
 	}
+	if *to != "" {
+		if *out != "" {
+			return fmt.Errorf("%w: --to and --out exclude each other", ErrUsage)
+		}
+		c, err := openAuditConn(ctx, af)
+		if err != nil {
+			return err
+		}
+		_, err = c.recordAccess(ctx, "export", "to "+stream.Name(*to))
+		c.close()
+		if err != nil {
+			return err
+		}
+		return m.backfill(ctx, auditDir(af.DataDir), *to)
+	}
 	if *out == "" {
-		return fmt.Errorf("%w: give --out FILE", ErrUsage)
+		return fmt.Errorf("%w: give --out FILE (or --to TARGET)", ErrUsage)
 	}
 	f, err := ff.filter()
 	if err != nil {
@@ -513,6 +567,8 @@ Drops the SQLite index and rebuilds it from the log's entries (the index is
 a cache; the log is the truth). The log must not be held by a server.`)
 	data := fs.String("data", defaultDataDir(), "data directory (the log is DATA/audit)")
 	rebuild := fs.Bool("rebuild", false, "rebuild the index from the log")
+	var kf logKeyFlags
+	kf.register(fs)
 	if _, err := parseInterleaved(fs, args); err != nil {
 		return err
 	}
@@ -520,7 +576,7 @@ a cache; the log is the truth). The log must not be held by a server.`)
 		return fmt.Errorf("%w: give --rebuild", ErrUsage)
 	}
 	dir := auditDir(*data)
-	skey, err := audit.LoadOrCreateKey(dir, "")
+	skey, err := loadLogKey(m.Stderr, *data, kf, "")
 	if err != nil {
 		return err
 	}

@@ -54,18 +54,64 @@ type auditFlags struct {
 	URL       string
 	Token     string
 	TokenFile string
+	LogKey    logKeyFlags
 }
 
-func (f *auditFlags) register(fs interface {
+type flagRegistrar interface {
 	StringVar(p *string, name, value, usage string)
-}) {
+	BoolVar(p *bool, name string, value bool, usage string)
+}
+
+func (f *auditFlags) register(fs flagRegistrar) {
 	fs.StringVar(&f.DataDir, "data", defaultDataDir(), "vouch's data directory (the log is DATA/audit)")
 	fs.StringVar(&f.URL, "url", "", "a server holding the log (records the access, or serves the data when there is no local log)")
 	fs.StringVar(&f.Token, "token", "", "bearer token of role audit (prefer --token-file)")
 	fs.StringVar(&f.TokenFile, "token-file", "", "file holding the bearer token")
+	f.LogKey.register(fs)
 }
 
 func auditDir(data string) string { return filepath.Join(data, "audit") }
+
+// logKeyFlags say where the log's checkpoint signing key is.
+type logKeyFlags struct {
+	Path        string // default DATA/keys/audit-log.key
+	AllowLegacy bool   // use DATA/audit/log.key where it is
+}
+
+func (f *logKeyFlags) register(fs flagRegistrar) {
+	fs.StringVar(&f.Path, "log-key", "", "the audit log's checkpoint signing key file, mode 0600, outside the log directory (default DATA/keys/audit-log.key, made on first use)")
+	fs.BoolVar(&f.AllowLegacy, "allow-legacy-log-key", false, "use a signing key kept inside the log directory (DATA/audit/log.key, as older versions made it), with a warning")
+}
+
+func defaultLogKey(data string) string { return filepath.Join(data, "keys", "audit-log.key") }
+
+// loadLogKey returns the log's signer key. A new data directory gets its
+// key at --log-key (default DATA/keys/audit-log.key), outside the log
+// directory. A data directory made by an older vouch keeps the key in
+// DATA/audit/log.key, where whoever can write the log could also re-sign
+// a rewritten history: that key is refused, with the command that moves
+// it, unless --allow-legacy-log-key says to use it. origin "" loads only.
+func loadLogKey(stderr io.Writer, data string, f logKeyFlags, origin string) (string, error) {
+	dir := auditDir(data)
+	legacy := filepath.Join(dir, audit.KeyFile)
+	path := f.Path
+	if path == "" {
+		path = defaultLogKey(data)
+	}
+	if _, err := os.Stat(legacy); err == nil {
+		if f.AllowLegacy {
+			fmt.Fprintf(stderr, "WARNING: the audit log's signing key is %s, inside the log directory: whoever can write the log can rewrite and re-sign its history. Move it (mkdir -m 700 -p %s && mv %s %s) and drop --allow-legacy-log-key.\n",
+				legacy, filepath.Dir(defaultLogKey(data)), legacy, defaultLogKey(data))
+			return audit.LoadOrCreateKey(dir, origin)
+		}
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("%w: the audit log's signing key is %s, inside the log directory, where whoever can write the log can rewrite and re-sign its history; move it with\n\tmkdir -m 700 -p %s && mv %s %s\n(or give --log-key FILE, or --allow-legacy-log-key to use it where it is)",
+				audit.ErrKeyPlacement, legacy, filepath.Dir(path), legacy, path)
+		}
+		fmt.Fprintf(stderr, "WARNING: %s is still in the log directory; %s is used. Remove the old copy.\n", legacy, path)
+	}
+	return audit.LoadKeyFile(path, origin, dir)
+}
 
 // openAuditConn opens the audit data for a read.
 func openAuditConn(ctx context.Context, f auditFlags) (*auditConn, error) {
@@ -81,7 +127,7 @@ func openAuditConn(ctx context.Context, f auditFlags) (*auditConn, error) {
 		}
 		return nil, fmt.Errorf("no audit log in %s (give --data DIR, or --url of a server)", dir)
 	}
-	skey, kerr := audit.LoadOrCreateKey(dir, "")
+	skey, kerr := loadLogKey(io.Discard, f.DataDir, f.LogKey, "")
 	if kerr == nil {
 		c.log, err = audit.Open(ctx, dir, audit.Options{SignerKey: skey})
 		if err == nil {
@@ -273,7 +319,7 @@ func (m *Main) serveAudit(ctx context.Context, o ServeOptions, so *server.Option
 		origin = "vouch.local/audit"
 	}
 	dir := auditDir(o.DataDir)
-	skey, err := audit.LoadOrCreateKey(dir, origin)
+	skey, err := loadLogKey(m.Stderr, o.DataDir, logKeyFlags{Path: o.LogKey, AllowLegacy: o.AllowLegacyLogKey}, origin)
 	if err != nil {
 		return nil, err
 	}

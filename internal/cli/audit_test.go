@@ -48,9 +48,12 @@ func TestAuditCommands(t *testing.T) {
 		AuditDurability: "durable", AuditFailure: "closed", CaptureInputs: true, Retain: "7y", Credentials: creds,
 		Listen: "127.0.0.1:0", Workers: 1, Queue: 8, MaxBody: 1 << 20, ShutdownTimeout: 5 * time.Second}
 	url, stop := startServe(t, o)
-	st, err := os.Stat(filepath.Join(data, "audit", "log.key"))
+	st, err := os.Stat(defaultLogKey(data))
 	if err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("log.key: %v %v", st, err)
+		t.Fatalf("the log's signing key: %v %v", st, err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "audit", audit.KeyFile)); err == nil {
+		t.Fatal("the signing key was made inside the log directory")
 	}
 	pub := filepath.Join(data, "audit", "log.pub")
 	var traces []string

@@ -46,6 +46,13 @@ type ServeOptions struct {
 	AuditOrigin     string
 	AuditDurability string // durable or async
 	AuditFailure    string // closed or open
+
+	// the audit log's signing key and witnesses (internal/cli/audit_access.go)
+	LogKey            string   // signing key file (default DATA/keys/audit-log.key)
+	AllowLegacyLogKey bool     // use DATA/audit/log.key where older versions made it
+	Witnesses         []string // URL=VERIFIERKEY: witnesses that cosign each checkpoint
+	WitnessQuorum     int      // cosignatures needed to publish (default: all)
+
 	CaptureInputs   bool
 	Retain          string // capture retention: 7y, 30d, 36h; "" forever
 	Workers         int
@@ -74,7 +81,8 @@ flight, then exits.
 
 Audit: every inference request, served or refused, leaves one record in the
 transparency log under DATA/audit (C2SP tlog-tiles, checkpoints signed with
-DATA/audit/log.key, made on first use; auditors get DATA/audit/log.pub).
+--log-key, default DATA/keys/audit-log.key, made on first use; auditors get
+DATA/audit/log.pub; --witness has them cosigned).
 --audit-durability=durable answers only once the record is on disk; async
 queues it (bounded). When the log cannot take records, --audit-failure=closed
 answers 503; open serves, counts vouch_audit_failures_total and raises
@@ -125,6 +133,10 @@ Example:
 	fs.StringVar(&o.AuditOrigin, "audit-origin", "vouch.local/audit", "the log's origin (its checkpoints' name), fixed when its key is made")
 	fs.StringVar(&o.AuditDurability, "audit-durability", "durable", "durable (answer once the record is on disk) or async (queued, bounded)")
 	fs.StringVar(&o.AuditFailure, "audit-failure", "closed", "when the log cannot take records: closed (503) or open (serve, count, alarm)")
+	fs.StringVar(&o.LogKey, "log-key", "", "the audit log's checkpoint signing key file, mode 0600, outside the log directory (default DATA/keys/audit-log.key, made on first use)")
+	fs.BoolVar(&o.AllowLegacyLogKey, "allow-legacy-log-key", false, "use a signing key inside the log directory (DATA/audit/log.key, as older versions made it), with a warning")
+	fs.Var((*multiFlag)(&o.Witnesses), "witness", "a C2SP tlog-witness that cosigns each new checkpoint, as URL=VERIFIERKEY; repeat")
+	fs.IntVar(&o.WitnessQuorum, "witness-quorum", 0, "cosignatures a checkpoint needs before it is published (default: one from every --witness)")
 	fs.StringVar(&o.AuditLog, "audit-log", "", "keep audit records as JSON lines in FILE instead of the transparency log")
 	fs.BoolVar(&o.AuditFsync, "audit-fsync", true, "with --audit-log: fsync the file before answering each request")
 	fs.BoolVar(&o.CaptureInputs, "capture-inputs", false, "keep served inputs, encrypted per model, under DATA/capture (for replay)")
