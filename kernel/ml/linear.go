@@ -147,10 +147,16 @@ func (p *linear) classify(x []float32, rows int, lab labelOut, scores []float32)
 		switch {
 		case e == 2 && p.targets == 1:
 			m := row[0]
-			row[0], row[1] = -m, m
+			row[0], row[1] = p.tr.pair(m, false)
 			lab.setBinary(r, p.labels, m > 0)
+			continue
 		case p.targets == 1:
 			lab.setBinary(r, p.labels, row[0] > 0)
+			// ONNX Runtime transforms a lone score only by PROBIT.
+			if p.tr == probit {
+				p.tr.apply(row)
+			}
+			continue
 		case p.labels.len() == 0:
 			lab.ints[r] = int64(argmax(row))
 		default:

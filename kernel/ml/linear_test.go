@@ -75,18 +75,23 @@ func TestLinearClassifierStringLabelsAndInputTypes(t *testing.T) {
 }
 
 // TestLinearClassifierBinary: one coefficient row with two labels gives
-// the scores -m and m (then the transform) and the second label for m > 0.
+// two score columns and the second label for m > 0. The specification is
+// silent on the columns; these are ONNX Runtime's (ort_test.go compares):
+// 1-m and m for NONE, SOFTMAX and SOFTMAX_ZERO, σ(-m) and σ(m) for
+// LOGISTIC.
 func TestLinearClassifierBinary(t *testing.T) {
 	x := f32([]int{3, 2}, 1, 1, -1, -1, 0, 0)
 	// margins 2·x0 - x1 + 0.5: 1.5, -0.5, 0.5
 	ms := []float64{1.5, -0.5, 0.5}
+	oneMinus := func(m float64) []float32 { return []float32{float32(1 - m), float32(m)} }
 	for _, tc := range []struct {
 		post string
 		want func(m float64) []float32
 	}{
-		{"NONE", func(m float64) []float32 { return []float32{float32(-m), float32(m)} }},
+		{"NONE", oneMinus},
 		{"LOGISTIC", func(m float64) []float32 { return sig32(-m, m) }},
-		{"SOFTMAX", func(m float64) []float32 { return softmax64(-m, m) }},
+		{"SOFTMAX", oneMinus},
+		{"SOFTMAX_ZERO", oneMinus},
 	} {
 		n := node("LinearClassifier", fs("coefficients", 2, -1), fs("intercepts", 0.5),
 			ss("classlabels_strings", "good", "bad"), s1("post_transform", tc.post))
@@ -98,13 +103,14 @@ func TestLinearClassifierBinary(t *testing.T) {
 		}
 		near(t, tc.post+" scores", out[1], want, 1e-6)
 	}
-	// Integer labels, and no labels at all: 1 and 0, one score column.
+	// Integer labels; and labels that are not a pair: 1 and 0, one raw
+	// score column (ONNX Runtime applies only PROBIT to a lone score).
 	n := node("LinearClassifier", fs("coefficients", 2, -1), fs("intercepts", -0.5), is("classlabels_ints", 3, 7))
 	equal[int64](t, "int labels", run(t, n, x)[0], 7, 3, 3)
 	n = node("LinearClassifier", fs("coefficients", 2, -1), fs("intercepts", -0.5), s1("post_transform", "LOGISTIC"))
 	out := run(t, n, x)
 	equal[int64](t, "no labels", out[0], 1, 0, 0)
-	near(t, "one column", out[1], sig32(0.5, -1.5, -0.5), 1e-6)
+	near(t, "one column", out[1], []float32{0.5, -1.5, -0.5}, 1e-6)
 }
 
 func TestPostTransformProbitAndSoftmaxZero(t *testing.T) {

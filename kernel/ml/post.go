@@ -89,6 +89,30 @@ func (tr transform) apply(row []float32) {
 	}
 }
 
+// pair gives the two scores of a binary classifier with one score s (a
+// LinearClassifier with one coefficient row and two labels, a two-class
+// kernel SVM). The specification is silent; these are ONNX Runtime's
+// (1.30, checked by ort_test.go):
+//
+//	NONE                   -s, s for an SVM; 1-s, s for a linear classifier
+//	LOGISTIC               σ(-s), σ(s)
+//	SOFTMAX, SOFTMAX_ZERO  1-s, s (no transform)
+//	PROBIT                 probit(-s), probit(s) (ONNX Runtime writes one
+//	                       probit; this pair keeps two columns)
+func (tr transform) pair(s float32, svm bool) (float32, float32) {
+	switch tr {
+	case logistic:
+		return vmath.Sigmoid32(-s), vmath.Sigmoid32(s)
+	case probit:
+		return probitOf(-s), probitOf(s)
+	case none:
+		if svm {
+			return -s, s
+		}
+	}
+	return 1 - s, s
+}
+
 // maxOf is the largest element (the first NaN, when there is one: NaN
 // scores make a NaN softmax rather than a silently wrong one).
 func maxOf(v []float32) float32 {

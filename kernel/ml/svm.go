@@ -198,8 +198,8 @@ func parseSVC(n *ir.Node, feat int) (*svc, error) {
 //
 // one FMA chain in that order; a positive value is a vote for i, otherwise
 // for j, and the label is the class with most votes (the first on a tie).
-// Without prob_a the scores are the pair values (two classes: -d and d,
-// then the post transform); with prob_a/prob_b each pair's Platt
+// Without prob_a the scores are the pair values, transformed (two classes:
+// the pair of transform.pair); with prob_a/prob_b each pair's Platt
 // probability 1 - σ(d·A + B), clamped to [1e-7, 1-1e-7], is coupled into
 // class probabilities by libsvm's multiclass_probability (Wu, Lin and Weng
 // 2004, method 2), the iteration as ONNX Runtime runs it in float32.
@@ -275,8 +275,7 @@ func (p *svc) classify(x []float32, kbuf, pair, out []float32, votes []int, lab 
 		coupleProbabilities(p.classes, q, out)
 		p.tr.apply(out)
 	case p.classes == 2:
-		out[0], out[1] = -pair[0], pair[0]
-		p.tr.apply(out)
+		out[0], out[1] = p.tr.pair(pair[0], true)
 	default:
 		copy(out, pair)
 		p.tr.apply(out)
