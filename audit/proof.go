@@ -158,7 +158,9 @@ func (l *Log) Show(ctx context.Context, trace string) (*Inclusion, error) {
 
 // Query calls fn for each index row that f selects, in log order. On a
 // writable log it first waits until the entries appended before the call
-// are indexed; a read-only log sees what the writer has indexed.
+// are indexed; a read-only log sees what the writer has indexed. The index
+// is checked against the log first (see ErrIndex): it must hold a row for
+// every entry, and each row returned must match its entry.
 func (l *Log) Query(ctx context.Context, f index.Filter, fn func(index.Row) error) error {
 	if l.idx == nil {
 		return fmt.Errorf("audit: the log was opened without its index")
@@ -168,7 +170,16 @@ func (l *Log) Query(ctx context.Context, f index.Filter, fn func(index.Row) erro
 			return err
 		}
 	}
-	return l.idx.Query(ctx, f, fn)
+	if err := l.checkIndex(ctx); err != nil {
+		return err
+	}
+	c := &rowChecker{l: l}
+	return l.idx.Query(ctx, f, func(r index.Row) error {
+		if err := c.check(r); err != nil {
+			return err
+		}
+		return fn(r)
+	})
 }
 
 // RebuildIndex drops the index and rebuilds it from the log's entries.

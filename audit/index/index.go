@@ -284,3 +284,28 @@ func (d *DB) Query(ctx context.Context, f Filter, fn func(Row) error) error {
 	}
 	return nil
 }
+
+// Count returns the number of rows and one past the highest index (0, 0
+// when empty). The rows of a complete index are exactly 0…next-1, so
+// count < next means rows were deleted.
+func (d *DB) Count(ctx context.Context) (count, next uint64, err error) {
+	var c int64
+	var m sql.NullInt64
+	if err := d.db.QueryRowContext(ctx, "SELECT COUNT(*), MAX(idx) FROM entries").Scan(&c, &m); err != nil {
+		return 0, 0, fmt.Errorf("index: %w", err)
+	}
+	if m.Valid {
+		next = uint64(m.Int64) + 1
+	}
+	return uint64(c), next, nil
+}
+
+// Match reports whether r is selected by f, as Query's SQL selects it; for
+// filtering rows computed from the log itself.
+func (f Filter) Match(r Row) bool {
+	eq := func(want, got string) bool { return want == "" || want == got }
+	return eq(f.TraceID, r.TraceID) && eq(f.Model, r.Model) && eq(f.Version, r.Version) &&
+		eq(f.Principal, r.Principal) && eq(f.Status, r.Status) && eq(f.Label, r.Label) && eq(f.Kind, r.Kind) &&
+		(f.Since.IsZero() || r.Time.UnixNano() >= f.Since.UnixNano()) &&
+		(f.Until.IsZero() || r.Time.UnixNano() < f.Until.UnixNano())
+}

@@ -382,6 +382,7 @@ the log (an access record) before anything is shown.`)
 	var ff filterFlags
 	ff.register(fs)
 	format := fs.String("format", "table", "table or jsonl")
+	scan := fs.Bool("scan", false, "read the log's entries instead of the index (slower; the index is checked for missing rows and for the rows it returns, not for a row changed to fall outside the filter)")
 	if _, err := parseInterleaved(fs, args); err != nil {
 		return err
 	}
@@ -455,7 +456,11 @@ the log (an access record) before anything is shown.`)
 			return err
 		}
 	} else {
-		err = c.log.Query(ctx, f, func(row index.Row) error {
+		find := c.log.Query
+		if *scan {
+			find = c.log.Scan
+		}
+		err = find(ctx, f, func(row index.Row) error {
 			b, err := c.log.Entry(row.Index)
 			if err != nil {
 				return err
