@@ -201,6 +201,7 @@ the others; --index N shows any one of them. The read is recorded in the
 log (an access record) before the record is shown.`)
 	var af auditFlags
 	af.register(fs)
+	af.LogKey.register(fs)
 	asJSON := fs.Bool("json", false, "print the evidence as JSON (record, index, proof, checkpoint)")
 	keySpec := fs.String("key", "", "verifier key for a remote log (default DATA/audit/log.pub)")
 	byIndex := fs.Int64("index", -1, "show the record at this log index instead of by trace id (local log)")
@@ -379,6 +380,7 @@ records as JSON lines ({"index":N,"record":{…}}). The query is recorded in
 the log (an access record) before anything is shown.`)
 	var af auditFlags
 	af.register(fs)
+	af.LogKey.register(fs)
 	var ff filterFlags
 	ff.register(fs)
 	format := fs.String("format", "table", "table or jsonl")
@@ -489,6 +491,7 @@ vouch audit verify --export FILE --key PUB checks offline. The export is
 recorded in the log (an access record) first.`)
 	var af auditFlags
 	af.register(fs)
+	af.LogKey.register(fs)
 	var ff filterFlags
 	ff.register(fs)
 	out := fs.String("out", "", "the export file (required, unless --to)")
@@ -618,6 +621,7 @@ unreadable. The audit log, which holds only digests, still verifies. The
 erasure is itself recorded in the log (an access record, action "shred").`)
 	var af auditFlags
 	af.register(fs)
+	af.LogKey.register(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err

@@ -54,7 +54,7 @@ type auditFlags struct {
 	URL       string
 	Token     string
 	TokenFile string
-	LogKey    logKeyFlags
+	LogKey    logKeyFlags // registered by the audit commands (replay's --log-key is a verifier key)
 }
 
 type flagRegistrar interface {
@@ -67,7 +67,6 @@ func (f *auditFlags) register(fs flagRegistrar) {
 	fs.StringVar(&f.URL, "url", "", "a server holding the log (records the access, or serves the data when there is no local log)")
 	fs.StringVar(&f.Token, "token", "", "bearer token of role audit (prefer --token-file)")
 	fs.StringVar(&f.TokenFile, "token-file", "", "file holding the bearer token")
-	f.LogKey.register(fs)
 }
 
 func auditDir(data string) string { return filepath.Join(data, "audit") }

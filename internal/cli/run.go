@@ -189,12 +189,17 @@ func readInputFiles(specs []string) (map[string]*tensor.Tensor, error) {
 // ReadTensorFile reads a .npy file or a serialized TensorProto.
 func ReadTensorFile(path string) (*tensor.Tensor, error) {
 	if strings.EqualFold(filepath.Ext(path), ".npy") {
-		b, err := os.ReadFile(path)
+		b, err := readTensorFile(path)
 		if err != nil {
 			return nil, err
 		}
 		return npy.Decode(b)
 	}
+	f, err := openTensorFile(path) // bounds what DecodeTensorFile reads
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
 	t, _, err := onnx.DecodeTensorFile(path)
 	return t, err
 }
