@@ -253,7 +253,9 @@ func inferDictVectorizer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 // runZipMap turns each row of class scores into a map from the class
 // labels (classlabels_int64s or classlabels_strings) to the scores: a
 // sequence of N maps for X [N, C] (one for X [C]). The maps share one keys
-// tensor; the order of entries is the class order.
+// tensor; the order of entries is the class order. For servers (server/,
+// explain/): read the value with Elems and MapOf; a map's Keys are int64 or
+// string and its Values float32, one per class, in this order.
 func runZipMap(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	x := kernel.Input(in, 0)
 	if x == nil {
