@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -66,6 +67,12 @@ import (
 //	sha256:f883eb0ae2f68fa3c504ddc444501ef6602fd14acbf0928b7ce1cd45b22046d9
 //
 // (both computed independently with Python's hashlib).
+//
+// A sequence (vouch dtype 1024) or map (1025) value — ZipMap's output is a
+// sequence of maps — is encoded with rank 1 and its element count as the
+// one dimension; its data is the encodings of its parts, each with an
+// empty name: a sequence's elements in order; a map's keys tensor, then
+// its values tensor. So every key and value is covered by the digest.
 const tensorsHeader = "vouch-tensors-v1\n"
 
 // TensorDigestOf returns the digest of one tensor's canonical encoding, with
@@ -125,6 +132,29 @@ func shape64(s []int) []int64 {
 // writeTensor writes the canonical encoding of a checked tensor to w.
 func writeTensor(w io.Writer, name string, t *tensor.Tensor) {
 	le := binary.LittleEndian
+	if t.DType == tensor.Sequence || t.DType == tensor.Map {
+		var parts bytes.Buffer
+		n := 0
+		if m, ok := t.MapOf(); ok {
+			writeTensor(&parts, "", m.Keys)
+			writeTensor(&parts, "", m.Values)
+			n = m.Keys.Len()
+		} else if elems, ok := t.Data.([]*tensor.Tensor); ok {
+			for _, e := range elems {
+				writeTensor(&parts, "", e)
+			}
+			n = len(elems)
+		}
+		b := le.AppendUint32(nil, uint32(len(name)))
+		b = append(b, name...)
+		b = le.AppendUint32(b, uint32(t.DType))
+		b = le.AppendUint32(b, 1)
+		b = le.AppendUint64(b, uint64(n))
+		b = le.AppendUint64(b, uint64(parts.Len()))
+		w.Write(b)
+		w.Write(parts.Bytes())
+		return
+	}
 	b := make([]byte, 0, 4096)
 	b = le.AppendUint32(b, uint32(len(name)))
 	b = append(b, name...)
