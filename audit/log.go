@@ -95,6 +95,13 @@ type Options struct {
 	WALSegmentBytes int64
 	// NoIndex disables the SQLite index: no Show, Query or Export.
 	NoIndex bool
+	// Witnesses are C2SP tlog-witnesses (URL=VERIFIERKEY, see package
+	// witness) that must cosign each checkpoint before it is published:
+	// the published checkpoint carries their cosignatures, and a witness
+	// that saw another history refuses, so that no checkpoint is
+	// published. WitnessQuorum is how many must (default: all).
+	Witnesses     []string
+	WitnessQuorum int
 	// RepairWAL opens a log whose write-ahead log is damaged (see ErrWAL)
 	// by setting the damage aside: the records before it are kept, the
 	// damaged files are renamed *.damaged-<time>, and every loss is logged
@@ -320,6 +327,13 @@ func (l *Log) openWriter(ctx context.Context) (err error) {
 		WithBatching(l.opts.BatchMaxSize, l.opts.BatchMaxAge).
 		WithPushback(2*l.opts.BatchMaxSize + 1).
 		WithCheckpointInterval(l.opts.CheckpointInterval)
+	if len(l.opts.Witnesses) > 0 {
+		wg, err := witnessPolicy(l.opts.Witnesses, l.opts.WitnessQuorum)
+		if err != nil {
+			return err
+		}
+		topts.WithWitnesses(wg, &tessera.WitnessOptions{Timeout: 10 * time.Second})
+	}
 	w.tess, w.tstop, w.reader, err = tessera.NewAppender(w.ctx, drv, topts)
 	if err != nil {
 		return fmt.Errorf("audit: tessera: %w", err)

@@ -248,3 +248,21 @@ func (l *Log) ShowIndex(ctx context.Context, i uint64) (*Inclusion, error) {
 	}
 	return l.Prove(ctx, i)
 }
+
+// ConsistencyProof returns the RFC 6962 proof that the tree of old entries
+// is a prefix of the tree of the latest checkpoint, and that checkpoint.
+func (l *Log) ConsistencyProof(old uint64) (tlog.TreeProof, *Checkpoint, error) {
+	cp, err := l.Checkpoint()
+	if err != nil {
+		return nil, nil, err
+	}
+	if old > cp.Size {
+		return nil, cp, fmt.Errorf("audit: no consistency proof from %d to the smaller %d", old, cp.Size)
+	}
+	tree := tlog.Tree{N: int64(cp.Size), Hash: cp.Root}
+	p, err := tlog.ProveTree(tree.N, int64(old), tlog.TileHashReader(tree, &tileReader{fsys: l.fsys}))
+	if err != nil {
+		return nil, cp, fmt.Errorf("audit: consistency proof %d→%d: %w", old, cp.Size, err)
+	}
+	return p, cp, nil
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/vouchml/vouch/audit/witness"
 )
 
 // ErrTampered is returned (wrapped, with the first piece of evidence) when
@@ -24,6 +26,10 @@ type VerifyOptions struct {
 	// When set, the log must extend it: a log rewritten before Saved.Size
 	// is caught even if its new checkpoint is validly signed.
 	Saved []byte
+	// Witnesses are verifier keys of witnesses whose cosignatures the
+	// checkpoint must carry, at least Quorum of them (default: all).
+	Witnesses []string
+	Quorum    int
 	// CheckRecords also decodes every entry as a canonical record.
 	CheckRecords bool
 	// MaxProblems stops collecting evidence after this many (default 100).
@@ -75,6 +81,7 @@ func (p Problem) String() string {
 type Report struct {
 	Checkpoint *Checkpoint // the verified checkpoint
 	Saved      *Checkpoint // the saved checkpoint, when given
+	Cosigned   []string    // the witnesses whose cosignatures verified
 	Root       tlog.Hash   // the root recomputed from the entries
 	Problems   []Problem
 	Truncated  bool // more problems were found than MaxProblems
@@ -122,6 +129,13 @@ func Verify(ctx context.Context, fsys fs.FS, opts VerifyOptions) (rep *Report, e
 		return rep, err
 	}
 	rep.Checkpoint = cp
+	if len(opts.Witnesses) > 0 {
+		names, err := witness.CheckQuorum(raw, opts.Witnesses, opts.Quorum)
+		rep.Cosigned = names
+		if err != nil {
+			return rep, fmt.Errorf("%w: %w: no quorum of witnesses vouches that this is the history they saw", ErrCheckpoint, err)
+		}
+	}
 	v := &verifier{fsys: fsys, opts: opts, rep: rep, size: cp.Size}
 	if opts.Saved != nil {
 		saved, err := ParseCheckpoint(opts.Saved, opts.VerifierKeys...)

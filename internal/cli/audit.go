@@ -94,6 +94,9 @@ Trust the key (--key), not the directory: DIR/log.pub is used only when no
 	keySpec := fs.String("key", "", "the log's verifier key, or a file holding it (default: the log's log.pub)")
 	export := fs.String("export", "", "verify an export file instead of a log")
 	records := fs.Bool("records", true, "also check that every entry is a canonical record")
+	var witnessKeys multiFlag
+	fs.Var(&witnessKeys, "witness", "a witness's verifier key (or a file holding it) whose cosignature the checkpoint must carry; repeat")
+	quorum := fs.Int("quorum", 0, "with --witness: how many witnesses must have cosigned (default: all)")
 	tokenFile := fs.String("token-file", "", "with --log URL: a bearer token of role audit, which a server asks for the entry bundles (the records); checkpoint and tiles are public")
 	if _, err := parseInterleaved(fs, args); err != nil {
 		return err
@@ -146,7 +149,14 @@ Trust the key (--key), not the directory: DIR/log.pub is used only when no
 			fmt.Fprintf(m.Stderr, "note: trusting %s (give --key to verify against a key you hold)\n", filepath.Join(where, "log.pub"))
 		}
 	}
-	vo := audit.VerifyOptions{VerifierKeys: keys, CheckRecords: *records}
+	vo := audit.VerifyOptions{VerifierKeys: keys, CheckRecords: *records, Quorum: *quorum}
+	for _, w := range witnessKeys {
+		k, err := verifierKeys(w)
+		if err != nil {
+			return fmt.Errorf("%w: --witness: %v", ErrUsage, err)
+		}
+		vo.Witnesses = append(vo.Witnesses, k...)
+	}
 	if *saved != "" {
 		b, err := os.ReadFile(*saved)
 		switch {
@@ -158,7 +168,7 @@ Trust the key (--key), not the directory: DIR/log.pub is used only when no
 			return err
 		}
 	}
-	if vo.Saved == nil {
+	if vo.Saved == nil && len(vo.Witnesses) == 0 {
 		fmt.Fprintln(m.Stderr, "warning: no earlier checkpoint of this log is held (--checkpoint FILE): a history rewritten and signed again with the log's key would pass; keep one from run to run, or require witness cosignatures (--witness)")
 	}
 	start := time.Now()
@@ -173,6 +183,9 @@ Trust the key (--key), not the directory: DIR/log.pub is used only when no
 	fmt.Fprintf(m.Stdout, "OK  %s: %d entries, root %x, checkpoint %s signed (%v)\n", where, cp.Size, cp.Root[:], cp.Origin, time.Since(start).Round(time.Millisecond))
 	if rep.Saved != nil {
 		fmt.Fprintf(m.Stdout, "    extends the saved checkpoint of %d entries\n", rep.Saved.Size)
+	}
+	if len(rep.Cosigned) > 0 {
+		fmt.Fprintf(m.Stdout, "    cosigned by %s\n", strings.Join(rep.Cosigned, ", "))
 	}
 	if *saved != "" {
 		out := cp.Note

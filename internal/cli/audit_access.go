@@ -323,7 +323,8 @@ func (m *Main) serveAudit(ctx context.Context, o ServeOptions, so *server.Option
 		return nil, err
 	}
 	var logger = so.Logger
-	l, err := audit.Open(ctx, dir, audit.Options{SignerKey: skey, Durability: dur, Logger: logger})
+	l, err := audit.Open(ctx, dir, audit.Options{SignerKey: skey, Durability: dur, Logger: logger,
+		Witnesses: o.Witnesses, WitnessQuorum: o.WitnessQuorum})
 	if err != nil {
 		return nil, err
 	}
