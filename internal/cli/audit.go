@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -32,6 +33,7 @@ var auditCommands = map[string]struct {
 	"query":  {"list records by model, time, principal, status", runAuditQuery},
 	"export": {"write records with proofs and the checkpoint to one file", runAuditExport},
 	"index":  {"rebuild the SQLite index from the log (--rebuild)", runAuditIndex},
+	"repair": {"open a log whose write-ahead log is damaged, setting the damage aside and naming what is lost", runAuditRepair},
 	"shred":  {"erase a model's captured inputs by destroying its key", runAuditShred},
 	"purge":  {"delete captured inputs whose retention has expired", runAuditPurge},
 }
@@ -41,7 +43,7 @@ func runAudit(ctx context.Context, m *Main, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		var b strings.Builder
 		b.WriteString("Usage: vouch audit <command> [flags]\n\nThe audit log: one record per inference, Merkle tree, signed checkpoints.\nEvery read (show, query, export) leaves an access record in the log.\n\nCommands:\n\n")
-		for _, n := range []string{"verify", "show", "query", "export", "index", "shred", "purge"} {
+		for _, n := range []string{"verify", "show", "query", "export", "index", "repair", "shred", "purge"} {
 			fmt.Fprintf(&b, "\t%-8s %s\n", n, auditCommands[n].summary)
 		}
 		fmt.Fprint(m.Stderr, b.String())
@@ -623,6 +625,41 @@ a cache; the log is the truth). The log must not be held by a server.`)
 		size = cp.Size
 	}
 	fmt.Fprintf(m.Stdout, "index rebuilt: %d entries (%v)\n", size, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func runAuditRepair(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("audit repair", "audit repair [--data DIR] [--log-key FILE]", `
+A server refuses to start on a log whose write-ahead log is damaged (a
+corrupted frame with acknowledged records after it, a file cut short):
+records acknowledged to clients would be lost without a word. This command
+opens the log anyway: the records before the damage go into the tree, the
+damaged files are kept aside as DATA/audit/wal/*.damaged-<time>, and every
+loss is printed. Run it only after the damage has been looked into (and
+the files saved elsewhere); the log must not be held by a server.`)
+	data := fs.String("data", defaultDataDir(), "data directory (the log is DATA/audit)")
+	var kf logKeyFlags
+	kf.register(fs)
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	skey, err := loadLogKey(m.Stderr, *data, kf, "")
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(m.Stderr, nil))
+	l, err := audit.Open(ctx, auditDir(*data), audit.Options{SignerKey: skey, RepairWAL: true, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if err := l.Close(ctx); err != nil {
+		return err
+	}
+	cp, err := l.Checkpoint()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "the log opens: %d entries under checkpoint %s (what was set aside, if anything, is logged above)\n", cp.Size, cp.Origin)
 	return nil
 }
 

@@ -147,3 +147,27 @@ func TestVerifyKeepsCosignatures(t *testing.T) {
 		t.Fatalf("the saved checkpoint lost its cosignature:\n%s", got)
 	}
 }
+
+// vouch audit repair opens a log whose WAL is damaged, loudly.
+func TestAuditRepairCommand(t *testing.T) {
+	data := t.TempDir()
+	makeLog(t, data, sharedTraceRecords())
+	segs, _ := filepath.Glob(filepath.Join(auditDir(data), "wal", "*.wal"))
+	if len(segs) != 1 {
+		t.Fatalf("wal files: %v", segs)
+	}
+	// A bad header: damage, not a torn tail.
+	f, _ := os.OpenFile(segs[0], os.O_RDWR, 0)
+	f.WriteAt([]byte("XXXX"), 0)
+	f.Close()
+	if code, _, errs := run(t, "audit", "show", "--index", "0", "--data", data); code == 0 || !strings.Contains(errs, "vouch audit repair") {
+		t.Fatalf("show over a damaged WAL: %d %s", code, errs)
+	}
+	code, out, errs := run(t, "audit", "repair", "--data", data)
+	if code != 0 || !strings.Contains(errs, "AUDIT REPAIR") || !strings.Contains(out, "3 entries") {
+		t.Fatalf("repair: %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := run(t, "audit", "show", "--index", "2", "--data", data); code != 0 {
+		t.Fatalf("show after repair: %d %s", code, errs)
+	}
+}
