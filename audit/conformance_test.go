@@ -97,6 +97,10 @@ func TestHandlerServesOnlyTiles(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
 		}
+		// C2SP tlog-tiles (issue 20 A8: it was application/octet-stream).
+		if ct := resp.Header.Get("Content-Type"); path == "/checkpoint" && ct != "text/plain; charset=utf-8" {
+			t.Errorf("GET /checkpoint: Content-Type %q", ct)
+		}
 	}
 	// What is served verifies.
 	if _, err := audit.Verify(ctx, os.DirFS(l.Dir()), audit.VerifyOptions{VerifierKeys: []string{vkey}}); err != nil {

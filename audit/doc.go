@@ -43,8 +43,22 @@
 //
 // # Keys, remote logs, access trail, inputs
 //
-// [LoadOrCreateKey] keeps a log's signer key in <dir>/log.key (0600),
-// made on first use; the origin is fixed then. [Log.Handler] serves the
+// A [Signer] signs checkpoints ([NewSigner] for a key string; a KMS or HSM
+// implements the interface). [LoadKeyFile] keeps the key in a file of mode
+// 0600 outside the log's directory, made on first use, when the origin is
+// fixed ([LoadOrCreateKey], the key inside the directory, is what older
+// versions did). Witnesses cosign checkpoints (package witness,
+// [Options.Witnesses], [VerifyOptions.Witnesses]).
+//
+// # Damage
+//
+// A writable log checks its own storage when it opens: the write-ahead
+// log's frames (a damaged frame with acknowledged frames after it, or a
+// file cut short, fails with [ErrWAL]; [Options.RepairWAL] sets it aside,
+// loudly), the write-ahead log against the tree, and the tree's tail
+// against its root and the signed checkpoint ([ErrDamaged]). [Log.Query]
+// checks the index against the log ([ErrIndex]); [Log.Scan] reads the
+// entries themselves. docs/audit-storage.md lists every failure mode. [Log.Handler] serves the
 // public files and [HTTPFS] reads them back, so [Verify] checks a remote
 // log as it checks a directory. Reads of audit data are themselves logged
 // as records of kind "access" ([Access]: who, what, when), appended by the
