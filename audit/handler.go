@@ -36,19 +36,9 @@ func FSHandler(fsys fs.FS) http.Handler {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		case !strings.Contains(p, ".p/"):
 			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
-			if p == "checkpoint" {
-				// C2SP tlog-tiles: the checkpoint is text/plain; charset=utf-8.
-				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			} else {
-				w.Header().Set("Content-Type", "application/octet-stream")
-			}
+			w.Header().Set("Content-Type", "application/octet-stream")
 		default:
-			if p == "checkpoint" {
-				// C2SP tlog-tiles: the checkpoint is text/plain; charset=utf-8.
-				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			} else {
-				w.Header().Set("Content-Type", "application/octet-stream")
-			}
+			w.Header().Set("Content-Type", "application/octet-stream")
 		}
 		files.ServeHTTP(w, r)
 	})
