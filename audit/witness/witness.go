@@ -88,7 +88,8 @@ func keyID(name string, pub []byte) uint32 {
 // verifier key.
 func NewVerifier(vkey string) (note.Verifier, error) {
 	vkey = strings.TrimSpace(vkey)
-	parts := strings.Split(vkey, "+")
+	parts := strings.SplitN(vkey, "+", 3) // base64 may hold '+'
+
 	if len(parts) != 3 || parts[0] == "" {
 		return nil, fmt.Errorf("witness: key %q: want name+id+key", vkey)
 	}

@@ -3,7 +3,10 @@ package witness_test
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -259,4 +262,28 @@ func TestCheckQuorumBadCosignature(t *testing.T) {
 	if _, err := witness.CheckQuorum(msg, nil, 1); err == nil {
 		t.Fatal("quorum of 1 out of no witnesses")
 	}
+}
+
+// A verifier key whose base64 holds '+' (litewitness printed one).
+func TestVerifierKeyWithPlus(t *testing.T) {
+	for i := 0; i < 200; i++ {
+		pub := make([]byte, 32)
+		rand.Read(pub)
+		k := append([]byte{4}, pub...)
+		name := "witness.test/p"
+		vkey := fmt.Sprintf("%s+%08x+%s", name, keyIDForTest(name, pub), base64.StdEncoding.EncodeToString(k))
+		if !strings.Contains(vkey[len(name)+10:], "+") {
+			continue
+		}
+		if _, err := witness.NewVerifier(vkey); err != nil {
+			t.Fatalf("%s: %v", vkey, err)
+		}
+		return
+	}
+	t.Fatal("no key with '+' made")
+}
+
+func keyIDForTest(name string, pub []byte) uint32 {
+	h := sha256.Sum256(append([]byte(name+"\n\x04"), pub...))
+	return binary.BigEndian.Uint32(h[:4])
 }
