@@ -388,6 +388,22 @@ extern "C" __global__ void __launch_bounds__(256) vx_conv2d(conv_geom g,
 	gemm_tile(Mg, P, K, la, lb, y + yo, P, ep);
 }
 
+// mma8x8 advances a thread's 8x8 chains by one k step of a 128-wide tile
+// pair: rows ty*4+{0..3} and 64+ty*4+{0..3} of as, the same columns of bs
+// for tx (a warp reads 2 A and 16 B float4s).
+__device__ __forceinline__ void mma8x8(const float* as, const float* bs, int tx, int ty, float acc[8][8]) {
+	float4 a0 = *(const float4*)&as[ty * 4];
+	float4 a1 = *(const float4*)&as[64 + ty * 4];
+	float4 b0 = *(const float4*)&bs[tx * 4];
+	float4 b1 = *(const float4*)&bs[64 + tx * 4];
+	float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+	float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+#pragma unroll
+		for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+}
+
 // vx_sgemm128 is vx_sgemm for row-major A [M,K] and B [K,N] with M and N
 // multiples of 128, K a multiple of BK and lda, ldb, ldc multiples of 4:
 // 128x128 tiles, 256 threads with 8x8 outputs each, double-buffered
@@ -448,16 +464,7 @@ __device__ __forceinline__ void sgemm128(int M, int N, int K, const float* __res
 		}
 #pragma unroll
 		for (int kk = 0; kk < BK; kk++) {
-			float4 a0 = *(const float4*)&As[buf][kk][ty * 4];
-			float4 a1 = *(const float4*)&As[buf][kk][64 + ty * 4];
-			float4 b0 = *(const float4*)&Bs[buf][kk][tx * 4];
-			float4 b1 = *(const float4*)&Bs[buf][kk][64 + tx * 4];
-			float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-			float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-			for (int i = 0; i < 8; i++)
-#pragma unroll
-				for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+			mma8x8(As[buf][kk], Bs[buf][kk], tx, ty, acc);
 		}
 		if (more) {
 			buf ^= 1;
@@ -670,16 +677,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) vx_conv2d128(conv_geom g,
 #pragma unroll
 		for (int kk = 0; kk < 8; kk++) {
 			if (kk < kn) {
-				float4 a0 = *(const float4*)&As[buf][kk][ty * 4];
-				float4 a1 = *(const float4*)&As[buf][kk][64 + ty * 4];
-				float4 b0 = *(const float4*)&Bs[buf][kk][tx * 4];
-				float4 b1 = *(const float4*)&Bs[buf][kk][64 + tx * 4];
-				float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-				float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-				for (int i = 0; i < 8; i++)
-#pragma unroll
-					for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+				mma8x8(As[buf][kk], Bs[buf][kk], tx, ty, acc);
 			}
 		}
 		if (more) {
