@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -97,15 +95,7 @@ var csrfRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 func BenchmarkSearchPage(b *testing.B) {
 	db := benchIndex(b)
 	ctx := context.Background()
-	dir := b.TempDir()
-	skey, err := audit.LoadOrCreateKey(dir, "bench.local/audit")
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := audit.Open(ctx, dir, audit.Options{SignerKey: skey})
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := openLog(b, audit.Durable)
 	defer l.Close(ctx)
 	creds, err := server.ParseCredentials(strings.NewReader("auditor audit " + server.HashToken("t") + "\n"))
 	if err != nil {
@@ -116,26 +106,7 @@ func BenchmarkSearchPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := c.Handler()
-	// Sign in.
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/console/signin", nil))
-	m := csrfRE.FindStringSubmatch(rec.Body.String())
-	req := httptest.NewRequest("POST", "/console/signin", strings.NewReader(url.Values{"csrf": {m[1]}, "token": {"t"}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	for _, ck := range rec.Result().Cookies() {
-		req.AddCookie(ck)
-	}
-	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	var session *http.Cookie
-	for _, ck := range rec.Result().Cookies() {
-		if ck.Name == cookieSession {
-			session = ck
-		}
-	}
-	if session == nil {
-		b.Fatalf("sign-in failed: %d %s", rec.Code, rec.Body.String())
-	}
+	session := signIn(b, h)
 	for _, q := range []struct{ name, query string }{
 		{"first-page", ""},
 		{"model", "model=fraud"},

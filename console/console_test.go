@@ -196,7 +196,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	// shot saves a full-page screenshot under docs/console/.
 	shot := func(name string) {
 		t.Helper()
-		b, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
+		// A full-page capture waits for a frame, which a loaded machine
+		// can starve: bounded, and tried twice.
+		var b []byte
+		var err error
+		for range 2 {
+			sctx, cancel := context.WithTimeout(tctx, 30*time.Second)
+			b, err = chromedp.Run(sctx, chromedp.FullScreenshot(100))
+			cancel()
+			if err == nil {
+				break
+			}
+		}
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
 		}

@@ -8,11 +8,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -43,15 +45,7 @@ func certFor(t *testing.T, cn string) (tls.Certificate, *x509.Certificate) {
 // is Secure, and the access records name the certificate's principal.
 func TestSigninClientCertificate(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	skey, err := audit.LoadOrCreateKey(dir, "test.local/audit")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := audit.Open(ctx, dir, audit.Options{SignerKey: skey, Durability: audit.Async})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLog(t, audit.Async)
 	defer l.Close(ctx)
 	creds, err := server.ParseCredentials(strings.NewReader("officer audit cert:officer-1\nscorer infer cert:scorer-1\n"))
 	if err != nil {
@@ -161,40 +155,14 @@ var indexFilterAccess = index.Filter{Kind: audit.KindAccess}
 // A view the audit log cannot record is refused (503), and shows nothing.
 func TestViewRefusedWhenUnrecorded(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	skey, err := audit.LoadOrCreateKey(dir, "test.local/audit")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := audit.Open(ctx, dir, audit.Options{SignerKey: skey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLog(t, audit.Durable)
 	creds, _ := server.ParseCredentials(strings.NewReader("auditor audit " + server.HashToken("t") + "\n"))
 	c, err := New(Options{Log: l, Appender: l, Credentials: creds, LogKeys: l.VerifierKeys()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := c.Handler()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/console/signin", nil))
-	m := csrfRE.FindStringSubmatch(rec.Body.String())
-	req := httptest.NewRequest("POST", "/console/signin", strings.NewReader(url.Values{"csrf": {m[1]}, "token": {"t"}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	for _, ck := range rec.Result().Cookies() {
-		req.AddCookie(ck)
-	}
-	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	var session *http.Cookie
-	for _, ck := range rec.Result().Cookies() {
-		if ck.Name == cookieSession && ck.Value != "" {
-			session = ck
-		}
-	}
-	if session == nil {
-		t.Fatalf("sign-in: %d", rec.Code)
-	}
+	session := signIn(t, h)
 	l.Close(ctx) // the log now refuses appends
 	for _, page := range []string{"/console/", "/console/decision/0123456789abcdef0123456789abcdef", "/console/log", "/console/models"} {
 		req := httptest.NewRequest("GET", page, nil)
@@ -205,4 +173,93 @@ func TestViewRefusedWhenUnrecorded(t *testing.T) {
 			t.Errorf("%s with the log closed: %d\n%s", page, rec.Code, rec.Body.String())
 		}
 	}
+}
+
+// The search pages through the index newest first: every decision once.
+func TestSearchPaging(t *testing.T) {
+	ctx := context.Background()
+	l := openLog(t, audit.Async)
+	defer l.Close(ctx)
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	var traces []string
+	for i := range 5 {
+		tr := fmt.Sprintf("%032x", 0xabc0+i)
+		traces = append(traces, tr)
+		// two records share a time: the log index breaks the tie
+		if _, _, err := l.Append(ctx, &audit.Record{TraceID: tr, Time: t0.Add(time.Duration(i/2) * time.Second), Model: "m", ModelVersion: "1",
+			Principal: "app", Status: audit.StatusOK, OutputLabel: "approve"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	creds, _ := server.ParseCredentials(strings.NewReader("auditor audit " + server.HashToken("t") + "\n"))
+	c, err := New(Options{Log: l, Appender: l, Credentials: creds, LogKeys: l.VerifierKeys(), PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Handler()
+	session := signIn(t, h)
+	link := regexp.MustCompile(`href="(/console/\?[^"]*before=[^"]*)" rel="next"`)
+	row := regexp.MustCompile(`href="/console/decision/([0-9a-f]{32})"`)
+	var seen []string
+	next := "/console/?model=m"
+	for pages := 0; next != ""; pages++ {
+		if pages > 3 {
+			t.Fatalf("more pages than rows: %v", seen)
+		}
+		req := httptest.NewRequest("GET", strings.ReplaceAll(next, "&amp;", "&"), nil)
+		req.AddCookie(session)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("%s: %d %s", next, rec.Code, rec.Body.String())
+		}
+		for _, m := range row.FindAllStringSubmatch(rec.Body.String(), -1) {
+			seen = append(seen, m[1])
+		}
+		next = ""
+		if m := link.FindStringSubmatch(rec.Body.String()); m != nil {
+			next = m[1]
+		}
+	}
+	want := []string{traces[4], traces[3], traces[2], traces[1], traces[0]}
+	if strings.Join(seen, " ") != strings.Join(want, " ") {
+		t.Fatalf("pages gave %v, want %v", seen, want)
+	}
+}
+
+// signIn signs in with token "t" and returns the session cookie.
+func signIn(t testing.TB, h http.Handler) *http.Cookie {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/console/signin", nil))
+	m := csrfRE.FindStringSubmatch(rec.Body.String())
+	req := httptest.NewRequest("POST", "/console/signin", strings.NewReader(url.Values{"csrf": {m[1]}, "token": {"t"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, ck := range rec.Result().Cookies() {
+		req.AddCookie(ck)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	for _, ck := range rec.Result().Cookies() {
+		if ck.Name == cookieSession && ck.Value != "" {
+			return ck
+		}
+	}
+	t.Fatalf("sign-in: %d %s", rec.Code, rec.Body.String())
+	return nil
+}
+
+// openLog opens a fresh transparency log in a temporary directory.
+func openLog(t testing.TB, d audit.Durability) *audit.Log {
+	t.Helper()
+	dir := t.TempDir()
+	skey, err := audit.LoadOrCreateKey(dir, "test.local/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.Open(context.Background(), dir, audit.Options{SignerKey: skey, Durability: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
