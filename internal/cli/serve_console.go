@@ -58,6 +58,11 @@ func (m *Main) serveConsole(ctx context.Context, o ServeOptions, so *server.Opti
 	if st, ok := so.Capture.(*capture.Store); ok {
 		co.Inputs = st
 	}
+	for _, w := range o.Witnesses { // URL=VERIFIERKEY
+		if i := strings.LastIndex(w, "="); i >= 0 {
+			co.WitnessKeys = append(co.WitnessKeys, w[i+1:])
+		}
+	}
 	features := map[string][]string{}
 	for _, f := range o.Features {
 		name, file, ok := strings.Cut(f, "=")
