@@ -53,6 +53,9 @@ type Capturer interface {
 // until (RFC 3339), limit.
 func (s *Server) auditRoutes(mux *http.ServeMux) {
 	if s.opt.Audit == nil {
+		if s.opt.PublicLog != nil {
+			mux.Handle("GET /log/", s.logHandler())
+		}
 		return
 	}
 	mux.HandleFunc("GET /v1/audit/records/{trace}", s.auditShow)

@@ -39,6 +39,7 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	}, opts...)
 	g := grpc.NewServer(opts...)
 	oippb.RegisterGRPCInferenceServiceServer(g, &grpcService{s: s})
+	s.registerGRPCExtras(g)
 	return g
 }
 
@@ -63,6 +64,7 @@ func (s *Server) grpcAccessLog(ctx context.Context, req any, info *grpc.UnarySer
 		slogFloat("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		slogString("trace_id", st.trace.TraceID), slogString("principal", st.principal),
 		slogString("model", st.model), slogString("remote", remote))
+	s.span(ctx, st, info.FullMethod, "grpc", start, code.String(), code == codes.Internal || code == codes.Unavailable || code == codes.Unknown, remote)
 	return resp, err
 }
 

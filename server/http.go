@@ -77,6 +77,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			slogFloat("duration_ms", float64(time.Since(start).Microseconds())/1000),
 			slogString("trace_id", st.trace.TraceID), slogString("principal", st.principal),
 			slogString("model", st.model), slogString("remote", r.RemoteAddr))
+		s.span(r.Context(), st, r.Method+" "+r.URL.Path, "http", start, strconv.Itoa(rw.code), rw.code >= 500, r.RemoteAddr)
 	})
 }
 

@@ -12,7 +12,11 @@ import (
 // record and each refusal too. The checkpoint is served as C2SP requires,
 // text/plain; charset=utf-8. A path that is no tlog-tiles resource is 404.
 func (s *Server) logHandler() http.Handler {
-	h := http.StripPrefix("/log", s.opt.Audit.Handler())
+	base := s.opt.PublicLog
+	if s.opt.Audit != nil {
+		base = s.opt.Audit.Handler()
+	}
+	h := http.StripPrefix("/log", base)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := strings.TrimPrefix(r.URL.Path, "/log/")
 		if !tilePath(p) {

@@ -7,11 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/tensor"
@@ -37,6 +40,11 @@ type Options struct {
 	// checkpoint and tiles under /log/ (no auth).
 	Audit AuditStore
 	// Capture, when set, keeps the inputs of every served request
+	// PublicLog, when set and Audit is not, serves a log's checkpoint and
+	// tiles under /log/ (entry bundles to the audit role, as with Audit):
+	// the shared log of several replicas (package audit/sqllog), which has
+	// no local index for the audit API.
+	PublicLog http.Handler
 	// (encrypted, keyed by input digest and model). A failure to capture
 	// is treated as an audit failure (AuditFailOpen decides).
 	Capture Capturer
@@ -66,6 +74,14 @@ type Options struct {
 	// AccessLog receives one line per HTTP request and gRPC call (JSON
 	// through slog in the command); nil discards.
 	AccessLog *slog.Logger
+
+	// Spans, when set, receives one span per HTTP request and gRPC call,
+	// with the trace ids the server propagates (OpenTelemetry, OTLP).
+	Spans SpanSink
+
+	// Collectors are more Prometheus metrics served on /metrics beside
+	// the server's own (the audit exporters' lag, package stream).
+	Collectors []prometheus.Collector
 }
 
 // Server serves models over the Open Inference Protocol. Create it with
@@ -121,7 +137,10 @@ func New(o Options) *Server {
 		// process's default one (standard error).
 		alarm = slog.Default()
 	}
-	return &Server{opt: o, m: newMetrics(), log: log, alarm: alarm, models: map[string]map[string]*modelEntry{}, latest: map[string]string{}}
+	m := newMetrics()
+	m.reg.MustRegister(buildInfo(o.Version))
+	m.reg.MustRegister(o.Collectors...)
+	return &Server{opt: o, m: m, log: log, alarm: alarm, models: map[string]map[string]*modelEntry{}, latest: map[string]string{}}
 }
 
 // Extensions lists the protocol extensions served.

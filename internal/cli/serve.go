@@ -23,6 +23,7 @@ import (
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/registry"
 	"github.com/vouchml/vouch/server"
+	"github.com/vouchml/vouch/tracing"
 )
 
 // ServeOptions are the settings of `vouch serve`.
@@ -62,10 +63,16 @@ type ServeOptions struct {
 	MaxBody         int64
 	AccessLog       string
 	ShutdownTimeout time.Duration
-	Limits          serveLimits // request sizes, budget, timeouts, connections, anonymous roles
-	Console         string      // audit console: on, off, auto (on when some principal has the audit role)
-	ConsoleKey      string      // private key that signs the console's reports (default DATA/console/report.key)
-	Features        []string    // MODEL=FILE: input feature names, one a line, for the console
+	Limits          serveLimits   // request sizes, budget, timeouts, connections, anonymous roles
+	Exports         []string      // audit stream targets: kafka://, nats://, http(s)://
+	LogFormat       string        // text or json: the server's log (alarms, errors)
+	DrainDelay      time.Duration // readiness false this long before the listeners close
+	AuditDB         string        // the shared log of several replicas, in MariaDB/MySQL (DSN)
+	OTLPEndpoint    string        // OpenTelemetry collector (OTLP/gRPC) for request spans
+	OTLPInsecure    bool
+	Console         string   // audit console: on, off, auto (on when some principal has the audit role)
+	ConsoleKey      string   // private key that signs the console's reports (default DATA/console/report.key)
+	Features        []string // MODEL=FILE: input feature names, one a line, for the console
 
 	ready func(httpAddr, grpcAddr string) // tests: called once listening
 }
@@ -148,6 +155,12 @@ Example:
 	fs.Int64Var(&o.MaxBody, "max-body", 64<<20, "largest request body in bytes")
 	o.Limits.flags(fs)
 	fs.StringVar(&o.AccessLog, "access-log", "-", `JSON access log file ("-" stderr, "" none)`)
+	fs.Var((*multiFlag)(&o.Exports), "export", "stream every audit record to kafka://HOST:PORT/TOPIC, nats://HOST:PORT/SUBJECT[?stream=NAME] or http(s)://URL (CloudEvents); repeat for several")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "the server's log (alarms, errors, exporter warnings) on stderr: text or json (the access log is JSON either way)")
+	fs.DurationVar(&o.DrainDelay, "drain-delay", 0, "on SIGTERM, report not ready (HTTP and gRPC health) this long before closing the listeners, so load balancers stop sending first (Kubernetes: 5s)")
+	fs.StringVar(&o.AuditDB, "audit-db", "", "append to the transparency log that several replicas share, in MariaDB or MySQL (DSN user:pass@tcp(host:3306)/db); every replica needs the same --log-key FILE")
+	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "send a span per request, continuing the caller's traceparent, to this OpenTelemetry collector (OTLP/gRPC, HOST:PORT)")
+	fs.BoolVar(&o.OTLPInsecure, "otlp-insecure", false, "with --otlp-endpoint: plaintext gRPC (a collector on loopback or in the pod)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain on shutdown")
 	fs.StringVar(&o.Console, "console", "auto", "the audit console at /console/: on, off, or auto (on when a principal has the audit role)")
 	fs.StringVar(&o.ConsoleKey, "console-key", "", "private key (vouch keygen) that signs console reports and exports (default DATA/console/report.key, made on first use)")
@@ -243,11 +256,41 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 	if gl != nil {
 		defer gl.Close()
 	}
-	closeAudit, err := m.serveAudit(ctx, o, &so)
+	switch o.LogFormat {
+	case "", "text":
+		so.Logger = slog.New(slog.NewTextHandler(m.Stderr, nil))
+	case "json":
+		so.Logger = slog.New(slog.NewJSONHandler(m.Stderr, nil))
+	default:
+		return fmt.Errorf("%w: --log-format %q: want text or json", ErrUsage, o.LogFormat)
+	}
+	serveAudit := m.serveAudit
+	if o.AuditDB != "" {
+		serveAudit = m.serveSharedAudit
+	}
+	closeAudit, err := serveAudit(ctx, o, &so)
 	if err != nil {
 		return err
 	}
 	defer closeAudit()
+	if o.OTLPEndpoint != "" {
+		tx, err := tracing.New(ctx, tracing.Options{Endpoint: o.OTLPEndpoint, Insecure: o.OTLPInsecure, Version: Version})
+		if err != nil {
+			return err
+		}
+		so.Spans = tx
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			tx.Shutdown(sctx)
+		}()
+		fmt.Fprintf(m.Stderr, "traces  OTLP/gRPC to %s\n", o.OTLPEndpoint)
+	}
+	stopExport, err := m.startExporters(ctx, o.Exports, o.DataDir, &so, so.Logger)
+	if err != nil {
+		return err
+	}
+	defer stopExport()
 	if o.Credentials != "" {
 		c, err := server.LoadCredentials(o.Credentials)
 		if err != nil {
@@ -312,6 +355,11 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
+	}
+	s.BeginDrain()
+	if o.DrainDelay > 0 {
+		fmt.Fprintf(m.Stderr, "not ready; closing the listeners in %v…\n", o.DrainDelay)
+		time.Sleep(o.DrainDelay)
 	}
 	fmt.Fprintln(m.Stderr, "draining requests in flight…")
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
