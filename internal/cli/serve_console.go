@@ -18,6 +18,7 @@ import (
 	"github.com/vouchml/vouch/registry"
 	"github.com/vouchml/vouch/replay"
 	"github.com/vouchml/vouch/server"
+	"github.com/vouchml/vouch/stream"
 )
 
 // consoleOn decides --console: "on", "off", or "auto" (on when the
@@ -61,6 +62,25 @@ func (m *Main) serveConsole(ctx context.Context, o ServeOptions, so *server.Opti
 	for _, w := range o.Witnesses { // URL=VERIFIERKEY
 		if i := strings.LastIndex(w, "="); i >= 0 {
 			co.WitnessKeys = append(co.WitnessKeys, w[i+1:])
+		}
+	}
+	if len(o.Exports) > 0 {
+		// Each exporter persists its cursor beside the log; the lag is the
+		// log's size past it.
+		co.ExporterLag = func() map[string]uint64 {
+			cp, err := l.Checkpoint()
+			if err != nil {
+				return nil
+			}
+			lags := map[string]uint64{}
+			for _, t := range o.Exports {
+				name := stream.Name(t)
+				cur, err := stream.ReadCursor(filepath.Join(exportDir(l.Dir()), name+".cursor"), name)
+				if err == nil && cp.Size >= cur {
+					lags[name] = cp.Size - cur
+				}
+			}
+			return lags
 		}
 	}
 	features := map[string][]string{}
