@@ -39,6 +39,7 @@ type inferRequest struct {
 	Inputs       map[string]*tensor.Tensor
 	Outputs      []outputRequest // empty: all outputs
 	BinaryOutput bool            // binary_data_output: every output in binary
+	Explain      bool            // parameters.explain: return the reasons in the response
 }
 
 type outputRequest struct {

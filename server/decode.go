@@ -137,6 +137,11 @@ func decodeRequest(body []byte, headerLen int, lim Limits) (*inferRequest, error
 	} else if ok {
 		req.BinaryOutput = v
 	}
+	if v, ok, err := boolParam(rj.Parameters, "explain"); err != nil {
+		return nil, err
+	} else if ok {
+		req.Explain = v
+	}
 	bud := &budget{lim: lim}
 	for i, in := range rj.Inputs {
 		dt, shape, n, err := bud.input(req, i, in.Name, in.Datatype, in.Shape)

@@ -274,6 +274,7 @@ func writeInferResponse(w http.ResponseWriter, traceID string, out *outcome) {
 		params["output_label"] = out.label
 		params["confidence"] = *out.confidence
 	}
+	decisionParams(params, out)
 	pj, _ := json.Marshal(params)
 	b := make([]byte, 0, 1024)
 	b = append(b, `{"model_name":`...)

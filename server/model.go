@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/explain"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
@@ -82,6 +83,9 @@ type PlanOptions struct {
 	LabelOutput string
 	// BundleDigest is the digest of the verified bundle the plan came from.
 	BundleDigest string
+	// Explain is the bundle's explanation data (feature names, background
+	// set); see server/explain.go.
+	Explain *explain.Data
 }
 
 // PlanRunner runs an engine plan with vouch's executor.
@@ -90,6 +94,7 @@ type PlanRunner struct {
 	plan  *plan.Plan
 	ex    *exec.Executor
 	bound sync.Map // input-shape key -> *sync.Pool of *exec.Bound
+	xp    *explain.Explainer
 }
 
 // LoadPlan reads and decodes a plan file and prepares it to run.
@@ -192,7 +197,11 @@ func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunne
 			return nil, fmt.Errorf("server: model %s: label output %q is not an output of the plan", name, info.LabelOutput)
 		}
 	}
-	return &PlanRunner{info: info, plan: p, ex: ex}, nil
+	r := &PlanRunner{info: info, plan: p, ex: ex}
+	if err := r.setExplainer(o.Explain); err != nil {
+		return nil, fmt.Errorf("server: model %s: %w", name, err)
+	}
+	return r, nil
 }
 
 func dimSize(known bool, v int64) int64 {

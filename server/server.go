@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"slices"
 	"sort"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/explain"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -39,12 +39,12 @@ type Options struct {
 	// every read leaves an access record through Appender) and the log's
 	// checkpoint and tiles under /log/ (no auth).
 	Audit AuditStore
-	// Capture, when set, keeps the inputs of every served request
 	// PublicLog, when set and Audit is not, serves a log's checkpoint and
 	// tiles under /log/ (entry bundles to the audit role, as with Audit):
 	// the shared log of several replicas (package audit/sqllog), which has
 	// no local index for the audit API.
 	PublicLog http.Handler
+	// Capture, when set, keeps the inputs of every served request
 	// (encrypted, keyed by input digest and model). A failure to capture
 	// is treated as an audit failure (AuditFailOpen decides).
 	Capture Capturer
@@ -313,6 +313,7 @@ type outcome struct {
 	outs       map[string]*tensor.Tensor
 	label      string
 	confidence *float64
+	decided    *explain.Outcome // every row's decision and reasons
 	audited    bool
 	index      uint64
 	leaf       [32]byte
@@ -348,6 +349,7 @@ func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferReques
 			} else {
 				out, aerr = &outcome{entry: out.entry, req: out.req}, errf(503, "input capture failed; request refused so that it can be replayed")
 				rec.OutputDigest, rec.Outputs, rec.OutputLabel, rec.Confidence = "", nil, "", nil
+				rec.Rows, rec.Decisions, rec.DecisionsDigest, rec.Explanation = 0, nil, "", nil
 			}
 		}
 	}
@@ -493,11 +495,8 @@ func (s *Server) serve(ctx context.Context, c *call, rec *audit.Record, out *out
 	if rec.OutputDigest, rec.Outputs, err = audit.InputDigest(res.outs); err != nil {
 		return errf(500, "model %s: %v", info.Name, err)
 	}
-	if info.LabelOutput != "" {
-		if lbl, conf, ok := classify(res.outs[info.LabelOutput], info.Labels); ok {
-			out.label, out.confidence = lbl, &conf
-			rec.OutputLabel, rec.Confidence = lbl, &conf
-		}
+	if err := decide(ctx, e.r, req.Inputs, rec, out); err != nil {
+		return errf(500, "model %s: %v", info.Name, err)
 	}
 	return nil
 }
@@ -510,43 +509,6 @@ var errRequestTimeout = errors.New("server: request timeout")
 // a kernel that panicked.
 func engineFault(err error) bool {
 	return strings.Contains(err.Error(), "kernel panicked")
-}
-
-// classify returns the label of the top class of the first row of t and its
-// confidence: the value itself when the row is a probability distribution
-// (every value in [0, 1], summing to 1 within 1e-3), else its softmax.
-func classify(t *tensor.Tensor, labels []string) (string, float64, bool) {
-	if t == nil || len(labels) == 0 || len(t.Shape) == 0 {
-		return "", 0, false
-	}
-	f, err := t.Float64s()
-	n := t.Shape[len(t.Shape)-1]
-	if err != nil || n != len(labels) || len(f) < n || n == 0 {
-		return "", 0, false
-	}
-	row := f[:n]
-	best := 0
-	sum, prob := 0.0, true
-	for i, v := range row {
-		if v > row[best] {
-			best = i
-		}
-		if !(v >= 0 && v <= 1) {
-			prob = false
-		}
-		sum += v
-	}
-	if prob && math.Abs(sum-1) <= 1e-3 {
-		return labels[best], row[best], true
-	}
-	var z float64
-	for _, v := range row {
-		z += math.Exp(v - row[best])
-	}
-	if z == 0 || math.IsNaN(z) {
-		return labels[best], 0, true
-	}
-	return labels[best], 1 / z, true
 }
 
 // selectOutputs returns the outputs to answer with, in the model's order
