@@ -126,7 +126,11 @@ func (m *Main) demo(ctx context.Context, o DemoOptions) (err error) {
 			Models: []string{"credit-risk@prod"}, Keys: p("keys", "demo-signer.pub"), DataDir: data,
 			Listen: "127.0.0.1:0", Audit: "on", AuditDurability: "durable", AuditFailure: "closed", CaptureInputs: true,
 			Workers: 2, Queue: 64, MaxBody: 1 << 20, AccessLog: p("access.log"), ShutdownTimeout: 10 * time.Second,
-			ready: func(h, g string) { addr <- h },
+			// The demo's server listens on loopback only and its one user
+			// is also the auditor who reads the records back: anonymous
+			// callers get the audit role here (never the default).
+			Limits: serveLimits{AnonymousRoles: "infer,audit"},
+			ready:  func(h, g string) { addr <- h },
 		})
 	}()
 	var url string
