@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/vouchml/vouch/bundle"
+	"github.com/vouchml/vouch/explain"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/registry"
 	"github.com/vouchml/vouch/server"
@@ -430,6 +431,13 @@ func (m *Main) bundleRunners(ctx context.Context, o ServeOptions, labels map[str
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		po := server.PlanOptions{Name: meta.Model.Name, Version: meta.Model.Version, BundleDigest: bundleDigest, Labels: labels[meta.Model.Name]}
+		if b, ok := l.Bundle.File(bundle.ExplainFile); ok {
+			// The signed explanation data: feature names, background rows
+			// (tree covers, KernelSHAP), so that reasons name the features.
+			if po.Explain, err = explain.DecodeData(b); err != nil {
+				return fmt.Errorf("%s: %s: %w", where, bundle.ExplainFile, err)
+			}
+		}
 		r, err := server.NewPlanRunner(p, "sha256:"+plan.Digest(l.Bundle.Plan()), where, po)
 		if err != nil {
 			return err
