@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/vouchml/vouch/audit/witness"
+
 	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -42,6 +44,11 @@ func (c *Console) signatures(msg []byte) []Signature {
 	logNames := map[string]bool{}
 	for i, k := range append(append([]string{}, c.opt.LogKeys...), c.opt.WitnessKeys...) {
 		v, err := note.NewVerifier(k)
+		if err != nil && i >= len(c.opt.LogKeys) {
+			// A witness's C2SP cosignature/v1 key (what litewitness and
+			// the public witnesses use).
+			v, err = witness.NewVerifier(k)
+		}
 		if err != nil {
 			continue // a key of another signature type: listed, not checked here
 		}
@@ -50,23 +57,26 @@ func (c *Console) signatures(msg []byte) []Signature {
 			logNames[v.Name()+"+"+fmt.Sprintf("%08x", v.KeyHash())] = true
 		}
 	}
-	n, err := note.Open(msg, note.VerifierList(vs...))
+	// Every signature line, then each key on its own: one bad signature
+	// must not hide the good ones (note.Open fails as a whole on it).
+	_, err := note.Open(msg, note.VerifierList())
+	var une *note.UnverifiedNoteError
+	if !errors.As(err, &une) {
+		return nil
+	}
+	good := map[string]bool{}
+	for _, v := range vs {
+		if n, err := note.Open(msg, note.VerifierList(v)); err == nil {
+			for _, sg := range n.Sigs {
+				good[sg.Name+"+"+fmt.Sprintf("%08x", sg.Hash)] = true
+			}
+		}
+	}
 	var out []Signature
-	add := func(sigs []note.Signature, ok bool) {
-		for _, s := range sigs {
-			id := s.Name + "+" + fmt.Sprintf("%08x", s.Hash)
-			out = append(out, Signature{Name: s.Name, KeyHash: fmt.Sprintf("%08x", s.Hash), Verified: ok, Log: logNames[id]})
-		}
+	for _, sg := range une.Note.UnverifiedSigs {
+		id := sg.Name + "+" + fmt.Sprintf("%08x", sg.Hash)
+		out = append(out, Signature{Name: sg.Name, KeyHash: fmt.Sprintf("%08x", sg.Hash), Verified: good[id], Log: logNames[id]})
 	}
-	if err != nil {
-		var une *note.UnverifiedNoteError
-		if errors.As(err, &une) {
-			add(une.Note.UnverifiedSigs, false)
-		}
-		return out
-	}
-	add(n.Sigs, true)
-	add(n.UnverifiedSigs, false)
 	return out
 }
 
