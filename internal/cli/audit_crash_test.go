@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,10 +28,7 @@ func TestCrashDurability(t *testing.T) {
 	const kills = 20
 	budget := time.Now().Add(60 * time.Second) // bounded in CI
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "vouch")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/vouch").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildVouch(t, dir)
 	planFile := buildBC(t, dir)
 	data := filepath.Join(dir, "data")
 	body := `{"inputs":[{"name":"features","datatype":"FP32","shape":[1,30],"data":[` + strings.TrimSuffix(strings.Repeat("0.5,", 30), ",") + `]}]}`
@@ -40,34 +36,8 @@ func TestCrashDurability(t *testing.T) {
 	answered := map[string]bool{} // trace ids answered 200, over all runs
 	var mu sync.Mutex
 	start := func() (*exec.Cmd, string) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		cmd := exec.Command(bin, "serve", "--plan", planFile+",bc", "--data", data, "--listen", addr, "--grpc", "",
+		return startServeProcess(t, bin, dir, "--plan", planFile+",bc", "--data", data, "--grpc", "",
 			"--access-log", "", "--workers", "1", "--queue", "64")
-		logf, _ := os.OpenFile(filepath.Join(dir, "serve.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		url := "http://" + addr
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			if resp, err := http.Get(url + "/v2/health/ready"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					return cmd, url
-				}
-			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				b, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
-				t.Fatalf("server not ready after 20s:\n%s", b)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
 	}
 	check := func(round int) {
 		ctx := context.Background()

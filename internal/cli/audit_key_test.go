@@ -157,8 +157,13 @@ func TestAuditRepairCommand(t *testing.T) {
 		t.Fatalf("wal files: %v", segs)
 	}
 	// A bad header: damage, not a torn tail.
-	f, _ := os.OpenFile(segs[0], os.O_RDWR, 0)
-	f.WriteAt([]byte("XXXX"), 0)
+	f, err := os.OpenFile(segs[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("XXXX"), 0); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	if code, _, errs := run(t, "audit", "show", "--index", "0", "--data", data); code == 0 || !strings.Contains(errs, "vouch audit repair") {
 		t.Fatalf("show over a damaged WAL: %d %s", code, errs)
