@@ -21,22 +21,8 @@ const KeyFile = "log.key"
 // origin is empty: a log's origin is fixed when its key is made.
 func LoadOrCreateKey(dir, origin string) (signerKey string, err error) {
 	path := filepath.Join(dir, KeyFile)
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		skey := strings.TrimSpace(string(b))
-		if _, err := PublicKey(skey); err != nil {
-			return "", fmt.Errorf("audit: %s: %w", path, err)
-		}
-		if name := strings.SplitN(skey, "+", 4)[2]; origin != "" && name != origin {
-			return "", fmt.Errorf("audit: %s signs for origin %q, not %q (a log's origin cannot change; use another --data directory)", path, name, origin)
-		}
-		if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
-			return "", fmt.Errorf("audit: %s is readable by others (mode %v); chmod 600 it", path, st.Mode().Perm())
-		}
-		return skey, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("audit: %w", err)
+	if skey, found, err := readSignerKey(path, origin); found || err != nil {
+		return skey, err
 	}
 	if origin == "" {
 		return "", fmt.Errorf("audit: %s does not exist and no origin was given to create it", path)
@@ -122,26 +108,8 @@ func LoadKeyFile(path, origin, logDir string) (string, error) {
 			return "", fmt.Errorf("%w: %s is inside the log directory %s; keep the key elsewhere", ErrKeyPlacement, path, logDir)
 		}
 	}
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		skey := strings.TrimSpace(string(b))
-		if _, err := PublicKey(skey); err != nil {
-			return "", fmt.Errorf("audit: %s: %w", path, err)
-		}
-		if name := strings.SplitN(skey, "+", 4)[2]; origin != "" && name != origin {
-			return "", fmt.Errorf("audit: %s signs for origin %q, not %q (a log's origin cannot change)", path, name, origin)
-		}
-		st, err := os.Stat(path)
-		if err != nil {
-			return "", fmt.Errorf("audit: %w", err)
-		}
-		if st.Mode().Perm()&0o077 != 0 {
-			return "", fmt.Errorf("%w: %s has mode %v; chmod 600 it", ErrKeyPlacement, path, st.Mode().Perm())
-		}
-		return skey, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("audit: %w", err)
+	if skey, found, err := readSignerKey(path, origin); found || err != nil {
+		return skey, err
 	}
 	if origin == "" {
 		return "", fmt.Errorf("audit: signer key %s does not exist", path)
@@ -192,4 +160,32 @@ func inside(path, dir string) bool {
 	}
 	rel, err := filepath.Rel(d, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// readSignerKey reads an existing signer key file: found is false (and err
+// nil) when there is none. The key must parse, sign for origin (when
+// given: a log's origin cannot change), and be readable by its owner only.
+func readSignerKey(path, origin string) (skey string, found bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("audit: %w", err)
+	}
+	skey = strings.TrimSpace(string(b))
+	if _, err := PublicKey(skey); err != nil {
+		return "", true, fmt.Errorf("audit: %s: %w", path, err)
+	}
+	if name := strings.SplitN(skey, "+", 4)[2]; origin != "" && name != origin {
+		return "", true, fmt.Errorf("audit: %s signs for origin %q, not %q (a log's origin cannot change)", path, name, origin)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", true, fmt.Errorf("audit: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", true, fmt.Errorf("%w: %s has mode %v; chmod 600 it", ErrKeyPlacement, path, st.Mode().Perm())
+	}
+	return skey, true, nil
 }
