@@ -277,7 +277,12 @@ func TestEngineFaultsLeaveRecords(t *testing.T) {
 	if rec := app.last(); rec == nil || rec.Code != 504 || rec.TraceID != resp.Header.Get(HeaderTraceID) {
 		t.Fatalf("hung kernel: record %+v", rec)
 	}
-	// Abandoned mid-run: recorded as 499.
+	// Abandoned mid-run: recorded as 499. The warm-up left its start
+	// signal in the channel; drop it so the cancel waits for this run.
+	select {
+	case <-hang.started:
+	default:
+	}
 	n := app.len()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v2/models/slow/infer", strings.NewReader(inferBody))
