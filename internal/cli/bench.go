@@ -74,9 +74,13 @@ Example:
 	fs.BoolVar(&o.Layers, "layers", false, "also print the plan's per-layer time profile")
 	fs.StringVar(&o.ORTLib, "ort-lib", "", "path of libonnxruntime.so.1 (default: $VOUCH_ORT_LIB, then .cache/ort from scripts/fetch-ort.sh)")
 	gemm := fs.String("gemm", "", "run the GEMM microbenchmark for M[xNxK] instead of a model")
+	zoo := fs.String("zoo", "", "run every model of the zoo DIR (DIR/NAME/model.onnx + test_data_set_0, scripts/make-zoo.py) against the peer, check each against its reference, print the table; MODEL arguments pick models")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
+	}
+	if *zoo != "" {
+		return m.benchZoo(ctx, o, *zoo, *peers, pos)
 	}
 	if *gemm != "" {
 		if len(pos) != 0 {
@@ -384,4 +388,19 @@ func cpuModel() string {
 		}
 	}
 	return ""
+}
+
+// benchZoo is `vouch bench --zoo DIR [NAME...]` (bench.ZooCommand).
+func (m *Main) benchZoo(ctx context.Context, o BenchOptions, dir, peers string, names []string) error {
+	if strings.Contains(peers, ",") {
+		return fmt.Errorf("%w: --zoo compares with one peer at a time", ErrUsage)
+	}
+	if o.Threads < 1 || o.Shape.Batch < 1 || o.Runs < 1 || o.Warmup < 0 {
+		return fmt.Errorf("%w: --threads, --batch and --runs must be at least 1, --warmup at least 0", ErrUsage)
+	}
+	if o.ORTLib == "" {
+		o.ORTLib = defaultORTLib()
+	}
+	return bench.ZooCommand{Dir: dir, Only: names, Peer: strings.TrimSpace(peers), Threads: o.Threads, Batch: o.Shape.Batch,
+		Runs: o.Runs, Warmup: o.Warmup, ORTLib: o.ORTLib, JSON: o.JSON, Stdout: m.Stdout, Stderr: m.Stderr}.Run(ctx)
 }
