@@ -209,11 +209,12 @@ func (d *DB) Reset(ctx context.Context) error {
 	return nil
 }
 
-// Query calls fn for each row that f selects, in index order, stopping at
-// the first error fn returns.
-func (d *DB) Query(ctx context.Context, f Filter, fn func(Row) error) error {
-	var where []string
-	var args []any
+// Where returns the SQL conditions (joined by AND) and their arguments that
+// select f's rows from a table of this schema, without Limit and order; the
+// SQL shared by this index and the shared one (package sqlindex). With
+// rowValues, the Newest page cursor is one row-value comparison, which
+// SQLite answers with one index seek; without, the equivalent OR.
+func (f Filter) Where(rowValues bool) (where []string, args []any) {
 	eq := func(col, v string) {
 		if v != "" {
 			where = append(where, col+" = ?")
@@ -240,9 +241,22 @@ func (d *DB) Query(ctx context.Context, f Filter, fn func(Row) error) error {
 		args = append(args, int64(f.After))
 	}
 	if f.Newest && !f.Before.Time.IsZero() {
-		where = append(where, "(time_ns, idx) < (?, ?)")
-		args = append(args, f.Before.Time.UnixNano(), int64(f.Before.Index))
+		t, i := f.Before.Time.UnixNano(), int64(f.Before.Index)
+		if rowValues {
+			where = append(where, "(time_ns, idx) < (?, ?)")
+			args = append(args, t, i)
+		} else {
+			where = append(where, "(time_ns < ? OR (time_ns = ? AND idx < ?))")
+			args = append(args, t, t, i)
+		}
 	}
+	return where, args
+}
+
+// Query calls fn for each row that f selects, in index order, stopping at
+// the first error fn returns.
+func (d *DB) Query(ctx context.Context, f Filter, fn func(Row) error) error {
+	where, args := f.Where(true)
 	q := "SELECT idx, trace_id, time_ns, kind, model, version, principal, status, label FROM entries"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

@@ -141,7 +141,12 @@ func (l *Log) Entries(start uint64, max int) ([][]byte, error) {
 	if start >= end || max <= 0 {
 		return nil, nil
 	}
-	end = min(end, start+uint64(max))
+	return l.entries(ctx, start, min(end, start+uint64(max)))
+}
+
+// entries returns entries start…end-1, all of which the caller knows to be
+// in the tree.
+func (l *Log) entries(ctx context.Context, start, end uint64) ([][]byte, error) {
 	var out [][]byte
 	for i := start; i < end; {
 		n := i / layout.EntryBundleWidth

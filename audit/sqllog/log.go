@@ -21,6 +21,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	tmysql "github.com/transparency-dev/tessera/storage/mysql"
 
 	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/audit/sqlindex"
 )
 
 // Options configure Open.
@@ -48,6 +50,14 @@ type Options struct {
 	BatchMaxSize uint
 	// CheckpointInterval (default and minimum 1 s, the driver's floor).
 	CheckpointInterval time.Duration
+	// NoIndex leaves out the shared query index (package sqlindex): no
+	// Records. By default every handle keeps it (see index.go).
+	NoIndex bool
+	// IndexTick is how often a replica catches the index up from the log
+	// (default 500 ms).
+	IndexTick time.Duration
+	// Logger receives warnings; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // Log is a handle on the shared log. It implements server.Appender.
@@ -59,6 +69,7 @@ type Log struct {
 	reader tessera.LogReader
 	keys   []string
 	cancel context.CancelFunc
+	idx    *indexer // nil with NoIndex
 }
 
 // Open connects to the database, creates the tables when they are absent,
@@ -90,10 +101,25 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 		return nil, fmt.Errorf("sqllog: tessera: %w", err)
 	}
 	l := &Log{db: db, st: st, reader: st, keys: o.VerifierKeys}
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	if !o.NoIndex {
+		xdb, err := sqlindex.Open(ctx, db)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		l.idx = newIndexer(l, xdb, lg)
+	}
 	if o.Signer == nil {
 		if len(l.keys) == 0 {
 			db.Close()
 			return nil, errors.New("sqllog: a read-only log needs verifier keys")
+		}
+		if l.idx != nil {
+			close(l.idx.done) // no background loop: queries catch up themselves
 		}
 		return l, nil
 	}
@@ -122,11 +148,26 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 		return nil, fmt.Errorf("sqllog: tessera: %w", err)
 	}
 	l.app, l.stop, l.reader, l.cancel = app, stop, reader, cancel
+	if l.idx != nil {
+		if o.IndexTick <= 0 {
+			o.IndexTick = 500 * time.Millisecond
+		}
+		// Repair at start what a killed replica left unindexed.
+		if n, err := st.IntegratedSize(ctx); err == nil {
+			if err := l.idx.catchUp(ctx, n); err != nil {
+				lg.Warn("sqllog: index catch-up at start", "err", err)
+			}
+		}
+		go l.idx.run(o.IndexTick)
+	}
 	return l, nil
 }
 
 // Append adds the record's canonical encoding and returns its index and
-// leaf hash once the transaction holding it has committed.
+// leaf hash once the transaction holding it has committed; its index row
+// is then written in the background (see index.go). A record whose index
+// fields do not fit the index (sqlindex.MaxField) is refused before it is
+// appended.
 func (l *Log) Append(ctx context.Context, rec *audit.Record) (uint64, [32]byte, error) {
 	var lh [32]byte
 	if l.app == nil {
@@ -136,9 +177,22 @@ func (l *Log) Append(ctx context.Context, rec *audit.Record) (uint64, [32]byte, 
 	if err != nil {
 		return 0, lh, err
 	}
+	if len(b) > 1<<16-1 {
+		return 0, lh, fmt.Errorf("%w: trace %s: %d bytes (limit %d)", audit.ErrTooLarge, rec.TraceID, len(b), 1<<16-1)
+	}
+	row := rowOf(rec, 0)
+	if l.idx != nil {
+		if err := sqlindex.CheckRow(row); err != nil {
+			return 0, lh, fmt.Errorf("%w: trace %s: %w", audit.ErrRecord, rec.TraceID, err)
+		}
+	}
 	idx, err := l.app.Add(ctx, tessera.NewEntry(b))()
 	if err != nil {
 		return 0, lh, fmt.Errorf("%w: %v", audit.ErrUnavailable, err)
+	}
+	if l.idx != nil {
+		row.Index = idx.Index
+		l.idx.queue(row)
 	}
 	h := sha256.New()
 	h.Write([]byte{0})
@@ -172,6 +226,9 @@ func (l *Log) Close(ctx context.Context) error {
 	if l.stop != nil {
 		err = l.stop(ctx)
 		l.cancel()
+	}
+	if l.idx != nil {
+		l.idx.close()
 	}
 	return errors.Join(err, l.db.Close())
 }
