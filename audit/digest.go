@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"math"
 	"slices"
 
 	"github.com/vouchml/vouch/tensor"
@@ -164,112 +163,24 @@ func writeTensor(w io.Writer, name string, t *tensor.Tensor) {
 		b = le.AppendUint64(b, uint64(d))
 	}
 	b = le.AppendUint64(b, uint64(dataLen(t)))
-	flush := func() {
-		w.Write(b)
-		b = b[:0]
-	}
-	full := func() bool { return len(b) > cap(b)-8 }
-	switch d := t.Data.(type) {
-	case []float32:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = le.AppendUint32(b, math.Float32bits(v))
-		}
-	case []float64:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = le.AppendUint64(b, math.Float64bits(v))
-		}
-	case []tensor.Half:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = le.AppendUint16(b, uint16(v))
-		}
-	case []tensor.BHalf:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = le.AppendUint16(b, uint16(v))
-		}
-	case []int8:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = append(b, byte(v))
-		}
-	case []uint8:
-		flush()
-		w.Write(d)
-	case []bool:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			if v {
-				b = append(b, 1)
-			} else {
-				b = append(b, 0)
-			}
-		}
-	case []int16:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = le.AppendUint16(b, uint16(v))
-		}
-	case []uint16:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = le.AppendUint16(b, v)
-		}
-	case []int32:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = le.AppendUint32(b, uint32(v))
-		}
-	case []uint32:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = le.AppendUint32(b, v)
-		}
-	case []int64:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = le.AppendUint64(b, uint64(v))
-		}
-	case []uint64:
-		for _, v := range d {
-			if full() {
-				flush()
-			}
-			b = le.AppendUint64(b, v)
-		}
-	case []string:
-		for _, v := range d {
-			flush()
+	if ss, ok := t.Data.([]string); ok {
+		for _, v := range ss {
 			b = le.AppendUint32(b, uint32(len(v)))
-			flush()
+			w.Write(b)
+			b = b[:0]
 			w.Write([]byte(v))
 		}
+		w.Write(b)
+		return
 	}
-	flush()
+	// The data part is the tensor's raw encoding, streamed in pieces of
+	// 4 KiB so that digesting a large tensor does not copy it whole.
+	const piece = 512 // elements of at most 8 bytes
+	w.Write(b)
+	for i, n := 0, t.Len(); i < n; i += piece {
+		b = tensor.AppendRaw(b[:0], t, i, min(i+piece, n))
+		w.Write(b)
+	}
 }
 
 // dataLen is the byte length of the data part of t's encoding.

@@ -120,65 +120,9 @@ func decodeData(dt tensor.DType, shape []int, n int, b []byte) (*tensor.Tensor, 
 		}
 		return &tensor.Tensor{DType: dt, Shape: shape, Data: ss}, nil
 	}
-	t := &tensor.Tensor{DType: dt, Shape: shape, Data: tensor.MakeSlice(dt, n)}
-	switch d := t.Data.(type) {
-	case []float32:
-		for i := range d {
-			d[i] = math.Float32frombits(le.Uint32(b[4*i:]))
-		}
-	case []float64:
-		for i := range d {
-			d[i] = math.Float64frombits(le.Uint64(b[8*i:]))
-		}
-	case []tensor.Half:
-		for i := range d {
-			d[i] = tensor.Half(le.Uint16(b[2*i:]))
-		}
-	case []tensor.BHalf:
-		for i := range d {
-			d[i] = tensor.BHalf(le.Uint16(b[2*i:]))
-		}
-	case []int8:
-		for i := range d {
-			d[i] = int8(b[i])
-		}
-	case []uint8:
-		copy(d, b)
-	case []bool:
-		for i := range d {
-			if b[i] > 1 {
-				return nil, fmt.Errorf("bool element %d is %d", i, b[i])
-			}
-			d[i] = b[i] == 1
-		}
-	case []int16:
-		for i := range d {
-			d[i] = int16(le.Uint16(b[2*i:]))
-		}
-	case []uint16:
-		for i := range d {
-			d[i] = le.Uint16(b[2*i:])
-		}
-	case []int32:
-		for i := range d {
-			d[i] = int32(le.Uint32(b[4*i:]))
-		}
-	case []uint32:
-		for i := range d {
-			d[i] = le.Uint32(b[4*i:])
-		}
-	case []int64:
-		for i := range d {
-			d[i] = int64(le.Uint64(b[8*i:]))
-		}
-	case []uint64:
-		for i := range d {
-			d[i] = le.Uint64(b[8*i:])
-		}
-	default:
-		return nil, fmt.Errorf("dtype %v", dt)
-	}
-	return t, nil
+	// DecodeTensors has checked the length; the strict decoder refuses a
+	// bool byte other than 0 or 1, so each tensor has one encoding.
+	return tensor.FromRawStrict(dt, shape, b)
 }
 
 type tdec struct {

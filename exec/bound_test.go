@@ -69,7 +69,7 @@ func feeds(g *ir.Graph, in []*tensor.Tensor) map[string]*tensor.Tensor {
 }
 
 func sameBits(a, b *tensor.Tensor) bool {
-	return a.String() == b.String() && bytes.Equal(onnx.RawBytes(a), onnx.RawBytes(b))
+	return a.String() == b.String() && bytes.Equal(tensor.RawBytes(a), tensor.RawBytes(b))
 }
 
 // TestExecuteMatchesRun: a Bound gives Executor.Run's bits on every shared

@@ -27,7 +27,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -91,7 +90,7 @@ func Decode(b []byte) (*tensor.Tensor, error) {
 	if dt == tensor.String {
 		return decodeStrings(h, shape, data)
 	}
-	return onnx.FromRaw(dt, shape, data)
+	return tensor.FromRaw(dt, shape, data)
 }
 
 // maxWidth bounds the characters of one fixed-width string element.
@@ -274,7 +273,7 @@ func Encode(w io.Writer, t *tensor.Tensor) error {
 			buf.Write(make([]byte, 4*(width-k)))
 		}
 	} else {
-		buf.Write(onnx.RawBytes(t))
+		buf.Write(tensor.RawBytes(t))
 	}
 	_, err := w.Write(buf.Bytes())
 	return err

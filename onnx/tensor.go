@@ -1,9 +1,7 @@
 package onnx
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -83,7 +81,7 @@ func TensorFromProto(tp *onnxpb.TensorProto, dir string) (*tensor.Tensor, error)
 		if int64(len(raw)) != want {
 			return nil, fmt.Errorf("onnx: tensor %q: %v%v needs %d bytes of raw data, has %d", name, dt, shape, want, len(raw))
 		}
-		return FromRaw(dt, shape, raw)
+		return tensor.FromRaw(dt, shape, raw)
 	}
 	return fromTyped(tp, dt, shape, int(n))
 }
@@ -137,70 +135,13 @@ func readExternal(tp *onnxpb.TensorProto, dir string, want int64) ([]byte, error
 	return buf, nil
 }
 
-// FromRaw decodes little-endian element bytes (the layout of raw_data and
-// of .npy files) into a tensor of the given type and shape.
+// FromRaw decodes raw_data bytes; it is tensor.FromRaw, kept so that
+// callers outside this change keep building.
+//
+// Deprecated: use tensor.FromRaw (the codec lives in package tensor, so
+// that plan and exec need not import onnx and protobuf).
 func FromRaw(dt tensor.DType, shape []int, raw []byte) (*tensor.Tensor, error) {
-	if dt == tensor.String || !dt.Supported() {
-		return nil, fmt.Errorf("onnx: no raw encoding for %v", dt)
-	}
-	if want := tensor.NumElems(shape) * dt.Size(); len(raw) != want {
-		return nil, fmt.Errorf("onnx: %v%v needs %d bytes, got %d", dt, shape, want, len(raw))
-	}
-	t := tensor.New(dt, shape...)
-	le := binary.LittleEndian
-	switch d := t.Data.(type) {
-	case []float32:
-		for i := range d {
-			d[i] = math.Float32frombits(le.Uint32(raw[4*i:]))
-		}
-	case []float64:
-		for i := range d {
-			d[i] = math.Float64frombits(le.Uint64(raw[8*i:]))
-		}
-	case []tensor.Half:
-		for i := range d {
-			d[i] = tensor.Half(le.Uint16(raw[2*i:]))
-		}
-	case []tensor.BHalf:
-		for i := range d {
-			d[i] = tensor.BHalf(le.Uint16(raw[2*i:]))
-		}
-	case []int8:
-		for i := range d {
-			d[i] = int8(raw[i])
-		}
-	case []uint8:
-		copy(d, raw)
-	case []bool:
-		for i := range d {
-			d[i] = raw[i] != 0
-		}
-	case []int16:
-		for i := range d {
-			d[i] = int16(le.Uint16(raw[2*i:]))
-		}
-	case []uint16:
-		for i := range d {
-			d[i] = le.Uint16(raw[2*i:])
-		}
-	case []int32:
-		for i := range d {
-			d[i] = int32(le.Uint32(raw[4*i:]))
-		}
-	case []uint32:
-		for i := range d {
-			d[i] = le.Uint32(raw[4*i:])
-		}
-	case []int64:
-		for i := range d {
-			d[i] = int64(le.Uint64(raw[8*i:]))
-		}
-	case []uint64:
-		for i := range d {
-			d[i] = le.Uint64(raw[8*i:])
-		}
-	}
-	return t, nil
+	return tensor.FromRaw(dt, shape, raw)
 }
 
 func fromTyped(tp *onnxpb.TensorProto, dt tensor.DType, shape []int, n int) (*tensor.Tensor, error) {
@@ -307,73 +248,12 @@ func EncodeTensor(t *tensor.Tensor, name string) ([]byte, error) {
 			tp.StringData = append(tp.StringData, []byte(v))
 		}
 	} else {
-		tp.RawData = RawBytes(t)
+		tp.RawData = tensor.RawBytes(t)
 	}
 	return proto.Marshal(tp)
 }
 
-// RawBytes returns the little-endian encoding of a numeric tensor's
-// elements (bool as one byte 0/1). It returns nil for strings.
-func RawBytes(t *tensor.Tensor) []byte {
-	size := t.DType.Size()
-	if size == 0 {
-		return nil
-	}
-	out := make([]byte, t.Len()*size)
-	le := binary.LittleEndian
-	switch d := t.Data.(type) {
-	case []float32:
-		for i, v := range d {
-			le.PutUint32(out[4*i:], math.Float32bits(v))
-		}
-	case []float64:
-		for i, v := range d {
-			le.PutUint64(out[8*i:], math.Float64bits(v))
-		}
-	case []tensor.Half:
-		for i, v := range d {
-			le.PutUint16(out[2*i:], uint16(v))
-		}
-	case []tensor.BHalf:
-		for i, v := range d {
-			le.PutUint16(out[2*i:], uint16(v))
-		}
-	case []int8:
-		for i, v := range d {
-			out[i] = byte(v)
-		}
-	case []uint8:
-		copy(out, d)
-	case []bool:
-		for i, v := range d {
-			if v {
-				out[i] = 1
-			}
-		}
-	case []int16:
-		for i, v := range d {
-			le.PutUint16(out[2*i:], uint16(v))
-		}
-	case []uint16:
-		for i, v := range d {
-			le.PutUint16(out[2*i:], v)
-		}
-	case []int32:
-		for i, v := range d {
-			le.PutUint32(out[4*i:], uint32(v))
-		}
-	case []uint32:
-		for i, v := range d {
-			le.PutUint32(out[4*i:], v)
-		}
-	case []int64:
-		for i, v := range d {
-			le.PutUint64(out[8*i:], uint64(v))
-		}
-	case []uint64:
-		for i, v := range d {
-			le.PutUint64(out[8*i:], v)
-		}
-	}
-	return out
-}
+// RawBytes is tensor.RawBytes.
+//
+// Deprecated: use tensor.RawBytes.
+func RawBytes(t *tensor.Tensor) []byte { return tensor.RawBytes(t) }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/vouchml/vouch/ir"
-	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -101,7 +100,7 @@ func decodeWeights(index []Weight, data []byte) (map[string]*tensor.Tensor, erro
 			return nil, fmt.Errorf("%w: weight %q: bytes [%d, %d) outside the weights section (%d bytes) or out of order", ErrFormat, w.Name, w.Offset, w.Offset+w.Bytes, len(data))
 		}
 		end = w.Offset + w.Bytes
-		t, err := onnx.FromRaw(dt, w.Shape, data[w.Offset:end])
+		t, err := tensor.FromRaw(dt, w.Shape, data[w.Offset:end])
 		if err != nil {
 			return nil, fmt.Errorf("%w: weight %q: %v", ErrFormat, w.Name, err)
 		}

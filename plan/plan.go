@@ -40,7 +40,6 @@ import (
 	"sort"
 
 	"github.com/vouchml/vouch/ir"
-	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -263,7 +262,7 @@ func (w *weightWriter) add(name string, t *tensor.Tensor) string {
 	} else {
 		pad(&w.data)
 		wt.Offset = int64(w.data.Len())
-		raw := onnx.RawBytes(t)
+		raw := tensor.RawBytes(t)
 		wt.Bytes = int64(len(raw))
 		w.data.Write(raw)
 	}

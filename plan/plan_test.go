@@ -41,7 +41,7 @@ func TestRoundTripSharedModels(t *testing.T) {
 		}
 		for k, w := range g.Initializers {
 			got := p.Graph.Initializers[k]
-			if got == nil || !bytes.Equal(onnx.RawBytes(got), onnx.RawBytes(w)) || got.String() != w.String() {
+			if got == nil || !bytes.Equal(tensor.RawBytes(got), tensor.RawBytes(w)) || got.String() != w.String() {
 				t.Fatalf("%s: weight %q changed", name, k)
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -96,7 +95,7 @@ func decodeRaw(name string, dt tensor.DType, shape []int, n int, raw []byte) (*t
 	if want := n * dt.Size(); len(raw) != want {
 		return nil, fmt.Errorf("input %q: %s%v needs %d bytes of binary data, got %d", name, oipType(dt), shape, want, len(raw))
 	}
-	t, err := onnx.FromRaw(dt, shape, raw)
+	t, err := tensor.FromRaw(dt, shape, raw)
 	if err != nil {
 		return nil, fmt.Errorf("input %q: %v", name, err)
 	}
@@ -114,7 +113,7 @@ func rawBytes(t *tensor.Tensor) []byte {
 		}
 		return b
 	}
-	return onnx.RawBytes(t)
+	return tensor.RawBytes(t)
 }
 
 // appendJSONData appends a tensor's elements as a flat JSON array.
