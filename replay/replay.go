@@ -31,6 +31,7 @@ import (
 	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/explain"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
@@ -74,6 +75,9 @@ type Engine struct {
 	BundleDigest string // "sha256:…" when it came from a bundle
 	Provenance   *bundle.Provenance
 	Source       string // for people: a path or a registry reference
+	// Explain is the bundle's explanation data (feature names,
+	// background, labels); nil when it has none.
+	Explain *explain.Data
 }
 
 // Options configure a replay.
@@ -86,6 +90,10 @@ type Options struct {
 	// instead (a file the caller holds).
 	Inputs Inputs
 	Input  map[string]*tensor.Tensor
+	// Labels and LabelOutput name the classes when the server was given
+	// them (serve --labels) rather than taking them from the bundle.
+	Labels      []string
+	LabelOutput string
 	// Now stamps the report (time.Now when nil).
 	Now func() time.Time
 }
@@ -155,6 +163,14 @@ func Replay(ctx context.Context, trace string, o Options) (*Report, error) {
 	for _, td := range per {
 		r.Outputs = append(r.Outputs, OutputCheck{Name: td.Name, DType: td.DType, Shape: td.Shape,
 			Recorded: recorded[td.Name], Replayed: td.Digest, Equal: recorded[td.Name] == td.Digest})
+	}
+	// The decisions and their reasons, recomputed by the code that served
+	// them and compared bit for bit.
+	if r.Decisions, err = checkDecisions(ctx, eng, rec, inputs, outs, o); err != nil {
+		return nil, err
+	}
+	if r.Decisions != nil && !r.Decisions.Equal {
+		r.Verdict = Mismatch
 	}
 	return r, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/compile"
+	"github.com/vouchml/vouch/explain"
 	"github.com/vouchml/vouch/internal/demo/credit"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/onnx"
@@ -70,7 +71,7 @@ func newFixture(t *testing.T) *fixture {
 		Options:     []byte(`{"precision":"fp32"}`),
 		Environment: bundle.HostEnvironment("test"),
 		StartedOn:   time.Unix(0, 0).UTC(), FinishedOn: time.Unix(1, 0).UTC(),
-	}, bundle.Contents{Plan: planBytes})
+	}, bundle.Contents{Plan: planBytes, Explain: creditExplainData(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +128,123 @@ func (f *fixture) serve(t *testing.T, trace string, served *plan.Plan, in map[st
 	}
 	if err := f.log.Sync(f.ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// creditExplainData is the bundle's explain.json for the demo model:
+// its feature names and 32 background applicants (KernelSHAP).
+func creditExplainData(t *testing.T) []byte {
+	bg, _ := credit.Applicants(3, 32)
+	b, err := (&explain.Data{Features: credit.Features, Background: bg}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// serveExplained runs in through the fixture's engine and logs the
+// record a server writes, decisions and reasons included, computed as the
+// server computes them; tamper, when set, alters them first.
+func (f *fixture) serveExplained(t *testing.T, trace string, in map[string]*tensor.Tensor, tamper func(*explain.Outcome)) *audit.Record {
+	p := f.engine.Plan
+	outs, err := run(p, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels, output, err := explain.Labels(p.Graph, p.Header.Source.Meta, f.engine.Explain, nil, "")
+	if err != nil || len(labels) != 2 {
+		t.Fatalf("labels %v %v", labels, err)
+	}
+	xp, err := explain.ForModel(explain.Model{Graph: p.Graph, Meta: p.Header.Source.Meta, Data: f.engine.Explain, Output: output,
+		MaxBatch: explain.MaxBatch(p), Run: func(_ context.Context, in map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
+			return run(p, in)
+		}})
+	if err != nil || xp == nil {
+		t.Fatalf("explainer %v %v", xp, err)
+	}
+	o, err := xp.Decide(f.ctx, in, outs, output, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tamper != nil {
+		tamper(o)
+	}
+	ind, ins, _ := audit.InputDigest(in)
+	outd, outsd, _ := audit.InputDigest(outs)
+	rec := &audit.Record{TraceID: trace, RequestID: "req-" + trace, Time: time.Now(), Principal: "bank-app",
+		Model: "credit-risk", ModelVersion: "1.0.0", BundleDigest: f.engine.BundleDigest, PlanDigest: f.engine.PlanDigest,
+		InputDigest: ind, Inputs: ins, OutputDigest: outd, Outputs: outsd, Status: audit.StatusOK, Code: 200}
+	o.Record(rec)
+	if _, _, err := f.log.Append(f.ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.log.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestReplayReasons: replay recomputes every row's decision and reasons
+// and compares them bit for bit: VERIFIED when they are what the server
+// computed, MISMATCH naming the difference when a recorded reason, label
+// or contribution digest was altered (issue 15).
+func TestReplayReasons(t *testing.T) {
+	f := newFixture(t)
+	x, _ := credit.Applicants(99, 3)
+	in := map[string]*tensor.Tensor{"features": tensor.From(x, 3, 8)}
+	d, _, _ := audit.InputDigest(in)
+	opts := Options{Records: f.log, LogKeys: f.logKeys, Plans: f.plans, Inputs: memInputs{d: in}}
+	rec := f.serveExplained(t, "explained", in, nil)
+	if rec.Explanation == nil || rec.Explanation.Method != explain.KernelSHAP || len(rec.Decisions) != 3 || len(rec.Decisions[0].Reasons) == 0 {
+		t.Fatalf("served record %+v", rec)
+	}
+	r, err := Replay(f.ctx, "explained", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != Verified || r.Decisions == nil || !r.Decisions.Equal || r.Decisions.Rows != 3 || r.Decisions.Listed != 3 ||
+		r.Decisions.LabelsFrom != "model metadata" || r.Decisions.ReplayedExplanation != rec.Explanation.Digest {
+		t.Fatalf("verdict %s, decisions %+v", r.Verdict, r.Decisions)
+	}
+	var sum, page bytes.Buffer
+	r.Summary(&sum)
+	if err := r.HTML(&page, nil); err != nil {
+		t.Fatal(err)
+	}
+	first := rec.Decisions[0].Reasons[0]
+	if !strings.Contains(sum.String(), "recomputed, the same bit for bit") || !strings.Contains(sum.String(), "1. "+ReasonText(first)) {
+		t.Fatalf("summary:\n%s", sum.String())
+	}
+	if !strings.Contains(page.String(), "Principal reasons for this decision") || !strings.Contains(page.String(), first.Feature) ||
+		strings.Contains(page.String(), "differs</span>") || strings.Contains(page.String(), "%!") {
+		t.Fatalf("page lacks the reasons section")
+	}
+	for name, tc := range map[string]struct {
+		tamper func(*explain.Outcome)
+		want   string
+	}{
+		"contribution": {func(o *explain.Outcome) { o.Decisions[1].Reasons[0].Contribution += 1e-9 }, "row 1 reason 1"},
+		"feature":      {func(o *explain.Outcome) { o.Decisions[0].Reasons[1].Feature = "zip_code" }, "row 0 reason 2"},
+		"label":        {func(o *explain.Outcome) { o.Decisions[2].Label = "approve"; o.Decisions[2].Confidence = new(float64) }, "decisions digest"},
+		"digest":       {func(o *explain.Outcome) { o.Explanation.Digest = "sha256:" + strings.Repeat("0", 64) }, "contributions digest"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f.serveExplained(t, "tampered-"+name, in, tc.tamper)
+			r, err := Replay(f.ctx, "tampered-"+name, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Verdict != Mismatch || r.Decisions.Equal || !r.Outputs[0].Equal || !strings.Contains(strings.Join(r.Decisions.Differences, "\n"), tc.want) {
+				t.Fatalf("verdict %s, outputs equal %v, differences %q", r.Verdict, r.Outputs[0].Equal, r.Decisions.Differences)
+			}
+			var page bytes.Buffer
+			if err := r.HTML(&page, nil); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(page.String(), "different</b> results") {
+				t.Fatal("the page does not say the reasons differ")
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,9 @@ type Report struct {
 	Engine       EngineInfo    `json:"engine"`
 	OutputDigest string        `json:"replayed_output_digest"`
 	Outputs      []OutputCheck `json:"outputs"`
+	// Decisions re-derives the record's decisions and reasons; nil for a
+	// record that has none.
+	Decisions *DecisionCheck `json:"decisions,omitempty"`
 }
 
 // EngineInfo says which engine the replay ran.
@@ -122,6 +126,48 @@ func (r *Report) Summary(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	d := r.Decisions
+	if d == nil {
+		return
+	}
+	state := "recomputed, the same bit for bit"
+	if !d.Equal {
+		state = "recomputed: DIFFERENT"
+	}
+	fmt.Fprintf(w, "  decisions  %d rows, %s", d.Rows, state)
+	if d.Method != "" {
+		fmt.Fprintf(w, " (reasons by %s", d.Method)
+		if d.Estimate {
+			fmt.Fprint(w, ", an estimate")
+		}
+		fmt.Fprintf(w, "; contributions %s…)", short(d.ReplayedExplanation, 23))
+	}
+	fmt.Fprintln(w)
+	if d.Unchecked != "" {
+		fmt.Fprintf(w, "  unchecked  %s\n", d.Unchecked)
+	}
+	for _, x := range d.Differences {
+		fmt.Fprintf(w, "  DIFFERS    %s\n", x)
+	}
+	if len(rec.Decisions) > 0 && len(rec.Decisions[0].Reasons) > 0 {
+		fmt.Fprintln(w, "  reasons    (row 0, as recorded)")
+		for k, re := range rec.Decisions[0].Reasons {
+			fmt.Fprintf(w, "    %d. %s\n", k+1, ReasonText(re))
+		}
+	}
+}
+
+// ReasonText is one reason in words: "late_payments = 6 increases the
+// score by 1.2345".
+func ReasonText(re audit.Reason) string {
+	v := "missing"
+	if !math.IsNaN(re.Value) && !math.IsInf(re.Value, 0) {
+		v = full(re.Value)
+	}
+	if re.Contribution == 0 {
+		return fmt.Sprintf("%s = %s does not change the score", re.Feature, v)
+	}
+	return fmt.Sprintf("%s = %s %s the score by %s", re.Feature, v, re.Direction(), full(math.Abs(re.Contribution)))
 }
 
 func short(s string, n int) string {
@@ -147,7 +193,31 @@ func (r *Report) HTML(w io.Writer, stats *Comparison) error {
 		rec.WriteString(r.RecordJSON)
 	}
 	return page.Execute(w, map[string]any{"R": r, "JSON": string(j), "Stats": stats, "CP": string(r.Checkpoint.Note),
-		"Record": rec.String(), "CSS": template.CSS(CSS)})
+		"Record": rec.String(), "CSS": template.CSS(CSS), "Reasons": reasonRows(r)})
+}
+
+type reasonRow struct {
+	Row      int
+	Label    string
+	Reasons  []audit.Reason
+	Replayed []audit.Reason // nil when not recomputed
+}
+
+// reasonRows lists the record's decisions that have reasons, with the
+// replay's recomputation of each.
+func reasonRows(r *Report) []reasonRow {
+	var out []reasonRow
+	for i, d := range r.Record.Decisions {
+		if len(d.Reasons) == 0 {
+			continue
+		}
+		row := reasonRow{Row: i, Label: d.Label, Reasons: d.Reasons}
+		if r.Decisions != nil && i < len(r.Decisions.Replayed) {
+			row.Replayed = r.Decisions.Replayed[i].Reasons
+		}
+		out = append(out, row)
+	}
+	return out
 }
 
 // full prints a number with the fewest digits that read back to it.
@@ -163,6 +233,16 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 		return full(*p)
 	},
 	"full": full,
+	"inc":  func(i int) int { return i + 1 },
+	"value": func(v float64) string {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return "missing"
+		}
+		return full(v)
+	},
+	"same": func(rs []audit.Reason, k int, x audit.Reason) bool {
+		return k < len(rs) && rs[k].Feature == x.Feature && sameValue(rs[k].Value, x.Value) && sameBits(rs[k].Contribution, x.Contribution)
+	},
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>vouch replay {{.R.Verdict}} — {{.R.TraceID}}</title>
@@ -180,6 +260,13 @@ Replayed at {{time .R.ReplayedAt}}{{if .R.Replayer}} by {{.R.Replayer}}{{end}}.<
 {{if .R.Record.OutputLabel}}<tr><th scope="row">Outcome</th><td><b>{{.R.Record.OutputLabel}}</b>{{if .R.Record.Confidence}} (confidence {{conf .R.Record.Confidence}}){{end}}</td></tr>{{end}}
 <tr><th scope="row">Input digest</th><td><code>{{.R.Record.InputDigest}}</code><br>{{.R.InputSource}}</td></tr>
 </table>
+{{with .Reasons}}<h2>Principal reasons for this decision</h2>
+<p>{{with $.R.Decisions}}{{if .Method}}Computed by {{.Method}}{{if .Estimate}} (an estimate){{end}}. {{end}}{{if .Equal}}The replay recomputed every row's decision and reasons with the same code and got the <b>same bits</b> (contributions digest <code>{{.ReplayedExplanation}}</code>).{{else}}The replay recomputed the decisions and reasons and got <b class="bad">different</b> results:{{end}}{{end}}</p>
+{{with $.R.Decisions}}{{if .Differences}}<ul>{{range .Differences}}<li>{{.}}</li>{{end}}</ul>{{end}}{{if .Unchecked}}<p class="muted">Not checked: {{.Unchecked}}.</p>{{end}}{{end}}
+{{range .}}<h3>Row {{.Row}}{{if .Label}}: {{.Label}}{{end}}</h3>
+<table><thead><tr><th scope="col">#</th><th scope="col">Feature</th><th scope="col" class="num">Value</th><th scope="col">Effect</th><th scope="col" class="num">Contribution</th><th scope="col">Recomputed</th></tr></thead><tbody>
+{{$rep := .Replayed}}{{range $k, $x := .Reasons}}<tr><td>{{inc $k}}</td><td>{{$x.Feature}}</td><td class="num">{{value $x.Value}}</td><td>{{$x.Direction}} the score</td><td class="num">{{full $x.Contribution}}</td><td>{{if same $rep $k $x}}<span class="ok">same</span>{{else}}<span class="bad">differs</span>{{end}}</td></tr>{{end}}
+</tbody></table>{{end}}{{end}}
 <h2>Outputs</h2>
 <table><thead><tr><th scope="col">Output</th><th scope="col">Recorded digest</th><th scope="col">Replayed digest</th><th scope="col">Same</th></tr></thead><tbody>
 {{range .R.Outputs}}<tr><td>{{.Name}} {{.DType}}{{.Shape}}</td><td><code>{{.Recorded}}</code></td><td><code>{{.Replayed}}</code></td><td>{{if .Equal}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>{{end}}</td></tr>{{end}}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/bundle"
+	"github.com/vouchml/vouch/explain"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/registry"
 )
@@ -52,7 +53,13 @@ func engineOf(b *bundle.Bundle, prov *bundle.Provenance, bundleDigest, source st
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	return &Engine{Plan: p, PlanDigest: "sha256:" + plan.Digest(raw), BundleDigest: bundleDigest, Provenance: prov, Source: source}, nil
+	e := &Engine{Plan: p, PlanDigest: "sha256:" + plan.Digest(raw), BundleDigest: bundleDigest, Provenance: prov, Source: source}
+	if d, ok := b.File(bundle.ExplainFile); ok {
+		if e.Explain, err = explain.DecodeData(d); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", source, bundle.ExplainFile, err)
+		}
+	}
+	return e, nil
 }
 
 // LoadEngine loads an engine from a file: a signed bundle (verified against

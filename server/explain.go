@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"math"
 
 	"github.com/vouchml/vouch/audit"
@@ -23,33 +22,16 @@ type Explained interface {
 // background set for KernelSHAP.
 func (r *PlanRunner) Explainer() *explain.Explainer { return r.xp }
 
-// maxExplainBatch bounds the rows of one KernelSHAP model run.
-const maxExplainBatch = 4096
-
-// setExplainer prepares the explainer from the bundle's data: feature names
-// from it or the model's metadata_props, its background set.
+// setExplainer prepares the explainer from the bundle's data (feature
+// names, background), the model's metadata_props and the plan; replay
+// makes its explainer through the same explain.ForModel.
 func (r *PlanRunner) setExplainer(d *explain.Data) error {
-	o := explain.Options{Features: explain.FeaturesFromMeta(r.plan.Header.Source.Meta)}
-	if d != nil {
-		o.Features, o.Background = d.Features, d.Background
+	output := r.info.LabelOutput
+	if output == "" && len(r.info.Outputs) > 0 {
+		output = r.info.Outputs[0].Name
 	}
-	if len(r.plan.Graph.Inputs) == 1 && len(r.info.Outputs) > 0 {
-		o.Output = r.info.LabelOutput
-		if o.Output == "" {
-			o.Output = r.info.Outputs[0].Name
-		}
-		if in := r.plan.Graph.Inputs[0].Type; in.RankKnown && len(in.Shape) == 2 && in.Shape[1].Known() {
-			batch := maxExplainBatch
-			if r.info.MaxBatch > 0 {
-				batch = min(batch, r.info.MaxBatch)
-			}
-			o.Run = explain.RunNamed(r.Run, r.plan.Graph.Inputs[0].Name, o.Output, int(in.Shape[1].Value), batch)
-		}
-	}
-	xp, err := explain.New(r.plan.Graph, o)
-	if errors.Is(err, explain.ErrUnsupported) {
-		return nil // decisions are recorded without reasons
-	}
+	xp, err := explain.ForModel(explain.Model{Graph: r.plan.Graph, Meta: r.plan.Header.Source.Meta, Data: d,
+		Output: output, MaxBatch: r.info.MaxBatch, Run: r.Run})
 	r.xp = xp
 	return err
 }

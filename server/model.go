@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -135,19 +134,12 @@ func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunne
 		// asked for (a build whose precision pass was disabled is fp32).
 		Precision: string(p.Precision()),
 	}
-	batchParam, batchable := "", true
 	for _, v := range p.Graph.Inputs {
 		s := TensorSpec{Name: v.Name, DType: v.Type.DType}
 		for _, d := range v.Type.Shape {
 			s.Shape = append(s.Shape, dimSize(d.Known(), d.Value))
 		}
 		info.Inputs = append(info.Inputs, s)
-		if !v.Type.RankKnown || len(v.Type.Shape) == 0 || v.Type.Shape[0].Param == "" ||
-			(batchParam != "" && v.Type.Shape[0].Param != batchParam) {
-			batchable = false
-		} else {
-			batchParam = v.Type.Shape[0].Param
-		}
 	}
 	for _, v := range p.Graph.Outputs {
 		s := TensorSpec{Name: v.Name, DType: v.Type.DType}
@@ -155,48 +147,18 @@ func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunne
 			s.Shape = append(s.Shape, dimSize(d.Known(), d.Value))
 		}
 		info.Outputs = append(info.Outputs, s)
-		if !v.Type.RankKnown || len(v.Type.Shape) == 0 || v.Type.Shape[0].Param != batchParam {
-			batchable = false
-		}
 	}
-	if batchable && len(info.Inputs) > 0 {
-		info.MaxBatch = math.MaxInt32
-		// Stay inside the first profile that bounds the batch dimension.
-		for _, pr := range p.Header.Profiles {
-			for _, r := range pr.Inputs {
-				if len(r.Max) > 0 && r.Max[0] < info.MaxBatch {
-					info.MaxBatch = r.Max[0]
-				}
-			}
-			break
-		}
-	}
-	if len(o.Labels) == 0 {
-		// A model may declare its classes in its ONNX metadata.
-		if l := p.Header.Source.Meta["vouch.labels"]; l != "" {
-			o.Labels = strings.Split(l, ",")
-		}
-	}
+	// Batchable when every input and output shares a symbolic batch
+	// dimension, inside the first profile that bounds it.
+	info.MaxBatch = explain.MaxBatch(p)
 	info.BundleDigest = o.BundleDigest
-	if len(o.Labels) > 0 {
-		info.Labels = o.Labels
-		info.LabelOutput = o.LabelOutput
-		if info.LabelOutput == "" && len(info.Outputs) > 0 {
-			info.LabelOutput = info.Outputs[0].Name
-		}
-		found := false
-		for _, s := range info.Outputs {
-			if s.Name == info.LabelOutput {
-				found = true
-				if n := len(s.Shape); n > 0 && s.Shape[n-1] >= 0 && s.Shape[n-1] != int64(len(o.Labels)) {
-					return nil, fmt.Errorf("server: model %s: %d labels for output %q whose last dimension is %d", name, len(o.Labels), s.Name, s.Shape[n-1])
-				}
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("server: model %s: label output %q is not an output of the plan", name, info.LabelOutput)
-		}
+	// Labels from the flag, else the signed bundle, else the model's
+	// metadata: replay resolves them with the same function.
+	labels, labelOutput, err := explain.Labels(p.Graph, p.Header.Source.Meta, o.Explain, o.Labels, o.LabelOutput)
+	if err != nil {
+		return nil, fmt.Errorf("server: model %s: %w", name, err)
 	}
+	info.Labels, info.LabelOutput = labels, labelOutput
 	r := &PlanRunner{info: info, plan: p, ex: ex}
 	if err := r.setExplainer(o.Explain); err != nil {
 		return nil, fmt.Errorf("server: model %s: %w", name, err)
