@@ -24,8 +24,9 @@ func Decode(b []byte) (*Plan, error) {
 	if nl < 0 {
 		return nil, fmt.Errorf("%w: truncated version line", ErrFormat)
 	}
-	if string(b[:nl+1]) != versionLine {
-		return nil, fmt.Errorf("plan: unsupported format version %q (this vouch reads version %d)", string(b[10:nl]), FormatVersion)
+	version := lineVersion(string(b[:nl+1]))
+	if version == 0 {
+		return nil, fmt.Errorf("plan: unsupported format version %q (this vouch reads versions %d and %d)", string(b[10:nl]), FormatVersion, FormatVersionGPU)
 	}
 	rest := b[nl+1:]
 	if len(rest) < 8 {
@@ -41,8 +42,8 @@ func Decode(b []byte) (*Plan, error) {
 	if err := dec.Decode(&hdr); err != nil {
 		return nil, fmt.Errorf("%w: header: %v", ErrFormat, err)
 	}
-	if hdr.FormatVersion != FormatVersion {
-		return nil, fmt.Errorf("plan: header says format version %d, version line says %d", hdr.FormatVersion, FormatVersion)
+	if hdr.FormatVersion != version {
+		return nil, fmt.Errorf("plan: header says format version %d, version line says %d", hdr.FormatVersion, version)
 	}
 	if err := checkLabels(&hdr); err != nil {
 		return nil, err
@@ -54,7 +55,11 @@ func Decode(b []byte) (*Plan, error) {
 	if start > len(b) {
 		return nil, fmt.Errorf("%w: truncated before the weights section", ErrFormat)
 	}
-	weights, err := decodeWeights(hdr.Graph.Weights, b[start:])
+	data, err := splitGPU(&hdr, b[start:])
+	if err != nil {
+		return nil, err
+	}
+	weights, err := decodeWeights(hdr.Graph.Weights, data)
 	if err != nil {
 		return nil, err
 	}

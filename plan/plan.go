@@ -77,6 +77,9 @@ type Header struct {
 	Profiles  []Profile       `json:"profiles,omitempty"`
 	Graph     GraphHeader     `json:"graph"`
 	Arena     *Arena          `json:"arena,omitempty"`
+	// GPU is a GPU plan's kernels, build machine and layer placement
+	// (format version 2, gpu.go); nil in a CPU plan.
+	GPU *GPU `json:"gpu,omitempty"`
 }
 
 // Source identifies the model the plan was built from.

@@ -81,9 +81,14 @@ func TestTruncatedAndCorrupt(t *testing.T) {
 			t.Fatalf("truncation at %d of %d accepted", i, len(b))
 		}
 	}
-	v2 := append([]byte("VOUCHPLAN 2\n"), b[len(versionLine):]...)
-	if _, err := Decode(v2); err == nil || !strings.Contains(err.Error(), `unsupported format version "2"`) {
-		t.Fatalf("version 2: %v", err)
+	v3 := append([]byte("VOUCHPLAN 3\n"), b[len(versionLine):]...)
+	if _, err := Decode(v3); err == nil || !strings.Contains(err.Error(), `unsupported format version "3"`) {
+		t.Fatalf("version 3: %v", err)
+	}
+	// A CPU plan's bytes under the GPU plans' version line: no "gpu" object.
+	v2 := append([]byte(versionLineGPU), b[len(versionLine):]...)
+	if _, err := Decode(v2); err == nil {
+		t.Fatal("a version 2 line on a CPU plan accepted")
 	}
 	if _, err := Decode([]byte("PK\x03\x04 a zip file")); !errors.Is(err, ErrFormat) {
 		t.Fatalf("not a plan: %v", err)
