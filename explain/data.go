@@ -143,7 +143,13 @@ func (d *Data) check() error {
 // ParseFeatures reads feature names, one a line (blank lines and a final
 // newline ignored; surrounding spaces trimmed), as `vouch build --features`
 // takes them.
-func ParseFeatures(b []byte) ([]string, error) {
+func ParseFeatures(b []byte) ([]string, error) { return parseNames(b, "features", MaxFeatures) }
+
+// ParseLabels reads class labels, one a line in output order, as `vouch
+// build --labels`, `serve --labels` and `replay --labels` take them.
+func ParseLabels(b []byte) ([]string, error) { return parseNames(b, "labels", MaxLabels) }
+
+func parseNames(b []byte, what string, most int) ([]string, error) {
 	var out []string
 	for i, l := range strings.Split(string(b), "\n") {
 		l = strings.TrimSpace(l)
@@ -151,15 +157,15 @@ func ParseFeatures(b []byte) ([]string, error) {
 			continue
 		}
 		if len(l) > audit.MaxFeatureName || !utf8.ValidString(l) {
-			return nil, fmt.Errorf("explain: features line %d is not valid UTF-8 of at most 128 bytes", i+1)
+			return nil, fmt.Errorf("explain: %s line %d is not valid UTF-8 of at most 128 bytes", what, i+1)
 		}
 		out = append(out, l)
-		if len(out) > MaxFeatures {
-			return nil, fmt.Errorf("explain: more than %d features", MaxFeatures)
+		if len(out) > most {
+			return nil, fmt.Errorf("explain: more than %d %s", most, what)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("explain: no feature names")
+		return nil, fmt.Errorf("explain: no %s", what)
 	}
 	return out, nil
 }

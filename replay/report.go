@@ -134,7 +134,11 @@ func (r *Report) Summary(w io.Writer) {
 	if !d.Equal {
 		state = "recomputed: DIFFERENT"
 	}
-	fmt.Fprintf(w, "  decisions  %d rows, %s", d.Rows, state)
+	rows := fmt.Sprintf("%d rows", d.Rows)
+	if d.Rows == 1 {
+		rows = "1 row"
+	}
+	fmt.Fprintf(w, "  decisions  %s, %s", rows, state)
 	if d.Method != "" {
 		fmt.Fprintf(w, " (reasons by %s", d.Method)
 		if d.Estimate {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/audit/capture"
 	"github.com/vouchml/vouch/audit/index"
+	"github.com/vouchml/vouch/replay"
 	"github.com/vouchml/vouch/server"
 	"github.com/vouchml/vouch/stream"
 )
@@ -339,6 +341,35 @@ func printRecord(w io.Writer, idx uint64, leaf string, r *audit.Record) {
 	p("error", r.Error)
 	if r.Access != nil {
 		p("access", r.Access.Action+" "+r.Access.Target)
+	}
+	if r.Rows > 1 || len(r.Decisions) > 1 {
+		p("rows", fmt.Sprintf("%d (%d decisions listed; digest %s)", r.Rows, len(r.Decisions), r.DecisionsDigest))
+	}
+	if x := r.Explanation; x != nil {
+		how := x.Method
+		if x.Estimate {
+			how += " (an estimate)"
+		}
+		p("reasons by", how+", contributions "+x.Digest)
+	}
+	for i, d := range r.Decisions {
+		if len(r.Decisions) > 1 || d.Label == "" {
+			v := d.Label
+			if d.Confidence != nil {
+				v += fmt.Sprintf(" (%s)", strconv.FormatFloat(*d.Confidence, 'g', -1, 64))
+			}
+			p(fmt.Sprintf("row %d", i), strings.TrimSpace(v+fmt.Sprintf(" class %d", d.Target)))
+		}
+		for k, re := range d.Reasons {
+			key := ""
+			if k == 0 {
+				key = "reasons"
+				if len(r.Decisions) > 1 {
+					key = fmt.Sprintf("row %d reasons", i)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%d. %s\n", key, k+1, replay.ReasonText(re))
+		}
 	}
 	tw.Flush()
 }

@@ -46,6 +46,8 @@ type BuildOptions struct {
 	SourceRevision string
 	Features       string // feature names, one a line (kept in the bundle for explanations)
 	Background     string // background rows for explanations (.pb/.npy), kept in the bundle
+	Labels         string // class labels, one a line (kept in the bundle: they name each decision)
+	LabelOutput    string // the output the labels name (default: the first with one class a label)
 }
 
 func runBuild(ctx context.Context, m *Main, args []string) error {
@@ -93,6 +95,8 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	fs.StringVar(&o.ModelName, "name", "", "model name recorded in the bundle (default: from the file name)")
 	fs.StringVar(&o.ModelVersion, "model-version", "1.0.0", "model version recorded in the bundle (immutable in the registry)")
 	fs.StringVar(&o.Features, "features", "", "feature names of the model's input, one a line: kept in the bundle, they name the reasons of each decision")
+	fs.StringVar(&o.Labels, "labels", "", "class labels of the model's output, one a line in output order: kept in the bundle, they name every decision (served and replayed)")
+	fs.StringVar(&o.LabelOutput, "label-output", "", "the output --labels name (default: the first whose last dimension has one class a label)")
 	fs.StringVar(&o.Background, "background", "", "background rows (.pb/.npy float matrix, at most 1024 rows) kept in the bundle: tree covers and the KernelSHAP baseline of the explanations")
 	fs.StringVar(&o.SourceRevision, "source-revision", "", "VCS revision of the model's source repository, recorded in the provenance")
 	fs.Int64Var(&o.Compile.MaxBytes, "max-bytes", 0, "the plan's memory budget in bytes: the arena and every value at the profile's max shapes must fit (0: the runtime's default, 4 GiB)")

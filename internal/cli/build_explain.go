@@ -19,15 +19,36 @@ func buildExplainData(o BuildOptions, planBytes []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Features == "" && o.Background == "" && explain.FeaturesFromMeta(p.Header.Source.Meta) == nil {
+	if o.Features == "" && o.Background == "" && o.Labels == "" && explain.FeaturesFromMeta(p.Header.Source.Meta) == nil {
 		return nil, nil
 	}
+	if o.LabelOutput != "" && o.Labels == "" {
+		return nil, fmt.Errorf("%w: --label-output needs --labels", ErrUsage)
+	}
 	g := p.Graph
+	var labels []string
+	if o.Labels != "" {
+		b, err := os.ReadFile(o.Labels)
+		if err != nil {
+			return nil, err
+		}
+		if labels, err = explain.ParseLabels(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Labels, err)
+		}
+		// The same rule the server and replay apply: a label count that
+		// does not fit the output is refused now, not at serving.
+		if _, _, err := explain.Labels(g, p.Header.Source.Meta, nil, labels, o.LabelOutput); err != nil {
+			return nil, fmt.Errorf("%w: --labels: %w", ErrUsage, err)
+		}
+		if o.Features == "" && o.Background == "" && explain.FeaturesFromMeta(p.Header.Source.Meta) == nil {
+			return (&explain.Data{Labels: labels, LabelOutput: o.LabelOutput}).Encode()
+		}
+	}
 	if len(g.Inputs) != 1 || !g.Inputs[0].Type.RankKnown || len(g.Inputs[0].Type.Shape) != 2 || !g.Inputs[0].Type.Shape[1].Known() {
 		return nil, fmt.Errorf("%w: --features/--background: the model's input is not one matrix [N, F]", ErrUsage)
 	}
 	nfeat := int(g.Inputs[0].Type.Shape[1].Value)
-	d := &explain.Data{Features: explain.FeaturesFromMeta(p.Header.Source.Meta)}
+	d := &explain.Data{Features: explain.FeaturesFromMeta(p.Header.Source.Meta), Labels: labels, LabelOutput: o.LabelOutput}
 	if o.Features != "" {
 		b, err := os.ReadFile(o.Features)
 		if err != nil {

@@ -15,7 +15,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/onnx"
+	"github.com/vouchml/vouch/replay"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -29,6 +31,7 @@ type InferOptions struct {
 	TokenFile string
 	JSON      bool // send JSON tensors instead of the binary extension
 	RequestID string
+	Explain   bool // ask for every row's reasons
 }
 
 func runInfer(ctx context.Context, m *Main, args []string) error {
@@ -36,7 +39,12 @@ func runInfer(ctx context.Context, m *Main, args []string) error {
 	fs := m.newFlagSet("infer", "infer MODEL --input NAME=FILE ... [--url URL] [--version V] [--token-file FILE]", `
 Sends one inference request to a vouch server (or any Open Inference
 Protocol v2 server) and prints the outputs, the trace id and, when the
-server keeps an audit log, the record's log index and leaf hash.
+server keeps an audit log, the record's log index and leaf hash. For a
+classifier it prints every row's decision and, when the model is explained
+(tree ensembles, linear models, or KernelSHAP over the bundle's background),
+the principal reasons for each: the features that moved the score most,
+with their values and contributions (the same reasons the audit record
+holds). --explain=false asks for outputs only.
 
 Inputs are ONNX TensorProto (.pb) or NumPy (.npy) files. Tensors travel in
 the binary tensor extension unless --json is given.
@@ -52,6 +60,7 @@ Example:
 	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the bearer token")
 	fs.BoolVar(&o.JSON, "json", false, "send tensors as JSON instead of binary")
 	fs.StringVar(&o.RequestID, "id", "", "request id to send (echoed by the server)")
+	fs.BoolVar(&o.Explain, "explain", true, "ask the server for every row's reasons (parameters.explain)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -83,7 +92,7 @@ func (m *Main) infer(ctx context.Context, o InferOptions) error {
 	if err != nil {
 		return err
 	}
-	body, hdr, err := encodeInferRequest(feeds, o.RequestID, !o.JSON)
+	body, hdr, err := encodeInferRequest(feeds, o.RequestID, !o.JSON, o.Explain)
 	if err != nil {
 		return err
 	}
@@ -107,6 +116,7 @@ func (m *Main) infer(ctx context.Context, o InferOptions) error {
 	if l, ok := params["output_label"]; ok {
 		fmt.Fprintf(m.Stdout, "label     %v (confidence %v)\n", l, params["confidence"])
 	}
+	printDecisions(m.Stdout, params)
 	fmt.Fprintf(m.Stdout, "trace id  %s\n", trace)
 	if idx := resp.Header.Get("Vouch-Log-Index"); idx != "" {
 		fmt.Fprintf(m.Stdout, "audit     log index %s, leaf hash %s\n", idx, resp.Header.Get("Vouch-Leaf-Hash"))
@@ -144,7 +154,7 @@ var oipNames = map[tensor.DType]string{
 
 // encodeInferRequest builds an OIP v2 request body: JSON, or a JSON header
 // followed by binary tensor data (and binary outputs asked for).
-func encodeInferRequest(feeds map[string]*tensor.Tensor, id string, bin bool) ([]byte, map[string]string, error) {
+func encodeInferRequest(feeds map[string]*tensor.Tensor, id string, bin, explain bool) ([]byte, map[string]string, error) {
 	names := make([]string, 0, len(feeds))
 	for n := range feeds {
 		names = append(names, n)
@@ -183,8 +193,15 @@ func encodeInferRequest(feeds map[string]*tensor.Tensor, id string, bin bool) ([
 	if id != "" {
 		req["id"] = id
 	}
+	params := map[string]any{}
 	if bin {
-		req["parameters"] = map[string]any{"binary_data_output": true}
+		params["binary_data_output"] = true
+	}
+	if explain {
+		params["explain"] = true
+	}
+	if len(params) > 0 {
+		req["parameters"] = params
 	}
 	js, err := json.Marshal(req)
 	if err != nil {
@@ -302,4 +319,69 @@ func decodeInferResponse(resp *http.Response) (map[string]*tensor.Tensor, map[st
 		outs[o.Name] = tensor.FromFloat64s(dt, o.Shape, f)
 	}
 	return outs, r.Parameters, raw, nil
+}
+
+// printDecisions prints a response's decisions and reasons (the
+// "decisions" and "explanation" parameters), row by row.
+func printDecisions(w io.Writer, params map[string]any) {
+	b, err := json.Marshal(map[string]any{"decisions": params["decisions"], "explanation": params["explanation"]})
+	if err != nil {
+		return
+	}
+	var p struct {
+		Decisions []struct {
+			Label      string   `json:"label"`
+			Confidence *float64 `json:"confidence"`
+		} `json:"decisions"`
+		Explanation *struct {
+			Method   string `json:"method"`
+			Estimate bool   `json:"estimate"`
+			Score    string `json:"score"`
+			Rows     []struct {
+				Target  int `json:"target"`
+				Reasons []struct {
+					Feature      string   `json:"feature"`
+					Value        *float64 `json:"value"`
+					Contribution float64  `json:"contribution"`
+				} `json:"reasons"`
+			} `json:"rows"`
+		} `json:"explanation"`
+	}
+	if json.Unmarshal(b, &p) != nil {
+		return
+	}
+	rows := len(p.Decisions)
+	if x := p.Explanation; x != nil {
+		rows = max(rows, len(x.Rows))
+	}
+	for i := range rows {
+		line := fmt.Sprintf("row %d", i)
+		if i < len(p.Decisions) {
+			d := p.Decisions[i]
+			line += ": " + d.Label
+			if d.Confidence != nil {
+				line += fmt.Sprintf(" (confidence %s)", strconv.FormatFloat(*d.Confidence, 'g', -1, 64))
+			}
+		}
+		fmt.Fprintf(w, "decision  %s\n", line)
+		x := p.Explanation
+		if x == nil || i >= len(x.Rows) {
+			continue
+		}
+		how := x.Method
+		if x.Score != "" {
+			how += " of the " + x.Score
+		}
+		if x.Estimate {
+			how += ", an estimate"
+		}
+		fmt.Fprintf(w, "reasons   (%s; target %d)\n", how, x.Rows[i].Target)
+		for k, r := range x.Rows[i].Reasons {
+			re := audit.Reason{Feature: r.Feature, Value: math.NaN(), Contribution: r.Contribution}
+			if r.Value != nil {
+				re.Value = *r.Value
+			}
+			fmt.Fprintf(w, "          %d. %s\n", k+1, replay.ReasonText(re))
+		}
+	}
 }

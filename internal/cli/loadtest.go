@@ -97,7 +97,7 @@ func (m *Main) loadtest(ctx context.Context, o LoadtestOptions) error {
 	if err != nil {
 		return err
 	}
-	body, hdr, err := encodeInferRequest(feeds, "", !o.JSON)
+	body, hdr, err := encodeInferRequest(feeds, "", !o.JSON, false)
 	if err != nil {
 		return err
 	}

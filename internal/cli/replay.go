@@ -14,6 +14,7 @@ import (
 	"github.com/vouchml/vouch/audit/capture"
 	"github.com/vouchml/vouch/audit/index"
 	"github.com/vouchml/vouch/bundle"
+	"github.com/vouchml/vouch/explain"
 	"github.com/vouchml/vouch/registry"
 	"github.com/vouchml/vouch/replay"
 )
@@ -35,6 +36,8 @@ type ReplayOptions struct {
 	ReportDir   string
 	SignKey     string
 	Principal   string
+	Labels      string // class labels file, when the server was given them (serve --labels)
+	LabelOutput string
 	inputSource replay.Inputs // tests and the demo: captured inputs
 }
 
@@ -46,7 +49,12 @@ finds the audit record, checks its inclusion proof against a signed
 checkpoint, gets the input (the encrypted capture, or --input, whose
 canonical digest must equal the record's), loads the exact signed bundle the
 record names from the registry (verifying signature and digests), runs it
-and compares the output digest: VERIFIED (bit for bit) or MISMATCH.
+and compares the output digest: VERIFIED (bit for bit) or MISMATCH. It
+then recomputes every row's decision and the principal reasons for it with
+the bundle's feature names, background and labels — the code the server
+ran — and compares them with the record, bit for bit: a reason, label or
+contribution that differs is a MISMATCH naming it. A server given its
+labels by serve --labels needs the same file here (--labels).
 
 --report DIR writes report.json, report.html (for a compliance officer) and,
 with --sign KEY, report.dsse.json (the JSON in a DSSE envelope signed by you).
@@ -74,6 +82,8 @@ a time range with --since and --until (RFC 3339 or a duration like 24h).`)
 	fs.StringVar(&o.ReportDir, "report", "", "write report.json and report.html (and report.dsse.json with --sign) to DIR")
 	fs.StringVar(&o.SignKey, "sign", "", "sign the JSON report with this private key (vouch keygen)")
 	fs.StringVar(&o.Principal, "principal", defaultPrincipal(), "who is replaying, for the access trails")
+	fs.StringVar(&o.Labels, "labels", "", "class labels, one a line (when the server was given them with serve --labels; else the bundle's)")
+	fs.StringVar(&o.LabelOutput, "label-output", "", "the output --labels name")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -172,7 +182,16 @@ func (m *Main) replay(ctx context.Context, o ReplayOptions) error {
 			return err
 		}
 	}
-	ro := replay.Options{Records: connRecords{conn}, LogKeys: logKeys, Inputs: o.inputSource}
+	ro := replay.Options{Records: connRecords{conn}, LogKeys: logKeys, Inputs: o.inputSource, LabelOutput: o.LabelOutput}
+	if o.Labels != "" {
+		b, err := os.ReadFile(o.Labels)
+		if err != nil {
+			return err
+		}
+		if ro.Labels, err = explain.ParseLabels(b); err != nil {
+			return fmt.Errorf("--labels %s: %w", o.Labels, err)
+		}
+	}
 	if len(o.Inputs) > 0 {
 		in, err := readInputFiles(o.Inputs)
 		if err != nil {

@@ -204,8 +204,8 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 		if err != nil {
 			return err
 		}
-		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			labels[name] = append(labels[name], strings.TrimSpace(line))
+		if labels[name], err = explain.ParseLabels(b); err != nil {
+			return fmt.Errorf("--labels %s: %w", l, err)
 		}
 	}
 	var runners []server.Runner
