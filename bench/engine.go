@@ -46,8 +46,9 @@ func NewPeer(name string, m *Model, cfg PeerConfig) (Engine, error) {
 	return nil, fmt.Errorf("bench: unknown peer %q (known: ort, gomlx)", name)
 }
 
-// vouchEngine runs the plan as the server does: bound once to the input
-// shapes (one arena, allocation-free kernels), then executed per run.
+// vouchEngine runs the plan on the serving engine (exec.Engine), bound
+// once to the input shapes (one arena, allocation-free kernels), then
+// executed per run.
 type vouchEngine struct {
 	b      *exec.Bound
 	inputs []*tensor.Tensor
@@ -55,7 +56,7 @@ type vouchEngine struct {
 
 // NewVouch returns the vouch engine for m.
 func NewVouch(m *Model) (Engine, error) {
-	ex, err := exec.New(m.Plan.Graph, builtin.Registry())
+	eng, err := exec.NewEngine(m.Plan.Graph, builtin.Registry(), exec.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func NewVouch(m *Model) (Engine, error) {
 		}
 		inputs[i], shapes[i] = t, t.Shape
 	}
-	b, err := ex.Bind(shapes)
+	b, err := eng.Bind(shapes)
 	if err != nil {
 		return nil, err
 	}

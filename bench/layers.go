@@ -58,7 +58,7 @@ func Profile(ctx context.Context, p *plan.Plan, feeds map[string]*tensor.Tensor,
 	if err := exec.CheckInputs(g, feeds); err != nil {
 		return nil, err
 	}
-	ex, err := exec.New(g, builtin.Registry())
+	eng, err := exec.NewEngine(g, builtin.Registry(), exec.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func Profile(ctx context.Context, p *plan.Plan, feeds map[string]*tensor.Tensor,
 	for i, v := range g.Inputs {
 		inputs[i], shapes[i] = feeds[v.Name], feeds[v.Name].Shape
 	}
-	b, err := ex.Bind(shapes)
+	b, err := eng.Bind(shapes)
 	if err != nil {
 		return nil, err
 	}

@@ -219,11 +219,13 @@ func run(p *plan.Plan, inputs map[string]*tensor.Tensor) (map[string]*tensor.Ten
 	if _, err := p.SelectProfile(inputs); err != nil {
 		return nil, err
 	}
-	ex, err := exec.New(p.Graph, builtin.Registry())
+	// The serving engine itself, so that a replayed output is computed by
+	// the code that served it.
+	eng, err := exec.NewEngine(p.Graph, builtin.Registry(), exec.Options{})
 	if err != nil {
 		return nil, err
 	}
-	return ex.Run(inputs)
+	return eng.Run(context.Background(), inputs)
 }
 
 // Against runs the recorded inputs of trace through the record's own plan

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/explain"
@@ -89,11 +88,10 @@ type PlanOptions struct {
 
 // PlanRunner runs an engine plan with vouch's executor.
 type PlanRunner struct {
-	info  ModelInfo
-	plan  *plan.Plan
-	ex    *exec.Executor
-	bound sync.Map // input-shape key -> *sync.Pool of *exec.Bound
-	xp    *explain.Explainer
+	info ModelInfo
+	plan *plan.Plan
+	eng  *exec.Engine
+	xp   *explain.Explainer
 }
 
 // LoadPlan reads and decodes a plan file and prepares it to run.
@@ -112,7 +110,7 @@ func LoadPlan(path string, o PlanOptions) (*PlanRunner, error) {
 // NewPlanRunner prepares a decoded plan; digest is its "sha256:" digest and
 // path names it in errors and as the fallback model name.
 func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunner, error) {
-	ex, err := exec.New(p.Graph, builtin.Registry())
+	eng, err := exec.NewEngine(p.Graph, builtin.Registry(), exec.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("server: %s: %w", path, err)
 	}
@@ -159,7 +157,7 @@ func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunne
 		return nil, fmt.Errorf("server: model %s: %w", name, err)
 	}
 	info.Labels, info.LabelOutput = labels, labelOutput
-	r := &PlanRunner{info: info, plan: p, ex: ex}
+	r := &PlanRunner{info: info, plan: p, eng: eng}
 	if err := r.setExplainer(o.Explain); err != nil {
 		return nil, fmt.Errorf("server: model %s: %w", name, err)
 	}
@@ -199,47 +197,15 @@ func (r *PlanRunner) Check(inputs map[string]*tensor.Tensor) (string, error) {
 	return fmt.Sprint(idx), nil
 }
 
-// Run executes the plan on a bound context for these input shapes: each
-// shape seen gets a pool of exec.Bound contexts (one arena each, so no
-// allocation inside the engine), one per concurrent worker. The outputs are
-// copied out of the arena before the context goes back to the pool.
+// Run executes the plan on the engine (exec.Engine: a pool of bound
+// contexts per input shape, no allocation inside the engine), the engine
+// replay and `vouch run` use too.
 func (r *PlanRunner) Run(ctx context.Context, inputs map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
-	g := r.plan.Graph
-	args := make([]*tensor.Tensor, len(g.Inputs))
-	key := make([]byte, 0, 64)
-	for i, v := range g.Inputs {
-		t, ok := inputs[v.Name]
-		if !ok {
-			return nil, fmt.Errorf("%w: missing input %q", ErrInput, v.Name)
-		}
-		args[i] = t
-		for _, d := range t.Shape {
-			key = fmt.Appendf(key, "%d,", d)
-		}
-		key = append(key, ';')
-	}
-	pool, _ := r.bound.LoadOrStore(string(key), &sync.Pool{})
-	b, _ := pool.(*sync.Pool).Get().(*exec.Bound)
-	if b == nil {
-		shapes := make([][]int, len(args))
-		for i, t := range args {
-			shapes[i] = t.Shape
-		}
-		var err error
-		if b, err = r.ex.Bind(shapes); err != nil {
-			return nil, r.inputErr(err)
-		}
-	}
-	outs, err := b.ExecuteContext(ctx, args)
+	outs, err := r.eng.Run(ctx, inputs)
 	if err != nil {
 		return nil, r.inputErr(err)
 	}
-	res := make(map[string]*tensor.Tensor, len(outs))
-	for i, o := range g.Outputs {
-		res[o.Name] = outs[i].Clone()
-	}
-	pool.(*sync.Pool).Put(b)
-	return res, nil
+	return outs, nil
 }
 
 func (r *PlanRunner) inputErr(err error) error {

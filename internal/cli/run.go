@@ -66,7 +66,7 @@ func (m *Main) run(o RunOptions) error {
 		return err
 	}
 	reg := builtin.Registry()
-	ex, err := exec.New(g, reg)
+	eng, err := exec.NewEngine(g, reg, exec.Options{})
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (m *Main) run(o RunOptions) error {
 		}
 	}
 	start := time.Now()
-	outs, err := ex.Run(feeds)
+	outs, err := eng.Run(context.Background(), feeds)
 	if err != nil {
 		return err
 	}
