@@ -8,26 +8,19 @@ import (
 
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/kernel/builtin"
-	"github.com/vouchml/vouch/kernel/nn"
-	"github.com/vouchml/vouch/kernel/q8"
-	"github.com/vouchml/vouch/kernel/vmath"
+	"github.com/vouchml/vouch/kernel/kerneltest"
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/tensor"
 )
 
-// TestPortableTwinsGiveSameBits runs every shared model with the fast
-// (AVX2) kernels and again with every package forced onto its portable
-// twins, as a machine without AVX2 would, and requires identical bits.
+// TestPortableTwinsGiveSameBits runs every shared model at every
+// instruction-set level this CPU has (portable, AVX2, AVX-512: the
+// executor's exec.CPU.ISA, as a machine without AVX2 or AVX-512 would run
+// it) and requires identical bits.
 func TestPortableTwinsGiveSameBits(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs every shared model twice")
+		t.Skip("runs every shared model at every level")
 	}
-	force := func(on bool) {
-		nn.UsePortable(on)
-		vmath.UsePortable(on)
-		q8.UsePortable(on)
-	}
-	defer force(false)
 	for _, name := range SharedModels {
 		dir := filepath.Join(*modelsDir, name)
 		m, err := onnx.DecodeFile(filepath.Join(dir, "model.onnx"))
@@ -46,16 +39,23 @@ func TestPortableTwinsGiveSameBits(t *testing.T) {
 			}
 			feeds[v.Name] = in
 		}
-		var outs [2]map[string]*tensor.Tensor
-		for i, portable := range []bool{false, true} {
-			force(portable)
-			if outs[i], err = ex.Run(feeds); err != nil {
+		var want map[string]*tensor.Tensor
+		for i, l := range kerneltest.Levels() {
+			if err := ex.SetCPU(exec.CPU{ISA: l}); err != nil {
 				t.Fatal(err)
 			}
-		}
-		for k, fast := range outs[0] {
-			if !bytes.Equal(onnx.RawBytes(fast), onnx.RawBytes(outs[1][k])) {
-				t.Errorf("%s: output %q differs between the fast kernels and their portable twins", name, k)
+			got, err := ex.Run(feeds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				want = got
+				continue
+			}
+			for k, w := range want {
+				if !bytes.Equal(tensor.RawBytes(w), tensor.RawBytes(got[k])) {
+					t.Errorf("%s: output %q differs between %v and the portable twins", name, k, l)
+				}
 			}
 		}
 	}

@@ -99,7 +99,7 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 			}
 		}
 	}
-	b := &Bound{e: e, types: gc.Types, arena: lay.arena, inType: inType, cells: map[string]*tensor.Tensor{}}
+	b := &Bound{e: e, types: gc.Types, arena: lay.arena, inType: inType, cells: map[string]*tensor.Tensor{}, ctx: e.kernelCtx()}
 	if p := lay.arena.PeakBytes; p > 0 {
 		raw := make([]byte, p+Alignment)
 		pad := int((Alignment - uintptr(unsafe.Pointer(&raw[0]))%Alignment) % Alignment)

@@ -37,6 +37,7 @@ type Executor struct {
 	keepOuts map[string]bool
 	isInput  map[string]bool // the top-level graph's inputs
 	limits   Limits
+	cpu      CPU // how kernels run (cpu.go)
 }
 
 // New prepares g for execution with the kernels of reg. It fails if any
@@ -260,8 +261,9 @@ func (e *Executor) runNode(n *ir.Node, in []*tensor.Tensor, scope map[string]*te
 			return nil, err
 		}
 	}
-	ctx := &kernel.Ctx{Sub: &subRunner{e: e, scope: scope, run: r}}
-	outs, err = op.Run(ctx, n, in)
+	ctx := e.kernelCtx()
+	ctx.Sub = &subRunner{e: e, scope: scope, run: r}
+	outs, err = op.Run(&ctx, n, in)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %s: %w", n.Label(), err)
 	}

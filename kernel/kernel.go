@@ -18,6 +18,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -78,12 +79,21 @@ type SubgraphRunner interface {
 	RunSubgraph(g *ir.Graph, inputs []*tensor.Tensor) ([]*tensor.Tensor, error)
 }
 
-// Ctx carries what a kernel may use besides its inputs.
+// Ctx carries what a kernel may use besides its inputs: the machine it
+// runs on (instruction set, worker pool) and the caller's hooks. It is the
+// only place kernels read such choices from; no kernel package keeps them
+// in package variables. exec fills it from exec.Options, so that a plan's
+// runner, not the process, decides how its kernels run. The zero Ctx (and a
+// nil *Ctx) runs at the CPU's best instruction set on the caller alone.
 type Ctx struct {
 	// Sub runs subgraphs; nil where the caller provides none.
 	Sub SubgraphRunner
-	// Pool runs a kernel's output ranges on persistent workers; nil means
-	// parallel.Default(). It never changes a kernel's bits.
+	// ISA caps the instruction set (see Level); the zero value, ISABest,
+	// is the CPU's best. Every level gives the same bits, so it is a speed
+	// and test knob, never part of a plan.
+	ISA ISA
+	// Pool runs a kernel's output ranges on persistent workers; nil runs
+	// them on the caller. It never changes a kernel's bits.
 	Pool *parallel.Pool
 	// Epilogue is set only by a fused layer (kernel/fused) around its base
 	// kernel's Into call, and is zero everywhere else. A kernel that
@@ -95,6 +105,12 @@ type Ctx struct {
 	// by a layer made of other layers (a ConvChain) with each part's wall
 	// time; the layer's own time is reported by its caller as usual.
 	Trace func(n *ir.Node, d time.Duration)
+	// Test, when set, holds a kernel package's own choices between code
+	// paths that give the same bits (a tile shape, a packing), which only
+	// that package's tests make; each package reads only its own
+	// unexported type, and everyone else leaves it nil. It replaces
+	// test-only package variables, so that such tests can run in parallel.
+	Test any
 }
 
 // Epilogue is the elementwise work that follows a base op in a fused
@@ -126,12 +142,12 @@ type Epilogue struct {
 	Lo, Hi       float32
 	HasLo, HasHi bool
 	// Act, when set, is an elementwise activation applied last, in place:
-	// the kernel calls Act(y, y) on runs of finished outputs (each output
+	// the kernel calls Act(vec, y, y) on runs of finished outputs (each output
 	// exactly once, after the bias, the Add and the bounds). It must be
 	// the very slice function the unfused activation's kernel uses (e.g.
-	// vmath.GeluErf32s), elementwise so that where the runs start and end
-	// changes nothing.
-	Act func(dst, src []float32)
+	// vmath.Vec.GeluErf32s), elementwise so that where the runs start and
+	// end changes nothing; the kernel passes it its Ctx's Vec.
+	Act func(v vmath.Vec, dst, src []float32)
 	// Applied is set by the kernel that did the work.
 	Applied bool
 }

@@ -15,13 +15,21 @@ import (
 // inputs contiguous, a row against a scalar, a scalar against a row, and a
 // broadcast scalar pair.
 
-func addRow[T kernel.Number](d, a, b []T, sa, sb int) {
+// addRow and divRow run on the portable twins, addRowVec and divRowVec on
+// the vector ones (the same bits); rowsFor picks by the context's Vec.
+func addRow[T kernel.Number](d, a, b []T, sa, sb int) { addRowOn(vmath.Vec{}, d, a, b, sa, sb) }
+
+func addRowVec[T kernel.Number](d, a, b []T, sa, sb int) {
+	addRowOn(vmath.Vector(false), d, a, b, sa, sb)
+}
+
+func addRowOn[T kernel.Number](v vmath.Vec, d, a, b []T, sa, sb int) {
 	n := len(d)
 	switch {
 	case sa == 1 && sb == 1:
 		if d32, ok := any(d).([]float32); ok {
 			// The same float32 additions, eight at a time (a residual).
-			vmath.Add32s(d32, any(a).([]float32)[:n], any(b).([]float32))
+			v.Add32s(d32, any(a).([]float32)[:n], any(b).([]float32))
 			return
 		}
 		a, b = a[:n], b[:n]
@@ -100,7 +108,13 @@ func mulRow[T kernel.Number](d, a, b []T, sa, sb int) {
 
 // divRow divides; integer division truncates toward zero (as in C). The
 // caller has checked integer divisors for zero.
-func divRow[T kernel.Number](d, a, b []T, sa, sb int) {
+func divRow[T kernel.Number](d, a, b []T, sa, sb int) { divRowOn(vmath.Vec{}, d, a, b, sa, sb) }
+
+func divRowVec[T kernel.Number](d, a, b []T, sa, sb int) {
+	divRowOn(vmath.Vector(false), d, a, b, sa, sb)
+}
+
+func divRowOn[T kernel.Number](v vmath.Vec, d, a, b []T, sa, sb int) {
 	n := len(d)
 	switch {
 	case sa == 1 && sb == 1:
@@ -113,7 +127,7 @@ func divRow[T kernel.Number](d, a, b []T, sa, sb int) {
 		if d32, ok := any(d).([]float32); ok {
 			// The same correctly rounded divisions, eight at a time (an
 			// attention layer's scale).
-			vmath.DivScalar32s(d32, any(a).([]float32), any(s).(float32))
+			v.DivScalar32s(d32, any(a).([]float32), any(s).(float32))
 			return
 		}
 		for i := range d {
@@ -134,7 +148,7 @@ func divRow[T kernel.Number](d, a, b []T, sa, sb int) {
 
 // arith runs Add, Sub, Mul or Div.
 func arith(op string) kernel.RunFunc {
-	return func(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return func(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 		if err := need(op, in, 2); err != nil {
 			return nil, err
 		}
@@ -145,7 +159,7 @@ func arith(op string) kernel.RunFunc {
 		if err != nil {
 			return nil, err
 		}
-		out, err := arith2(op, in[0], b)
+		out, err := arith2(c.Vec(), op, in[0], b)
 		if err != nil {
 			return nil, err
 		}
@@ -153,10 +167,10 @@ func arith(op string) kernel.RunFunc {
 	}
 }
 
-func arith2(op string, a, b *tensor.Tensor) (*tensor.Tensor, error) {
+func arith2(v vmath.Vec, op string, a, b *tensor.Tensor) (*tensor.Tensor, error) {
 	dt := a.DType
 	if isHalf(dt) {
-		r, err := arith2(op, widen(a), widen(b))
+		r, err := arith2(v, op, widen(a), widen(b))
 		if err != nil {
 			return nil, err
 		}
@@ -169,25 +183,25 @@ func arith2(op string, a, b *tensor.Tensor) (*tensor.Tensor, error) {
 	var data any
 	switch x := a.Data.(type) {
 	case []float32:
-		data, err = arithT(op, shape, a.Shape, b.Shape, x, b.Data.([]float32))
+		data, err = arithT(v, op, shape, a.Shape, b.Shape, x, b.Data.([]float32))
 	case []float64:
-		data, err = arithT(op, shape, a.Shape, b.Shape, x, b.Data.([]float64))
+		data, err = arithT(v, op, shape, a.Shape, b.Shape, x, b.Data.([]float64))
 	case []int8:
-		data, err = arithT(op, shape, a.Shape, b.Shape, x, b.Data.([]int8))
+		data, err = arithT(v, op, shape, a.Shape, b.Shape, x, b.Data.([]int8))
 	case []int16:
-		data, err = arithT(op, shape, a.Shape, b.Shape, x, b.Data.([]int16))
+		data, err = arithT(v, op, shape, a.Shape, b.Shape, x, b.Data.([]int16))
 	case []int32:
-		data, err = arithT(op, shape, a.Shape, b.Shape, x, b.Data.([]int32))
+		data, err = arithT(v, op, shape, a.Shape, b.Shape, x, b.Data.([]int32))
 	case []int64:
-		data, err = arithT(op, shape, a.Shape, b.Shape, x, b.Data.([]int64))
+		data, err = arithT(v, op, shape, a.Shape, b.Shape, x, b.Data.([]int64))
 	case []uint8:
-		data, err = arithT(op, shape, a.Shape, b.Shape, x, b.Data.([]uint8))
+		data, err = arithT(v, op, shape, a.Shape, b.Shape, x, b.Data.([]uint8))
 	case []uint16:
-		data, err = arithT(op, shape, a.Shape, b.Shape, x, b.Data.([]uint16))
+		data, err = arithT(v, op, shape, a.Shape, b.Shape, x, b.Data.([]uint16))
 	case []uint32:
-		data, err = arithT(op, shape, a.Shape, b.Shape, x, b.Data.([]uint32))
+		data, err = arithT(v, op, shape, a.Shape, b.Shape, x, b.Data.([]uint32))
 	case []uint64:
-		data, err = arithT(op, shape, a.Shape, b.Shape, x, b.Data.([]uint64))
+		data, err = arithT(v, op, shape, a.Shape, b.Shape, x, b.Data.([]uint64))
 	default:
 		return nil, fmt.Errorf("elementwise: %s does not support %v", op, dt)
 	}
@@ -197,11 +211,19 @@ func arith2(op string, a, b *tensor.Tensor) (*tensor.Tensor, error) {
 	return wrap(dt, shape, data), nil
 }
 
-func arithT[T kernel.Number](op string, out, as, bs []int, a, b []T) ([]T, error) {
+// rowsFor returns the row function of the portable or of the vector path.
+func rowsFor[T kernel.Number](v vmath.Vec, portable, vector rowFn[T, T, T]) rowFn[T, T, T] {
+	if v.Portable() {
+		return portable
+	}
+	return vector
+}
+
+func arithT[T kernel.Number](v vmath.Vec, op string, out, as, bs []int, a, b []T) ([]T, error) {
 	var row rowFn[T, T, T]
 	switch op {
 	case "Add":
-		row = addRow[T]
+		row = rowsFor(v, addRow[T], addRowVec[T])
 	case "Sub":
 		row = subRow[T]
 	case "Mul":
@@ -214,7 +236,7 @@ func arithT[T kernel.Number](op string, out, as, bs []int, a, b []T) ([]T, error
 				}
 			}
 		}
-		row = divRow[T]
+		row = rowsFor(v, divRow[T], divRowVec[T])
 	default:
 		return nil, fmt.Errorf("elementwise: unknown arithmetic op %s", op)
 	}

@@ -11,17 +11,19 @@ import (
 // division) gives the scalar loop's bits, specials and a tail included,
 // in place too.
 func TestDivRowScalarTwin(t *testing.T) {
-	defer vmath.UsePortable(false)
 	vals := []float32{1, -2.5, 3e-39, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), 7, 1e38, 0.1, -0.3, 5}
 	for _, portable := range []bool{false, true} {
-		vmath.UsePortable(portable)
+		row := rowsFor(vmath.Vector(true), divRow[float32], divRowVec[float32])
+		if portable {
+			row = rowsFor(vmath.Vec{}, divRow[float32], divRowVec[float32])
+		}
 		for _, s := range []float32{8, 0.3, 0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.NaN()), 1e-40} {
 			for n := 0; n <= len(vals); n++ {
 				a := vals[:n]
 				got := make([]float32, n)
-				divRow(got, a, []float32{s}, 1, 0)
+				row(got, a, []float32{s}, 1, 0)
 				in := append([]float32{}, a...)
-				divRow(in, in, []float32{s}, 1, 0)
+				row(in, in, []float32{s}, 1, 0)
 				for i := range a {
 					w := math.Float32bits(a[i] / s)
 					if math.Float32bits(got[i]) != w || math.Float32bits(in[i]) != w {

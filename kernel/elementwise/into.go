@@ -7,6 +7,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -177,13 +178,13 @@ func arithInto(op string) kernel.IntoFunc {
 		}
 		switch x := a.Data.(type) {
 		case []float32:
-			return arithIntoT(op, &p, o.Data.([]float32), x, b.Data.([]float32))
+			return arithIntoT(c.Vec(), op, &p, o.Data.([]float32), x, b.Data.([]float32))
 		case []float64:
-			return arithIntoT(op, &p, o.Data.([]float64), x, b.Data.([]float64))
+			return arithIntoT(c.Vec(), op, &p, o.Data.([]float64), x, b.Data.([]float64))
 		case []int32:
-			return arithIntoT(op, &p, o.Data.([]int32), x, b.Data.([]int32))
+			return arithIntoT(c.Vec(), op, &p, o.Data.([]int32), x, b.Data.([]int32))
 		case []int64:
-			return arithIntoT(op, &p, o.Data.([]int64), x, b.Data.([]int64))
+			return arithIntoT(c.Vec(), op, &p, o.Data.([]int64), x, b.Data.([]int64))
 		}
 		return viaRun(run, c, n, in, out)
 	}
@@ -205,13 +206,13 @@ func broadcastsTo(out []int, shapes ...[]int) bool {
 	return true
 }
 
-func arithIntoT[T kernel.Number](op string, p *bplan, d, a, b []T) error {
+func arithIntoT[T kernel.Number](v vmath.Vec, op string, p *bplan, d, a, b []T) error {
 	if len(d) != p.n {
 		return fmt.Errorf("elementwise: %s: output slot holds %d elements, want %d", op, len(d), p.n)
 	}
 	switch op {
 	case "Add":
-		rows2(p, d, a, b, addRow[T])
+		rows2(p, d, a, b, rowsFor(v, addRow[T], addRowVec[T]))
 	case "Sub":
 		rows2(p, d, a, b, subRow[T])
 	case "Mul":
@@ -224,7 +225,7 @@ func arithIntoT[T kernel.Number](op string, p *bplan, d, a, b []T) error {
 				}
 			}
 		}
-		rows2(p, d, a, b, divRow[T])
+		rows2(p, d, a, b, rowsFor(v, divRow[T], divRowVec[T]))
 	default:
 		return fmt.Errorf("elementwise: unknown arithmetic op %s", op)
 	}
@@ -278,7 +279,7 @@ func unaryInto(op string, mk func(*ir.Node) (floatFns, error), run kernel.RunFun
 		if err != nil {
 			return fmt.Errorf("elementwise: %s: %w", op, err)
 		}
-		apply32(fns, d, x)
+		apply32(c.Vec(), fns, d, x)
 		return nil
 	}
 }

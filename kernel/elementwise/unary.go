@@ -22,14 +22,14 @@ import (
 type floatFns struct {
 	f32   func(float32) float32
 	f64   func(float64) float64
-	vec32 func(dst, src []float32)
+	vec32 func(v vmath.Vec, dst, src []float32)
 }
 
 // unaryOp builds a unary operator from a constructor of its float
 // functions (called once per Run with the node, for attributes) and, for
 // operators that also take integers, an integer kernel.
 func unaryOp(op string, mk func(n *ir.Node) (floatFns, error), ints func(n *ir.Node, t *tensor.Tensor) (any, bool)) kernel.RunFunc {
-	return func(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return func(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 		if err := need(op, in, 1); err != nil {
 			return nil, err
 		}
@@ -52,7 +52,7 @@ func unaryOp(op string, mk func(n *ir.Node) (floatFns, error), ints func(n *ir.N
 		switch v := w.Data.(type) {
 		case []float32:
 			out := make([]float32, len(v))
-			apply32(fns, out, v)
+			apply32(c.Vec(), fns, out, v)
 			data = out
 		case []float64:
 			out := make([]float64, len(v))
@@ -74,15 +74,15 @@ func plain(f32 func(float32) float32, f64 func(float64) float64) func(*ir.Node) 
 }
 
 // vectorised is plain with a slice form of f32 (see floatFns.vec32).
-func vectorised(f32 func(float32) float32, f64 func(float64) float64, vec32 func(dst, src []float32)) func(*ir.Node) (floatFns, error) {
+func vectorised(f32 func(float32) float32, f64 func(float64) float64, vec32 func(v vmath.Vec, dst, src []float32)) func(*ir.Node) (floatFns, error) {
 	return func(*ir.Node) (floatFns, error) { return floatFns{f32, f64, vec32}, nil }
 }
 
 // apply32 sets d[i] = fns.f32(x[i]) for every i of x, through the slice
-// form where fns has one.
-func apply32(fns floatFns, d, x []float32) {
+// form (at v's instruction set) where fns has one.
+func apply32(v vmath.Vec, fns floatFns, d, x []float32) {
 	if fns.vec32 != nil {
-		fns.vec32(d, x)
+		fns.vec32(v, d, x)
 		return
 	}
 	f := fns.f32
@@ -241,17 +241,17 @@ func unaryOps() kernel.Table {
 	// sqrt (53 >= 2*24+2 bits), on every platform.
 	add("Sqrt", plain(via64(math.Sqrt), math.Sqrt), nil)
 	add("Reciprocal", plain(func(x float32) float32 { return 1 / x }, func(x float64) float64 { return 1 / x }), nil)
-	add("Exp", vectorised(vmath.Exp32, math.Exp, vmath.Exp32s), nil)
+	add("Exp", vectorised(vmath.Exp32, math.Exp, vmath.Vec.Exp32s), nil)
 	add("Log", plain(vmath.Log32, math.Log), nil)
-	add("Tanh", vectorised(vmath.Tanh32, math.Tanh, vmath.Tanh32s), nil)
+	add("Tanh", vectorised(vmath.Tanh32, math.Tanh, vmath.Vec.Tanh32s), nil)
 	add("Sigmoid", vectorised(vmath.Sigmoid32, func(x float64) float64 {
 		if x >= 0 {
 			return 1 / (1 + math.Exp(-x))
 		}
 		e := math.Exp(x)
 		return e / (1 + e)
-	}, vmath.Sigmoid32s), nil)
-	add("Erf", vectorised(vmath.Erf32, math.Erf, vmath.Erf32s), nil)
+	}, vmath.Vec.Sigmoid32s), nil)
+	add("Erf", vectorised(vmath.Erf32, math.Erf, vmath.Vec.Erf32s), nil)
 	// Trigonometric and hyperbolic float32 functions: computed in float64
 	// with package math and rounded once (vmath has none; not a fast path).
 	for op, f := range map[string]func(float64) float64{
@@ -388,7 +388,7 @@ func unaryOps() kernel.Table {
 			return floatFns{
 				vmath.GeluErf32,
 				func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) },
-				vmath.GeluErf32s}, nil
+				vmath.Vec.GeluErf32s}, nil
 		case "tanh":
 			const c = 0.7978845608028654 // sqrt(2/pi)
 			// float32: in = float32(c) * (x + float32(float32(0.044715)*x*x*x)),
@@ -399,7 +399,7 @@ func unaryOps() kernel.Table {
 					in := c * (x + float64(0.044715*x*x*x))
 					return 0.5 * x * (1 + math.Tanh(in))
 				},
-				vmath.GeluTanh32s}, nil
+				vmath.Vec.GeluTanh32s}, nil
 		default:
 			return floatFns{}, fmt.Errorf("approximate must be \"none\" or \"tanh\", got %q", approx)
 		}

@@ -14,7 +14,7 @@ import (
 // input order (((x0 op x1) op x2) ...), so float sums have one fixed order.
 // float16 and bfloat16 are folded in float32 and rounded once at the end.
 func variadic(op string) kernel.RunFunc {
-	return func(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return func(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 		if len(in) == 0 {
 			return nil, fmt.Errorf("elementwise: %s needs at least one input", op)
 		}
@@ -33,7 +33,7 @@ func variadic(op string) kernel.RunFunc {
 			var err error
 			switch op {
 			case "Sum", "Mean":
-				acc, err = arith2("Add", acc, widen(t))
+				acc, err = arith2(c.Vec(), "Add", acc, widen(t))
 			default:
 				acc, err = minmax2(op == "Max", acc, widen(t))
 			}

@@ -1,22 +1,24 @@
 package elementwise
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/kerneltest"
 	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
 // TestVectorTwins runs the operators whose float32 path uses vmath's slice
-// functions on the vector and on the portable path (vmath.UsePortable),
-// through Run and Into, and requires the same bits; it also checks Gelu
-// against its float32 formula written out per element.
+// functions at every instruction-set level (kerneltest.Twins), through Run
+// and Into, and requires the same bits; it also checks Gelu against its
+// float32 formula written out per element.
 func TestVectorTwins(t *testing.T) {
-	defer vmath.UsePortable(false)
+	t.Parallel()
 	r := rand.New(rand.NewSource(11))
 	tanh := map[string]*ir.Attr{"approximate": {Name: "approximate", Kind: ir.AttrString, S: "tanh"}}
 	cases := []struct {
@@ -28,26 +30,22 @@ func TestVectorTwins(t *testing.T) {
 		o := Ops()[c.op]
 		for size := 0; size <= 70; size += 1 {
 			x := randF32(r, []int{size})
-			var res [2][2]*tensor.Tensor
-			for p, portable := range []bool{false, true} {
-				vmath.UsePortable(portable)
-				out, err := o.Run(&kernel.Ctx{}, n, []*tensor.Tensor{x})
+			res, _ := kerneltest.Twins(t, fmt.Sprintf("%s %v size %d", c.op, c.attrs, size), nil, func(kc *kernel.Ctx) ([]*tensor.Tensor, error) {
+				out, err := o.Run(kc, n, []*tensor.Tensor{x})
 				if err != nil {
-					t.Fatal(err)
+					return nil, err
 				}
 				into := tensor.New(tensor.Float32, size)
-				if err := o.Into(&kernel.Ctx{}, n, []*tensor.Tensor{x}, []*tensor.Tensor{into}); err != nil {
-					t.Fatal(err)
+				if err := o.Into(kc, n, []*tensor.Tensor{x}, []*tensor.Tensor{into}); err != nil {
+					return nil, err
 				}
-				res[p] = [2]*tensor.Tensor{out[0], into}
-			}
-			for _, got := range []*tensor.Tensor{res[0][0], res[0][1], res[1][1]} {
-				if !sameBits(got, res[1][0]) {
-					t.Fatalf("%s %v size %d: vector/Into differ from portable Run: %v vs %v", c.op, c.attrs, size, got.Data, res[1][0].Data)
+				if !sameBits(out[0], into) {
+					t.Fatalf("%s %v size %d at %v: Into differs from Run", c.op, c.attrs, size, kc.Level())
 				}
-			}
+				return out, nil
+			})
 			if c.op == "Gelu" {
-				xs, ys := x.Data.([]float32), res[0][0].Data.([]float32)
+				xs, ys := x.Data.([]float32), res[0].Data.([]float32)
 				for i, v := range xs {
 					var want float32
 					if c.attrs == nil {

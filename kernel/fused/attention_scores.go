@@ -5,7 +5,6 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
-	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -176,7 +175,7 @@ func (r *chainRun) scoresAt(i int) (*scoresStep, bool) {
 }
 
 // into computes the scores step: in = (x, divisor, mask), out = (y).
-func (s *scoresStep) into(_ *kernel.Ctx, _ *ir.Node, in, out []*tensor.Tensor) error {
+func (s *scoresStep) into(c *kernel.Ctx, _ *ir.Node, in, out []*tensor.Tensor) error {
 	xs, ok1 := in[0].Data.([]float32)
 	sc, ok2 := in[1].Data.([]float32)
 	ms, ok3 := in[2].Data.([]float32)
@@ -184,27 +183,27 @@ func (s *scoresStep) into(_ *kernel.Ctx, _ *ir.Node, in, out []*tensor.Tensor) e
 	if !ok1 || !ok2 || !ok3 || !ok4 || len(sc) != 1 || len(xs) != s.rows*s.d || len(ys) != len(xs) {
 		return fmt.Errorf("attention scores: unexpected operands")
 	}
-	d, scale := s.d, sc[0]
+	d, scale, v := s.d, sc[0], c.Vec()
 	var sums [8]float32
 	for r0 := 0; r0 < s.rows; r0 += 8 {
 		k := min(8, s.rows-r0)
 		blk := ys[r0*d : (r0+k)*d]
-		vmath.DivScalar32s(blk, xs[r0*d:(r0+k)*d], scale)
+		v.DivScalar32s(blk, xs[r0*d:(r0+k)*d], scale)
 		for l := 0; l < k; l++ {
 			row := blk[l*d : (l+1)*d]
 			m := ms[s.maskRow[r0+l]:][:d]
 			if s.addFirst {
-				vmath.Add32s(row, row, m)
+				v.Add32s(row, row, m)
 			} else {
-				vmath.Add32s(row, m, row)
+				v.Add32s(row, m, row)
 			}
-			vmath.SubScalar32s(row, row, vmath.MaxFirstNaN32(row))
+			v.SubScalar32s(row, row, v.MaxFirstNaN32(row))
 		}
-		vmath.Exp32s(blk, blk)
-		vmath.SumRows32(sums[:k], blk, d)
+		v.Exp32s(blk, blk)
+		v.SumRows32(sums[:k], blk, d)
 		for l := 0; l < k; l++ {
 			row := blk[l*d : (l+1)*d]
-			vmath.DivScalar32s(row, row, sums[l])
+			v.DivScalar32s(row, row, sums[l])
 		}
 	}
 	return nil

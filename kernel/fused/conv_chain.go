@@ -10,7 +10,6 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/nn"
-	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -48,18 +47,17 @@ func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor
 			// A batch runs image by image (each image's outputs are the
 			// same chains whatever the batch).
 			N := xs[0]
-			if ch, nodes := o.blocked(n, [4]int{1, xs[1], xs[2], xs[3]}, [4]int{1, ys[1], ys[2], ys[3]}); ch != nil && len(x)%N == 0 && len(y)%N == 0 {
-				pool := ctx.Pool
-				if pool == nil {
-					pool = parallel.Default()
-				}
+			if !nn.Blocked(ctx) {
+				return o.c.into(ctx, n, in, out)
+			}
+			if ch, nodes := o.blocked(ctx, n, [4]int{1, xs[1], xs[2], xs[3]}, [4]int{1, ys[1], ys[2], ys[3]}); ch != nil && len(x)%N == 0 && len(y)%N == 0 {
 				var trace func(int, time.Duration)
 				if tr := ctx.Trace; tr != nil {
 					trace = func(i int, d time.Duration) { tr(nodes[i], d) }
 				}
 				xn, yn := len(x)/N, len(y)/N
 				for i := 0; i < N; i++ {
-					ch.RunTraced(pool, x[i*xn:(i+1)*xn], y[i*yn:(i+1)*yn], trace)
+					ch.RunTraced(ctx, x[i*xn:(i+1)*xn], y[i*yn:(i+1)*yn], trace)
 				}
 				return nil
 			}
@@ -70,8 +68,8 @@ func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor
 
 // blocked returns n's blocked plan for an input of shape x and an output
 // of shape y, and the body node of each step, or nil where the body does
-// not run blocked.
-func (o *convChainOp) blocked(n *ir.Node, x, y [4]int) (*nn.BlockedChain, []*ir.Node) {
+// not run blocked. nn.Blocked(ctx) must hold.
+func (o *convChainOp) blocked(ctx *kernel.Ctx, n *ir.Node, x, y [4]int) (*nn.BlockedChain, []*ir.Node) {
 	// Entries are keyed weakly: a plan's chains (and their buffers) go
 	// when its graph does.
 	key := weak.Make(n)
@@ -88,7 +86,7 @@ func (o *convChainOp) blocked(n *ir.Node, x, y [4]int) (*nn.BlockedChain, []*ir.
 	defer e.mu.Unlock()
 	if e.shape != x {
 		e.shape = x
-		e.chain, e.nodes = convChainPlan(n, x[:])
+		e.chain, e.nodes = convChainPlan(ctx, n, x[:])
 	}
 	if e.chain == nil || e.chain.OutShape() != y {
 		return nil, nil
@@ -98,7 +96,7 @@ func (o *convChainOp) blocked(n *ir.Node, x, y [4]int) (*nn.BlockedChain, []*ir.
 
 // convChainPlan translates n's body into blocked steps (and returns the
 // body node of each), or returns nil where any node does not fit them.
-func convChainPlan(n *ir.Node, x []int) (*nn.BlockedChain, []*ir.Node) {
+func convChainPlan(ctx *kernel.Ctx, n *ir.Node, x []int) (*nn.BlockedChain, []*ir.Node) {
 	g, err := body(n)
 	if err != nil || len(g.Inputs) != 1 {
 		return nil, nil
@@ -183,7 +181,7 @@ func convChainPlan(n *ir.Node, x []int) (*nn.BlockedChain, []*ir.Node) {
 	if !ok || out == 0 {
 		return nil, nil
 	}
-	ch, err := nn.NewBlockedChain(steps, x, out)
+	ch, err := nn.NewBlockedChain(ctx, steps, x, out)
 	if err != nil {
 		return nil, nil
 	}

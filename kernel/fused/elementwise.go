@@ -8,7 +8,6 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
-	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -410,11 +409,7 @@ func (e *ewOp) blocked(c *kernel.Ctx, en *ewEntry, in []*tensor.Tensor, out *ten
 	call.c, call.in, call.dst, call.n = c, in, dst, n
 	call.bl = min(BlockSize, n)
 	blocks := (n + call.bl - 1) / call.bl
-	pool := parallel.Default()
-	if c != nil && c.Pool != nil {
-		pool = c.Pool
-	}
-	pool.Run(blocks, 2*n*len(en.nodes), call)
+	c.Workers().Run(blocks, 2*n*len(en.nodes), call)
 	return true, call.err
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/nn"
-	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -258,16 +257,12 @@ func (o *edwOp) fast(c *kernel.Ctx, p *edwParts, in []*tensor.Tensor, y *tensor.
 	if !ok {
 		return false
 	}
-	pool := c.Pool
-	if pool == nil {
-		pool = parallel.Default()
-	}
 	// The depthwise convolution's own attributes (a Fused part's base).
 	attrs := p.b
 	if p.pb != nil {
 		attrs = p.pb.base
 	}
-	return nn.ExpandDepthwise(pool, nn.ExpandDW{
+	return nn.ExpandDepthwise(c, nn.ExpandDW{
 		X: f32(x), XShape: x.Shape, W1: f32(w1), W1Shape: w1.Shape, B1: f32(b1), E1: ea,
 		W2: f32(w2), W2Shape: w2.Shape, B2: f32(b2), E2: eb, Attrs: attrs, Y: f32(y), YShape: y.Shape,
 	})

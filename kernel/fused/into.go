@@ -287,17 +287,17 @@ func epilogue(p *parts, in []*tensor.Tensor, out *tensor.Tensor) (e kernel.Epilo
 // actOf returns the slice function that elementwise's kernel runs for the
 // layer's activation on float32 data, for the epilogue's Act, or nil
 // where there is none to hand over: Gelu, approximate "none" or "tanh"
-// (vmath.GeluErf32s, vmath.GeluTanh32s: the very functions of its
+// (vmath.Vec.GeluErf32s, vmath.Vec.GeluTanh32s: the very functions of its
 // float32 Into, so the same bits).
-func actOf(p *parts) func(dst, src []float32) {
+func actOf(p *parts) func(v vmath.Vec, dst, src []float32) {
 	if p.act.OpType != "Gelu" || len(p.actIn) != 0 {
 		return nil
 	}
 	switch p.act.String("approximate", "none") {
 	case "none":
-		return vmath.GeluErf32s
+		return vmath.Vec.GeluErf32s
 	case "tanh":
-		return vmath.GeluTanh32s
+		return vmath.Vec.GeluTanh32s
 	}
 	return nil
 }

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
-	"github.com/vouchml/vouch/kernel/parallel"
 )
 
 // BlockedStep is one convolution of a chain run on B16 tensors: value
@@ -42,12 +42,17 @@ type BlockedChain struct {
 	free [][][]float32
 }
 
+// Blocked reports whether blocked chains run under k: the CPU has
+// AVX-512 and k allows it. A chain runs only under such a context.
+func Blocked(k *kernel.Ctx) bool { return machineOf(k).z }
+
 // NewBlockedChain prepares steps (in order) for an input of shape x
-// ([1, C, H, W]); out is the value the chain returns. It reports an error
-// where a step does not run on B16 tensors here (convBlockedOK), or the
-// values do not line up.
-func NewBlockedChain(steps []BlockedStep, x []int, out int) (*BlockedChain, error) {
-	if !fastKernels || !amd64.EnabledZ || testNoZ {
+// ([1, C, H, W]) under k; out is the value the chain returns. It reports
+// an error where a step does not run on B16 tensors here
+// (convBlockedOK), or the values do not line up.
+func NewBlockedChain(k *kernel.Ctx, steps []BlockedStep, x []int, out int) (*BlockedChain, error) {
+	pool := machineOf(k)
+	if !pool.z {
 		return nil, fmt.Errorf("nn: blocked chain: no AVX-512")
 	}
 	if len(x) != 4 || x[0] != 1 {
@@ -67,7 +72,7 @@ func NewBlockedChain(steps []BlockedStep, x []int, out int) (*BlockedChain, erro
 		if len(st.W) != prod(st.WShape) || (st.B != nil && len(st.B) != s.M) {
 			return nil, fmt.Errorf("nn: blocked chain: step %d: weights %d, bias %d for %v", i, len(st.W), len(st.B), st.WShape)
 		}
-		z, ok := convBlockedOK(s)
+		z, ok := convBlockedOK(pool, s)
 		if !ok {
 			return nil, fmt.Errorf("nn: blocked chain: step %d does not run on blocked tensors", i)
 		}
@@ -124,12 +129,16 @@ func (c *BlockedChain) OutShape() [4]int {
 }
 
 // Run computes the chain on x (planes, the shape it was prepared for)
-// into y (planes).
-func (c *BlockedChain) Run(pool *parallel.Pool, x, y []float32) { c.RunTraced(pool, x, y, nil) }
+// into y (planes), on k's workers; Blocked(k) must hold.
+func (c *BlockedChain) Run(k *kernel.Ctx, x, y []float32) { c.RunTraced(k, x, y, nil) }
 
 // RunTraced is Run, calling trace (when not nil) with each step's index
 // and wall time.
-func (c *BlockedChain) RunTraced(pool *parallel.Pool, x, y []float32, trace func(step int, d time.Duration)) {
+func (c *BlockedChain) RunTraced(k *kernel.Ctx, x, y []float32, trace func(step int, d time.Duration)) {
+	pool := machineOf(k)
+	if !pool.z {
+		panic("nn: blocked chain run without AVX-512")
+	}
 	in, out := c.vals[0], c.vals[c.out]
 	if len(x) != in.C*in.H*in.W || len(y) != out.C*out.H*out.W {
 		panic(fmt.Sprintf("nn: blocked chain: x %d, y %d floats for %v -> %v", len(x), len(y), in, out))

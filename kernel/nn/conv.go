@@ -170,7 +170,7 @@ func runConv(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, 
 	}
 	wf, wd, _ := floatIn(w, "Conv W")
 	if xd != nil {
-		y := convGEMM(s, xd, wd, false, dgemm)
+		y := convGEMM(machineOf(c), s, xd, wd, false, dgemm)
 		if b != nil {
 			addBias(y, b.Data.([]float64), s.M, prod(s.g.out))
 		}
@@ -182,7 +182,7 @@ func runConv(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, 
 		bf, _, _ = floatIn(b, "Conv B")
 	}
 	y := make([]float32, prod(out))
-	convF32(poolOf(c), s, xf, wf, bf, y, epi{})
+	convF32(machineOf(c), s, xf, wf, bf, y, epi{})
 	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
 }
 
@@ -201,7 +201,7 @@ func addBias[F kernel.Float](y, b []F, M, P int) {
 // chain over (input channel, kernel taps) ascending, padding contributing
 // FMA(0, w, acc). For ConvTranspose w must already be laid out as
 // [M, C/group, kernel...].
-func convGEMM[F any](s *convSetup, x, w []F, transpose bool, gemm func(m, n, k int, a []F, ars, acs int, b []F, brs, bcs int, c []F, ldc int)) []F {
+func convGEMM[F any](pool machine, s *convSetup, x, w []F, transpose bool, gemm func(pool machine, m, n, k int, a []F, ars, acs int, b []F, brs, bcs int, c []F, ldc int)) []F {
 	g := s.g
 	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
 	K := s.Cg * kn
@@ -221,7 +221,7 @@ func convGEMM[F any](s *convSetup, x, w []F, transpose bool, gemm func(m, n, k i
 				im2col(xg, s.Cg, g, tabs, col)
 				b = col
 			}
-			gemm(s.Mg, P, K, w[gi*s.Mg*K:], K, 1, b, P, 1, y[(ni*s.M+gi*s.Mg)*P:], P)
+			gemm(pool, s.Mg, P, K, w[gi*s.Mg*K:], K, 1, b, P, 1, y[(ni*s.M+gi*s.Mg)*P:], P)
 		}
 	}
 	return y
@@ -231,13 +231,13 @@ func convGEMM[F any](s *convSetup, x, w []F, transpose bool, gemm func(m, n, k i
 // one chain over the kernel taps in row-major order, the same chain that
 // im2col + GEMM computes (padding taps included as FMA(0, w, acc)).
 // It writes into y and is the portable twin of depthwise3x3.
-func depthwiseInto(s *convSetup, x, w, y []float32) {
+func depthwiseInto(pool machine, s *convSetup, x, w, y []float32) {
 	g := s.g
 	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
 	tabs := g.taps(false)
 	nd := len(g.in)
 	inStr := tensor.Strides(g.in)
-	parallelFor(s.N*s.C, s.N*s.C*P*kn, func(lo, hi int) {
+	pool.For(s.N*s.C, s.N*s.C*P*kn, func(lo, hi int) {
 		oidx := make([]int, nd)
 		kidx := make([]int, nd)
 		for nc := lo; nc < hi; nc++ {

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/vouchml/vouch/kernel/amd64"
-	"github.com/vouchml/vouch/kernel/parallel"
 )
 
 // B16 is the blocked layout of a float32 activation of C channels (a
@@ -61,13 +60,11 @@ func FromB16(b B16, src, y []float32) {
 	}
 }
 
-// testZB forces zTileB's tile (tests of every blocked kernel shape).
-var testZB zShape
-
-// zTileB picks s's ConvZ tile for a B16 input, as zTile does for planes.
-func zTileB(s *convSetup) (zShape, bool) {
-	if testZB.R != 0 {
-		return testZB, true
+// zTileB picks s's ConvZ tile for a B16 input, as zTile does for planes
+// (tests of every blocked kernel shape force one: forced.tileZB).
+func zTileB(pool machine, s *convSetup) (zShape, bool) {
+	if z := pool.f().tileZB; z.R != 0 {
+		return z, true
 	}
 	return zTileAt(s, 16*s.g.stride[1], false)
 }
@@ -75,9 +72,9 @@ func zTileB(s *convSetup) (zShape, bool) {
 // convBlockedOK reports whether s runs on B16 tensors here (AVX-512; one
 // group; 2-D; channels in whole blocks; pads of at most 1, the ring; no
 // dilation; the same stride, 1 or 2, both ways), and with which tile.
-func convBlockedOK(s *convSetup) (zShape, bool) {
+func convBlockedOK(pool machine, s *convSetup) (zShape, bool) {
 	g := s.g
-	if !fastKernels || !amd64.EnabledZ || testNoZ || s.G != 1 || len(g.in) != 2 || s.C%16 != 0 || s.M%16 != 0 ||
+	if !pool.z || s.G != 1 || len(g.in) != 2 || s.C%16 != 0 || s.M%16 != 0 ||
 		g.dil[0] != 1 || g.dil[1] != 1 || g.stride[0] != g.stride[1] || g.stride[0] > 2 {
 		return zShape{}, false
 	}
@@ -86,7 +83,7 @@ func convBlockedOK(s *convSetup) (zShape, bool) {
 			return zShape{}, false
 		}
 	}
-	return zTileB(s)
+	return zTileB(pool, s)
 }
 
 // convBlocked computes the convolution s (convBlockedOK) of the B16
@@ -94,7 +91,7 @@ func convBlockedOK(s *convSetup) (zShape, bool) {
 // s.M, g.out), one image: each output canon(acc) + bias, then + the B16
 // residual res (laid out as yb) when not nil, then clamped to [lo, hi]
 // when clamp (amd64.Epi's order). yb's ring is zeroed.
-func convBlocked(pool *parallel.Pool, s *convSetup, z zShape, xb, w, bias, yb, res []float32, clamp *[2]float32) {
+func convBlocked(pool machine, s *convSetup, z zShape, xb, w, bias, yb, res []float32, clamp *[2]float32) {
 	g := s.g
 	bi, bo := B16{s.C, g.in[0], g.in[1]}, B16{s.M, g.out[0], g.out[1]}
 	if len(xb) < bi.Len()+B16Slack || len(yb) < bo.Len() || (res != nil && len(res) < bo.Len()) {
@@ -108,7 +105,7 @@ func convBlocked(pool *parallel.Pool, s *convSetup, z zShape, xb, w, bias, yb, r
 	j := blockedJobs.Get().(*blockedJob)
 	*j = blockedJob{s: s, d: d, z: z, bi: bi, bo: bo, x: xb, y: yb, res: res, clamp: clamp, rpu: rpu,
 		ngr: (OH + rpu - 1) / rpu, np: np, rowsOuter: len(d.offs)*s.M < bi.Len(),
-		pfTiles: (OH+z.R-1)/z.R*((OW+z.T-1)/z.T) <= pfMax}
+		pfTiles: pool.pfTiles((OH + z.R - 1) / z.R * ((OW + z.T - 1) / z.T))}
 	pool.Run(np*j.ngr, s.M*prod(g.out)*len(d.offs), j)
 	*j = blockedJob{}
 	blockedJobs.Put(j)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
-	"github.com/vouchml/vouch/kernel/parallel"
 )
 
 // TacticDirect is the direct convolution (amd64.Conv6x16): no im2col and
@@ -48,8 +47,8 @@ type directPack struct {
 // directOK reports whether s can run as TacticDirect here: a fast CPU,
 // one group, two spatial dimensions, and an epilogue whose residual is
 // not the output itself.
-func directOK(s *convSetup, y []float32, ep epi) bool {
-	return fastKernels && s.G == 1 && len(s.g.in) == 2 && !(ep.on && overlaps(ep.r, y))
+func directOK(pool machine, s *convSetup, y []float32, ep epi) bool {
+	return pool.fast && s.G == 1 && len(s.g.in) == 2 && !(ep.on && overlaps(ep.r, y))
 }
 
 // pack returns s's packed weights for w and bias, packing them on first
@@ -98,7 +97,7 @@ func (s *convSetup) packPx(w, bias []float32, cw, wp, hwp, px int) *directPack {
 }
 
 // convDirect runs TacticDirect (directOK(s) must hold).
-func convDirect(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
+func convDirect(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 	g := s.g
 	P, inSz := prod(g.out), prod(g.in)
 	hp, wp := g.padded()
@@ -109,7 +108,7 @@ func convDirect(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep e
 	} else {
 		hp, wp = g.in[0], g.in[1]
 	}
-	if z, ok := zTile(s); ok {
+	if z, ok := zTile(pool, s); ok {
 		convDirectZ(pool, s, x, w, bias, y, ep, z)
 		if pad != nil {
 			putF32(pad)
@@ -193,13 +192,10 @@ func (j *directJob) Run(lo, hi int) {
 // pass is a large part of the layer and would otherwise wait on memory
 // (mobilenet_v2's 7x7 and 14x14 stages, 1.5-2.5% of the model; no change
 // on layers whose weights each serve many tiles).
-var pfMax = 32
+const pfMax = 32
 
-// testNoZ turns the AVX-512 kernels off (twin tests of the AVX2 path).
-var testNoZ bool
-
-// testZ forces a ConvZ tile (benchmarks of the tile choice).
-var testZ zShape
+// pfTiles reports whether tiles tiles per panel prefetch the next panel.
+func (m machine) pfTiles(tiles int) bool { return tiles <= pfMax || m.f().pfAlways }
 
 // zShape is a ConvZ tile: R output rows by T pixels by C vectors of 16
 // output channels.
@@ -211,12 +207,12 @@ type zShape struct{ R, T, C int }
 // few pixels and for tiles of 16 pixels where rows are whole vectors
 // (their stores fill cache lines: resnet18's stem, 88 -> 101 GFLOP/s);
 // ties go to the larger tile.
-func zTile(s *convSetup) (zShape, bool) {
-	if !amd64.EnabledZ || testNoZ {
+func zTile(pool machine, s *convSetup) (zShape, bool) {
+	if !pool.z {
 		return zShape{}, false
 	}
-	if testZ.R != 0 {
-		return testZ, true
+	if z := pool.f().tileZ; z.R != 0 {
+		return z, true
 	}
 	return zTileAt(s, s.g.stride[1], true)
 }
@@ -252,7 +248,7 @@ func zTileAt(s *convSetup, S int, rowBonus bool) (zShape, bool) {
 // computed from whatever the planes hold there and thrown away; the
 // planes are copied, padded, with slack behind them, whenever those reads
 // would leave the input.
-func convDirectZ(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi, z zShape) {
+func convDirectZ(pool machine, s *convSetup, x, w, bias, y []float32, ep epi, z zShape) {
 	g := s.g
 	P, inSz := prod(g.out), prod(g.in)
 	OH, OW, sh, sw := g.out[0], g.out[1], g.stride[0], g.stride[1]
@@ -295,7 +291,7 @@ func convDirectZ(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep 
 		}
 		*j = directZJob{s: s, d: d, z: z, x: xn, y: y[ni*s.M*P : (ni+1)*s.M*P], ep: ep.at(ni * s.M * P), P: P,
 			rpu: rpu, ngr: ngr, np: np, owt: owt, rowsOuter: K*s.M < s.C*hp*wp,
-			pfTiles: (OH+z.R-1)/z.R*((OW+z.T-1)/z.T) <= pfMax}
+			pfTiles: pool.pfTiles((OH + z.R - 1) / z.R * ((OW + z.T - 1) / z.T))}
 		pool.Run(np*ngr, s.M*P*K, j)
 	}
 	*j = directZJob{}

@@ -4,26 +4,25 @@ import (
 	"sync"
 
 	"github.com/vouchml/vouch/kernel/amd64"
-	"github.com/vouchml/vouch/kernel/parallel"
 )
 
 // convF32 computes a float32 Conv into y (N*M*P values): the chains
 // (through sgemmP, or the depthwise kernels for group == C == M) and then
 // the bias, y = acc + B[m], then the fused epilogue ep, if on (see
 // epilogue.go). Run and Into both come here, so they give the same bits.
-func convF32(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
+func convF32(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 	P := prod(s.g.out)
 	dw := s.Cg == 1 && s.Mg == 1 && (s.tactic == "" || s.tactic == TacticDepthwise)
 	switch {
-	case dw && fastKernels && dw3x3Vec(s):
+	case dw && pool.fast && dw3x3Vec(s):
 		depthwise3x3(pool, s, x, w, bias, y, ep)
 		return
 	case dw:
-		depthwiseInto(s, x, w, y)
-	case s.tactic == TacticDirect && directOK(s, y, ep):
+		depthwiseInto(pool, s, x, w, y)
+	case s.tactic == TacticDirect && directOK(pool, s, y, ep):
 		convDirect(pool, s, x, w, bias, y, ep)
 		return
-	case fastKernels:
+	case pool.fast:
 		convGEMMFast(pool, s, x, w, bias, y, ep)
 		return
 	default:
@@ -37,7 +36,7 @@ func convF32(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi)
 
 // convGEMMF32 is convGEMM for float32 on a pool, with the im2col matrix in
 // a reused scratch buffer.
-func convGEMMF32(pool *parallel.Pool, s *convSetup, x, w, y []float32) {
+func convGEMMF32(pool machine, s *convSetup, x, w, y []float32) {
 	g := s.g
 	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
 	K := s.Cg * kn
@@ -81,7 +80,7 @@ func dw3x3Vec(s *convSetup) bool {
 // depthwise3x3 is the vector twin of depthwiseInto for dw3x3Vec (see
 // dwDirectJob and dw9Job in dw_direct.go): the bias and then the epilogue ep
 // are applied as convF32 applies them.
-func depthwise3x3(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
+func depthwise3x3(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 	dwRun(pool, s, x, w, bias, y, ep)
 }
 
@@ -135,7 +134,7 @@ func im2colRow2D(xc []float32, g *geom, ky, kx int, dst []float32) {
 // dimensions the GEMM packs its B blocks straight from the input
 // (im2colB), so the im2col matrix is never materialised; the bias and the
 // epilogue are applied as each output tile is finished.
-func convGEMMFast(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
+func convGEMMFast(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 	g := s.g
 	P, inSz, kn := prod(g.out), prod(g.in), prod(g.k)
 	K := s.Cg * kn
@@ -216,7 +215,7 @@ func (g *geom) padded() (hp, wp int) {
 // padPlanes writes the C planes of x (g.in) zero-padded to hp x wp
 // (g.padB before them) into dst, plane after plane; the floats after the
 // last plane are zeroed too (slack for whole-vector reads).
-func padPlanes(pool *parallel.Pool, x []float32, C int, g *geom, hp, wp int, dst []float32) {
+func padPlanes(pool machine, x []float32, C int, g *geom, hp, wp int, dst []float32) {
 	j := padJobs.Get().(*padJob)
 	*j = padJob{x: x, g: g, hp: hp, wp: wp, dst: dst}
 	pool.Run(C, C*hp*wp/4, j)

@@ -81,7 +81,7 @@ func transposeGeom(n *ir.Node, inSp, k []int) (*geom, error) {
 	return g, nil
 }
 
-func runConvTranspose(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runConvTranspose(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if err := need(in, 2, "ConvTranspose"); err != nil {
 		return nil, err
 	}
@@ -113,13 +113,13 @@ func runConvTranspose(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor
 	}
 	wf, wd, _ := floatIn(w, "ConvTranspose W")
 	if xd != nil {
-		y := convGEMM(s, xd, regroup(s, wd), true, dgemm)
+		y := convGEMM(machineOf(c), s, xd, regroup(s, wd), true, dgemm)
 		if b != nil {
 			addBias(y, b.Data.([]float64), s.M, prod(g.out))
 		}
 		return []*tensor.Tensor{tensor.From(y, out...)}, nil
 	}
-	y := convGEMM(s, xf, regroup(s, wf), true, sgemm)
+	y := convGEMM(machineOf(c), s, xf, regroup(s, wf), true, sgemmP)
 	if b != nil {
 		bf, _, _ := floatIn(b, "ConvTranspose B")
 		addBias(y, bf, s.M, prod(g.out))

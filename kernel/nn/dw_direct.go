@@ -6,14 +6,13 @@ import (
 	"unsafe"
 
 	"github.com/vouchml/vouch/kernel/amd64"
-	"github.com/vouchml/vouch/kernel/parallel"
 )
 
 // dwRun runs depthwise3x3: dwDirectJob for one column of left padding
 // (the input read in place), else dw9Job (the planes padded first).
-func dwRun(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
+func dwRun(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 	work := s.N * s.C * prod(s.g.out) * 9
-	if dwFlatS2OK(s.g) {
+	if dwFlatS2OK(pool, s.g) {
 		j := dwFlatS2Jobs.Get().(*dwFlatS2Job)
 		*j = dwFlatS2Job{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
 		pool.Run(s.N*s.C, work, j)
@@ -21,7 +20,7 @@ func dwRun(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
 		dwFlatS2Jobs.Put(j)
 		return
 	}
-	if dwFlatOK(s.g) {
+	if dwFlatOK(pool, s.g) {
 		j := dwFlatJobs.Get().(*dwFlatJob)
 		*j = dwFlatJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
 		pool.Run(s.N*s.C, work, j)
@@ -29,16 +28,16 @@ func dwRun(pool *parallel.Pool, s *convSetup, x, w, bias, y []float32, ep epi) {
 		dwFlatJobs.Put(j)
 		return
 	}
-	if _, _, ok := dwDirectSetup(s.g); ok || dwZOK(s.g) {
+	if _, _, ok := dwDirectSetup(s.g); ok || dwZOK(pool, s.g) {
 		j := dwDirectJobs.Get().(*dwDirectJob)
-		*j = dwDirectJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
+		*j = dwDirectJob{s: s, x: x, w: w, bias: bias, y: y, ep: ep, m: pool}
 		pool.Run(s.N*s.C, work, j)
 		*j = dwDirectJob{}
 		dwDirectJobs.Put(j)
 		return
 	}
 	j := dw9Jobs.Get().(*dw9Job)
-	*j = dw9Job{s: s, x: x, w: w, bias: bias, y: y, ep: ep}
+	*j = dw9Job{s: s, x: x, w: w, bias: bias, y: y, ep: ep, fast: pool.fast}
 	pool.Run(s.N*s.C, work, j)
 	*j = dw9Job{}
 	dw9Jobs.Put(j)
@@ -60,6 +59,7 @@ type dwDirectJob struct {
 	s             *convSetup
 	x, w, bias, y []float32
 	ep            epi
+	m             machine
 }
 
 var dwDirectJobs = sync.Pool{New: func() any { return new(dwDirectJob) }}
@@ -180,7 +180,7 @@ func (j *dwDirectJob) Run(lo0, hi0 int) {
 	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
 	zbuf := getF32(2*W + 64)
 	clear(*zbuf)
-	if dwZOK(g) {
+	if dwZOK(j.m, g) {
 		j.runZ(lo0, hi0, &(*zbuf)[16])
 		putF32(zbuf)
 		return
@@ -239,6 +239,7 @@ type dw9Job struct {
 	s             *convSetup
 	x, w, bias, y []float32
 	ep            epi
+	fast          bool // splitCols' vector path
 }
 
 var dw9Jobs = sync.Pool{New: func() any { return new(dw9Job) }}
@@ -292,7 +293,7 @@ func (j *dw9Job) Run(lo0, hi0 int) {
 		} else {
 			for iy := 0; iy < H; iy++ {
 				r := (pt + iy) * wp
-				splitCols(xp[r:r+wp], xp[hp*wp+r:hp*wp+r+wp], xc[iy*W:(iy+1)*W], pl)
+				splitCols(j.fast, xp[r:r+wp], xp[hp*wp+r:hp*wp+r+wp], xc[iy*W:(iy+1)*W], pl)
 			}
 		}
 		_ = j.w[c*9+8]
@@ -322,8 +323,9 @@ func (j *dw9Job) Run(lo0, hi0 int) {
 }
 
 // splitCols writes the row x, after pl columns of padding, into its even
-// padded columns (ev[c/2] for padded column c even) and odd ones (od).
-func splitCols(ev, od, x []float32, pl int) {
+// padded columns (ev[c/2] for padded column c even) and odd ones (od),
+// through amd64.Even when fast.
+func splitCols(fast bool, ev, od, x []float32, pl int) {
 	// x[i] is padded column pl+i: even for i of pl's parity.
 	a, b := ev[pl/2:], od[(pl+1)/2:] // a[k]: the k-th even column from pl
 	if pl%2 == 1 {
@@ -332,7 +334,7 @@ func splitCols(ev, od, x []float32, pl int) {
 	// a[k] = x[2k], b[k] = x[2k+1]
 	ne, no := (len(x)+1)/2, len(x)/2
 	ka, kb := 0, 0
-	if fastKernels {
+	if fast {
 		// Even reads 2n floats from its source
 		if n := (len(x) / 2) &^ 7; n > 0 {
 			amd64.Even(&a[0], &x[0], n)
@@ -360,15 +362,13 @@ const (
 	dwFlatW   = 8
 )
 
-// testNoDwFlat makes dwRun skip dwFlatJob (tests of the AVX2 kernels).
-var testNoDwFlat bool
-
-// dwFlatOK reports whether dwFlatJob applies: AVX-512, stride 1 and one
+// dwFlatOK reports whether dwFlatJob applies: AVX-512 (and not
+// forced.noDwFlat, tests of the AVX2 kernels), stride 1 and one
 // row and column of padding on each side (the output plane the input
 // plane's shape), rows narrower than dwFlatW, a plane of at most
 // dwFlatMax outputs.
-func dwFlatOK(g *geom) bool {
-	return amd64.EnabledZ && !testNoDwFlat && g.stride[0] == 1 && g.stride[1] == 1 &&
+func dwFlatOK(pool machine, g *geom) bool {
+	return pool.z && !pool.f().noDwFlat && g.stride[0] == 1 && g.stride[1] == 1 &&
 		g.padB[0] == 1 && g.padB[1] == 1 && g.padE[0] == 1 && g.padE[1] == 1 &&
 		g.out[0] == g.in[0] && g.out[1] == g.in[1] && g.in[1] < dwFlatW && g.in[0]*g.in[1] <= dwFlatMax
 }
@@ -452,8 +452,8 @@ func (j *dwFlatJob) Run(lo0, hi0 int) {
 // one row and column of leading padding, input rows of at most 15 floats
 // and output rows of at most 7 (two output rows' taps fit the lanes of two
 // vectors), at most 16 output rows.
-func dwFlatS2OK(g *geom) bool {
-	return amd64.EnabledZ && !testNoDwFlat && g.stride[0] == 2 && g.stride[1] == 2 &&
+func dwFlatS2OK(pool machine, g *geom) bool {
+	return pool.z && !pool.f().noDwFlat && g.stride[0] == 2 && g.stride[1] == 2 &&
 		g.padB[0] == 1 && g.padB[1] == 1 && g.in[1] <= 15 && g.out[1] <= 7 && g.out[0] <= 16
 }
 
@@ -538,18 +538,15 @@ func (j *dwFlatS2Job) Run(lo0, hi0 int) {
 	}
 }
 
-// testNoDwZ makes dwRun skip the AVX-512 row kernel DwS2P1Z (tests of the
-// AVX2 kernels).
-var testNoDwZ bool
-
 // dwZOK reports whether dwDirectJob runs its rows through
-// amd64.DwS2P1PlanesZ: AVX-512, stride 2 and one column of left padding,
+// amd64.DwS2P1PlanesZ: AVX-512 (and not forced.noDwZ, tests of the AVX2
+// kernels), stride 2 and one column of left padding,
 // rows of more than 8 outputs (narrower ones would leave half of a vector
 // idle) and at most 256, the rows' runs fitting amd64.DwPlanes.Segs
 // (dwSegs).
-func dwZOK(g *geom) bool {
+func dwZOK(pool machine, g *geom) bool {
 	_, _, fits := dwSegs(g)
-	return amd64.EnabledZ && !testNoDwZ && g.stride[1] == 2 && g.padB[1] == 1 && g.out[1] > 8 && g.out[1] <= 16*16 && fits
+	return pool.z && !pool.f().noDwZ && g.stride[1] == 2 && g.padB[1] == 1 && g.out[1] > 8 && g.out[1] <= 16*16 && fits
 }
 
 // dwMasksZ returns amd64.DwS2P1Z's masks for rows of W inputs and OW
@@ -571,17 +568,15 @@ func dwMasksZ(W, OW int) (m amd64.DwMasksZ) {
 	return m
 }
 
-// testDwZRows makes runZ call amd64.DwS2P1Z per plane and run of rows
-// (tests of the one-call kernel, which ExpandDepthwise may call) instead
-// of DwS2P1PlanesZ.
-var testDwZRows bool
-
 // runZ is Run through amd64.DwS2P1PlanesZ (dwZOK): the rows of every
 // plane of a run of channels in one call, in the runs dwSegs finds, a
 // padding tap row read from zero (a row of zeros, readable W floats on):
 // the same chains, epilogue and stores.
+//
+// forced.dwZRows makes it call amd64.DwS2P1Z per plane and run of rows
+// instead (tests of the one-call kernel, which ExpandDepthwise may call).
 func (j *dwDirectJob) runZ(lo0, hi0 int, zero *float32) {
-	if testDwZRows {
+	if j.m.f().dwZRows {
 		j.runZRows(lo0, hi0, zero)
 		return
 	}

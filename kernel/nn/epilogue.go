@@ -40,21 +40,24 @@ type epi struct {
 	on     bool
 	col    bool
 	// act is kernel.Epilogue.Act: applied in place after the clamp, to
-	// whole runs of finished outputs (see activate).
-	act func(dst, src []float32)
+	// whole runs of finished outputs (see activate), with vec.
+	act func(v vmath.Vec, dst, src []float32)
+	vec vmath.Vec
+	// fast runs block through amd64.Epi (the call's machine allows it).
+	fast bool
 }
 
 // epiOf converts the context's epilogue for an output of n elements; ok
 // is false when the kernel cannot apply it (a residual of another length,
 // or a column bias: Conv's outputs have no GEMM columns to match).
-func epiOf(e *kernel.Epilogue, n int) (ep epi, ok bool) {
+func epiOf(pool machine, e *kernel.Epilogue, n int) (ep epi, ok bool) {
 	if !e.Active() {
 		return epi{}, true
 	}
 	if e.ColBias != nil || e.Residual2 != nil || e.Act != nil || e.Residual != nil && len(e.Residual) != n {
 		return epi{}, false
 	}
-	return epiClamp(e, epi{r: e.Residual}), true
+	return epiClamp(pool, e, epi{r: e.Residual}), true
 }
 
 // epiCols converts the context's epilogue for a GEMM output of n columns
@@ -62,14 +65,14 @@ func epiOf(e *kernel.Epilogue, n int) (ep epi, ok bool) {
 // which the caller must check against the output: see fitsOut), the
 // clamp and the activation; ok is false for anything else (a residual
 // before the bias).
-func epiCols(e *kernel.Epilogue, n int) (ep epi, ok bool) {
+func epiCols(pool machine, e *kernel.Epilogue, n int) (ep epi, ok bool) {
 	if !e.Active() {
 		return epi{}, true
 	}
 	if e.Residual != nil || e.ColBias != nil && len(e.ColBias) != n {
 		return epi{}, false
 	}
-	return epiClamp(e, epi{r: e.ColBias, col: e.ColBias != nil, r2: e.Residual2, act: e.Act}), true
+	return epiClamp(pool, e, epi{r: e.ColBias, col: e.ColBias != nil, r2: e.Residual2, act: e.Act}), true
 }
 
 // fitsOut reports whether ep's second residual, if any, can be applied to
@@ -81,9 +84,10 @@ func (ep *epi) fitsOut(s *mmShape, y []float32) bool {
 	return ep.r2 == nil || len(ep.r2) == len(y) && s.bUnbatched() && !overlaps(ep.r2, y)
 }
 
-// epiClamp completes ep with e's bounds.
-func epiClamp(e *kernel.Epilogue, ep epi) epi {
+// epiClamp completes ep with e's bounds and pool's instruction set.
+func epiClamp(pool machine, e *kernel.Epilogue, ep epi) epi {
 	ep.lo, ep.hi, ep.on = float32(math.Inf(-1)), float32(math.Inf(1)), true
+	ep.fast, ep.vec = pool.fast, pool.vec
 	if e.HasLo {
 		ep.lo = e.Lo
 	}
@@ -147,7 +151,7 @@ func (ep *epi) block(y []float32, ld, rows, cols int) {
 	if ep.r2 != nil {
 		_ = ep.r2[(rows-1)*ld+cols-1]
 	}
-	if fastKernels {
+	if ep.fast {
 		var r *float32
 		if ep.r != nil {
 			r = &ep.r[0]
@@ -211,7 +215,7 @@ func (ep *epi) activate(y []float32, ld, rows, cols int) {
 	}
 	for i := 0; i < rows; i++ {
 		r := y[i*ld : i*ld+cols]
-		ep.act(r, r)
+		ep.act(ep.vec, r, r)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
-	"github.com/vouchml/vouch/kernel/parallel"
 )
 
 // ExpandDW is the data of a fused expansion + depthwise layer (package
@@ -37,9 +36,10 @@ type edwSetup struct {
 	g     *geom
 	mid   int
 	masks amd64.DwMasks
-	// z: stride-2 rows run on AVX-512 (amd64.DwS2P1Z, masks mz).
-	z  bool
-	mz amd64.DwMasksZ
+	// z: stride-2 rows run on AVX-512 (amd64.DwS2P1Z, masks mz); zOK:
+	// the machine it was made for allowed that kernel.
+	z, zOK bool
+	mz     amd64.DwMasksZ
 }
 
 var edwSetups sync.Map // *ir.Node -> *edwSetup
@@ -54,8 +54,9 @@ var edwSetups sync.Map // *ir.Node -> *edwSetup
 // of rows at a time into a buffer of a few rows per channel, just before
 // the depthwise rows that read them, so the expanded tensor stays in
 // cache.
-func ExpandDepthwise(pool *parallel.Pool, a ExpandDW) bool {
-	if !fastKernels || len(a.XShape) != 4 || len(a.W1Shape) != 4 || len(a.W2Shape) != 4 || len(a.YShape) != 4 {
+func ExpandDepthwise(c *kernel.Ctx, a ExpandDW) bool {
+	pool := machineOf(c)
+	if !pool.fast || len(a.XShape) != 4 || len(a.W1Shape) != 4 || len(a.W2Shape) != 4 || len(a.YShape) != 4 {
 		return false
 	}
 	for _, e := range []*kernel.Epilogue{&a.E1, &a.E2} {
@@ -71,7 +72,7 @@ func ExpandDepthwise(pool *parallel.Pool, a ExpandDW) bool {
 		(a.B1 != nil && len(a.B1) != E) || (a.B2 != nil && len(a.B2) != E) {
 		return false
 	}
-	s := edwSetupOf(a.Attrs, [4]int{N, E, H, W}, [4]int{E, 1, 3, 3})
+	s := edwSetupOf(pool, a.Attrs, [4]int{N, E, H, W}, [4]int{E, 1, 3, 3})
 	if s == nil {
 		return false
 	}
@@ -84,7 +85,7 @@ func ExpandDepthwise(pool *parallel.Pool, a ExpandDW) bool {
 	bands := max(1, min(OH/8, w))
 	j := edwJobs.Get().(*edwJob)
 	*j = edwJob{a: &a, s: s, N: N, Cin: Cin, H: H, W: W, E: E, bands: bands,
-		ep1: epiFrom(&a.E1), lo2: float32(math.Inf(-1)), hi2: float32(math.Inf(1))}
+		ep1: epiFrom(pool, &a.E1), m: machine{fast: pool.fast, z: pool.z, vec: pool.vec, force: pool.force}, lo2: float32(math.Inf(-1)), hi2: float32(math.Inf(1))}
 	if a.E2.HasLo {
 		j.lo2 = a.E2.Lo
 	}
@@ -98,19 +99,20 @@ func ExpandDepthwise(pool *parallel.Pool, a ExpandDW) bool {
 }
 
 // epiFrom is e (a clamp, or nothing) as the GEMM's epilogue.
-func epiFrom(e *kernel.Epilogue) epi {
+func epiFrom(pool machine, e *kernel.Epilogue) epi {
 	if !e.Active() {
 		return epi{}
 	}
-	return epiClamp(e, epi{})
+	return epiClamp(pool, e, epi{})
 }
 
 // edwSetupOf returns the depthwise geometry for attrs at these shapes, or
 // nil where the direct depthwise kernels do not apply (other strides or
 // pads, rows narrower than a vector).
-func edwSetupOf(attrs *ir.Node, x, w2 [4]int) *edwSetup {
+func edwSetupOf(pool machine, attrs *ir.Node, x, w2 [4]int) *edwSetup {
+	zOK := pool.z && !pool.f().noDwZ
 	if v, ok := edwSetups.Load(attrs); ok {
-		if s := v.(*edwSetup); s.x == x && s.w2 == w2 {
+		if s := v.(*edwSetup); s.x == x && s.w2 == w2 && s.zOK == zOK {
 			return s
 		}
 	}
@@ -123,7 +125,7 @@ func edwSetupOf(attrs *ir.Node, x, w2 [4]int) *edwSetup {
 	if !ok {
 		return nil
 	}
-	s := &edwSetup{x: x, w2: w2, g: g, mid: mid, masks: masks, z: dwZOK(g)}
+	s := &edwSetup{x: x, w2: w2, g: g, mid: mid, masks: masks, z: dwZOK(pool, g), zOK: zOK}
 	if s.z {
 		s.mz = dwMasksZ(g.in[1], g.out[1])
 	}
@@ -140,6 +142,9 @@ type edwJob struct {
 	bands           int
 	ep1             epi
 	lo2, hi2        float32
+	// m is the call's machine without its pool: each unit's expansion
+	// GEMM runs on the unit's worker.
+	m machine
 }
 
 var edwJobs = sync.Pool{New: func() any { return new(edwJob) }}
@@ -186,7 +191,7 @@ func (j *edwJob) Run(lo, hi int) {
 				}
 				if n := last - (r0 + cnt); n > 0 {
 					*mb = matB{b: x[(r0+cnt)*W:], brs: H * W, bcs: 1}
-					sgemmFastB(nil, E, n*W, Cin, j.a.W1, Cin, 1, mb, j.a.B1, j.ep1, (*buf)[cnt*W:], capRows*W)
+					sgemmFastB(j.m, E, n*W, Cin, j.a.W1, Cin, 1, mb, j.a.B1, j.ep1, (*buf)[cnt*W:], capRows*W)
 					cnt += n
 				}
 			}

@@ -67,16 +67,11 @@ func fma32(a, b, c float32) float32 {
 	return vmath.FMA32(a, b, c)
 }
 
-// sgemm sets c[i*ldc+j] for i < m, j < n to the FMA chain over k of
-// A(i,kk) = a[i*ars+kk*acs] and B(kk,j) = b[kk*brs+j*bcs], on the default
-// worker pool.
-func sgemm(m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
-	sgemmP(parallel.Default(), m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
-}
-
-// sgemmP is sgemm on the given pool: the AVX2+FMA twin where enabled,
-// else the portable kernel below. Both give the same bits.
-func sgemmP(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
+// sgemmP sets c[i*ldc+j] for i < m, j < n to the FMA chain over k of
+// A(i,kk) = a[i*ars+kk*acs] and B(kk,j) = b[kk*brs+j*bcs], on pool: the
+// AVX2+FMA twin where pool allows it, else the portable kernel below.
+// Both give the same bits.
+func sgemmP(pool machine, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -86,7 +81,7 @@ func sgemmP(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []flo
 		}
 		return
 	}
-	if fastKernels {
+	if pool.fast {
 		if m < gemmMR && bcs == 1 && n >= gemvRowsMin {
 			sgemvRows(pool, m, n, k, a, ars, acs, b, brs, c, ldc)
 			return
@@ -106,12 +101,12 @@ func sgemmP(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []flo
 // outputs. The
 // packed GEMM applies it in each tile's store, the other paths in a pass
 // over each row after the product; the operations are the same.
-func sgemmEp(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int, ep epi) {
+func sgemmEp(pool machine, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int, ep epi) {
 	if !ep.on {
 		sgemmP(pool, m, n, k, a, ars, acs, b, brs, bcs, c, ldc)
 		return
 	}
-	if fastKernels && k > 0 && m >= gemmMR && n > 0 {
+	if pool.fast && k > 0 && m >= gemmMR && n > 0 {
 		mb := matBs.Get().(*matB)
 		*mb = matB{b: b, brs: brs, bcs: bcs}
 		sgemmFastB(pool, m, n, k, a, ars, acs, mb, nil, ep, c, ldc)
@@ -127,7 +122,7 @@ func sgemmEp(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []fl
 }
 
 // sgemmPortable is the portable twin: a 4x8 register block in Go.
-func sgemmPortable(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
+func sgemmPortable(pool machine, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
 	mp := (m + mr - 1) / mr
 	np := (n + nr - 1) / nr
 	ap := make([]float32, mp*mr*k)
@@ -184,10 +179,10 @@ func sgemmPortable(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, 
 	pool.Run(units, m*n*k, parallel.Func(run))
 }
 
-// parallelFor splits [0, units) into contiguous ranges over the default
-// pool's workers when the work (in multiply-adds) is worth it.
-func parallelFor(units, work int, run func(lo, hi int)) {
-	parallel.Default().Run(units, work, parallel.Func(run))
+// For splits [0, units) into contiguous ranges over the pool's workers
+// when the work (in multiply-adds) is worth it.
+func (m machine) For(units, work int, run func(lo, hi int)) {
+	m.Run(units, work, parallel.Func(run))
 }
 
 // micro runs the 4x8 register block over all of k: acc[ii*8+jj] is the
@@ -238,8 +233,8 @@ func dot32(k int, a []float32, as int, b []float32, bs int) float32 {
 
 // dgemm is sgemm for float64 with math.FMA, the same chains in the same
 // order.
-func dgemm(m, n, k int, a []float64, ars, acs int, b []float64, brs, bcs int, c []float64, ldc int) {
-	parallelFor(m, m*n*k, func(lo, hi int) {
+func dgemm(pool machine, m, n, k int, a []float64, ars, acs int, b []float64, brs, bcs int, c []float64, ldc int) {
+	pool.For(m, m*n*k, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			for j := 0; j < n; j++ {
 				var acc float64
@@ -266,7 +261,7 @@ const gemvRowsCols = 64
 // each output row's chains, parked in c between blocks of four k steps,
 // over one contiguous range of columns per worker; then NaN results are
 // canonicalised. The chains are sgemm's, so are the bits.
-func sgemvRows(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs int, c []float32, ldc int) {
+func sgemvRows(pool machine, m, n, k int, a []float32, ars, acs int, b []float32, brs int, c []float32, ldc int) {
 	j := gemvRowsJobs.Get().(*gemvRowsJob)
 	nu := (n + gemvRowsCols - 1) / gemvRowsCols
 	*j = gemvRowsJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, b: b, brs: brs, c: c, ldc: ldc, nu: nu}

@@ -5,9 +5,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
-	"github.com/vouchml/vouch/kernel/parallel"
 )
 
 // The AVX2+FMA GEMM (kernel/amd64.Sgemm6x16) is the vector twin of sgemm's
@@ -51,24 +49,6 @@ const (
 	// to share (16 MiB).
 	gemmSharedB = 1 << 22
 )
-
-// fastKernels selects the vector twins. It starts true where the CPU has
-// AVX2 and FMA.
-var fastKernels = amd64.Enabled
-
-// UsePortable forces the portable twins of every vectorised kernel of this
-// package when on is true (as on a CPU without AVX2+FMA), and restores the
-// CPU's choice when false. Both paths give the same bits; replay and twin
-// tests use it to prove that. It must not be called while kernels run.
-func UsePortable(on bool) { fastKernels = amd64.Enabled && !on }
-
-// poolOf returns the context's worker pool, or the default one.
-func poolOf(c *kernel.Ctx) *parallel.Pool {
-	if c != nil && c.Pool != nil {
-		return c.Pool
-	}
-	return parallel.Default()
-}
 
 // scratch buffers, reused across calls so that warm runs do not allocate:
 // one pool per power-of-two capacity, so that a pooled buffer always fits
@@ -158,6 +138,8 @@ type gemmJob struct {
 	phase    int
 	z        bool // the AVX-512 kernels (unitZ): row panels of gemmZMR rows, A packed row-major
 	mr       int  // rows per row panel: gemmMR, or gemmZMR when z
+	nz       int  // unitZ's 16-column panels per tile (gemmZNZ)
+	f        *forced
 }
 
 var gemmJobs = sync.Pool{New: func() any { return new(gemmJob) }}
@@ -189,7 +171,7 @@ func putBBlock(b *[gemmNC * gemmKC]float32) {
 
 var matBs = sync.Pool{New: func() any { return new(matB) }}
 
-func sgemmFast(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
+func sgemmFast(pool machine, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
 	mb := matBs.Get().(*matB)
 	*mb = matB{b: b, brs: brs, bcs: bcs}
 	sgemmFastB(pool, m, n, k, a, ars, acs, mb, nil, epi{}, c, ldc)
@@ -203,12 +185,17 @@ func sgemmFast(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []
 // then the epilogue ep, if on, to the finished tile (ep.r laid out as c,
 // or a column bias of n floats), and its activation to each row group's
 // part of a column block once all its tiles are final.
-func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src bSource, bias []float32, ep epi, c []float32, ldc int) {
+func sgemmFastB(pool machine, m, n, k int, a []float32, ars, acs int, src bSource, bias []float32, ep epi, c []float32, ldc int) {
 	j := gemmJobs.Get().(*gemmJob)
-	z := useGemmZ()
+	f := pool.f()
+	z := pool.z
+	zs := gemmZShape{gemmZMR, gemmZNZ, gemmZKC}
+	if f.gemmZ != nil {
+		zs = *f.gemmZ
+	}
 	mr := gemmMR
 	if z {
-		mr = gemmZMR
+		mr = zs.mr
 	}
 	mp := (m + mr - 1) / mr
 	npan := (n + gemmNR - 1) / gemmNR
@@ -228,20 +215,20 @@ func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src
 	// tiles would be loaded and stored for a few steps.
 	kc := gemmKC
 	if z {
-		kc = min(gemmKC, gemmZKC)
+		kc = min(gemmKC, zs.kc)
 	}
 	nkb := (k + kc - 1) / kc
 	kcb := (k + nkb - 1) / nkb
 	*j = gemmJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, src: src, c: c, ldc: ldc,
 		mp: mp, npan: npan, nblk: nblk, kcb: kcb, mchunks: mchunks, mcp: mcp, bias: bias, ep: ep,
-		z: z, mr: mr}
+		z: z, mr: mr, nz: zs.nz, f: f}
 	j.epFuse = ep.on && !overlaps(ep.r, c) && !overlaps(ep.r2, c)
 	// Row chunks of a column block would each pack its B blocks: pack
 	// them once, up front, all workers sharing the packing, where the
 	// packed B is not too large (a B matrix with contiguous rows is mostly
 	// read in place and is left as it is).
 	var bbuf *[]float32
-	if mb, ok := src.(*matB); mchunks > 1 && npan*gemmNR*k <= gemmSharedB && !(ok && mb.bcs == 1 && acs == 1 && !testPackA && !testPackB) {
+	if mb, ok := src.(*matB); mchunks > 1 && npan*gemmNR*k <= gemmSharedB && !(ok && mb.bcs == 1 && acs == 1 && !f.packA && !f.packB) {
 		bbuf = getF32(npan * gemmNR * k)
 		j.bp = *bbuf
 		j.phase = 2
@@ -250,7 +237,7 @@ func sgemmFastB(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, src
 	// A with contiguous rows is read in place (Sgemm6x16R); otherwise it
 	// is packed into panels first.
 	var abuf *[]float32
-	if acs != 1 || testPackA {
+	if acs != 1 || f.packA {
 		abuf = getF32(mp * mr * k)
 		j.ap = *abuf
 		j.phase = 0
@@ -370,7 +357,7 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 	// A B matrix with contiguous rows is read in place too
 	// (Sgemm6x16RB), all but a last partial panel, which is packed.
 	mb, _ := j.src.(*matB)
-	directB := mb != nil && mb.bcs == 1 && j.ap == nil && !testPackB
+	directB := mb != nil && mb.bcs == 1 && j.ap == nil && !j.f.packB
 	kcb := j.kcb
 	// shift: the last partial row panel runs as the last 6 rows (above).
 	shift := j.ap == nil && kcb >= k && m > gemmMR && m%gemmMR != 0 && (!j.ep.on || j.epFuse)
@@ -543,7 +530,7 @@ type gemvJob struct {
 
 var gemvJobs = sync.Pool{New: func() any { return new(gemvJob) }}
 
-func sgemvFast(pool *parallel.Pool, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
+func sgemvFast(pool machine, m, n, k int, a []float32, ars, acs int, b []float32, brs, bcs int, c []float32, ldc int) {
 	j := gemvJobs.Get().(*gemvJob)
 	nb := (n + gemmNR - 1) / gemmNR
 	*j = gemvJob{m: m, n: n, k: k, a: a, ars: ars, acs: acs, b: b, brs: brs, bcs: bcs, c: c, ldc: ldc, nb: nb}
@@ -576,11 +563,6 @@ func (j *gemvJob) Run(lo, hi int) {
 	}
 }
 
-// Test hooks: packB forces B into packed panels (no Sgemm6x16RB), packA
-// forces A into packed panels (Sgemm6x16); testAVX2 forces the AVX2
-// kernels where the AVX-512 ones could run. The bits are the same.
-var testPackB, testPackA, testAVX2 bool
-
 // overlaps reports whether r and c share memory (the residual must be
 // read before the tile that covers it is written: with a shared buffer
 // the epilogue runs as a separate pass over each finished tile).
@@ -600,7 +582,7 @@ func overlaps(r, c []float32) bool {
 // partial panel: lanes past the matrix are computed from B's zero padding
 // and neither read nor stored in C). A that is not read in place is
 // copied row-major (packAZ) and then read as a matrix.
-var (
+const (
 	// gemmZMR is the rows of a full tile (at most amd64.GemmZMax32;
 	// amd64.GemmZMax16 with gemmZNZ = 1).
 	gemmZMR = 8
@@ -610,8 +592,10 @@ var (
 	gemmZKC = gemmKC
 )
 
-// useGemmZ reports whether sgemmFastB takes the AVX-512 path.
-func useGemmZ() bool { return fastKernels && amd64.EnabledZ && !testAVX2 }
+// gemmZShape is the AVX-512 path's register blocking: mr rows by nz
+// 16-column panels, k blocks of at most kc. Benchmarks of the tile choice
+// force others (forced.gemmZ); the bits are the same.
+type gemmZShape struct{ mr, nz, kc int }
 
 // packAZ copies A's row panel p (rows p*mr ..) row-major: A(i, kk) to
 // ap[i*k+kk].
@@ -631,9 +615,6 @@ func (j *gemmJob) packAZ(p int) {
 
 // unitZ is unit on the AVX-512 kernels: the outputs of column block bj
 // and row chunk mc.
-// gemmPF turns on unitZ's prefetch of the next row group's A.
-var gemmPF = true
-
 func (j *gemmJob) unitZ(bj, mc int, bblk []float32) {
 	var ar amd64.GemmZArgs
 	k, ldc, m := j.k, j.ldc, j.m
@@ -648,8 +629,8 @@ func (j *gemmJob) unitZ(bj, mc int, bblk []float32) {
 	// B with contiguous rows is read in place (unless packed up front),
 	// all but a last partial panel, which is packed.
 	mb, _ := j.src.(*matB)
-	directB := mb != nil && mb.bcs == 1 && j.bp == nil && !testPackB
-	mr, nz := j.mr, gemmZNZ
+	directB := mb != nil && mb.bcs == 1 && j.bp == nil && !j.f.packB
+	mr, nz := j.mr, j.nz
 	mc0 := max(1, 96/mr) * mr // rows per row group
 	kcb := j.kcb
 	ar.LDA, ar.LDC = lda, ldc
@@ -730,7 +711,7 @@ func (j *gemmJob) unitZ(bj, mc int, bblk []float32) {
 					// all of k), which would otherwise come from memory
 					// on that group's first pass.
 					ar.PF = nil
-					if gemmPF && qq == 0 && kb == lda && i+mc0+mr <= i1 {
+					if !j.f.noPF && qq == 0 && kb == lda && i+mc0+mr <= i1 {
 						ar.PF = &a[(i+mc0)*lda]
 					}
 					if w == 2 {

@@ -11,7 +11,6 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
-	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -90,12 +89,12 @@ func gemvPackOf(n *ir.Node, g gemmShape, b []float32) *gemvPack {
 }
 
 // gemvPanelsOK reports whether n runs TacticGemvPanels here.
-func gemvPanelsOK(n *ir.Node, g gemmShape) bool {
-	return fastKernels && kernel.Tactic(n) == TacticGemvPanels && g.m <= gemvPanelsMax && g.n >= 1 && g.k >= 1
+func gemvPanelsOK(pool machine, n *ir.Node, g gemmShape) bool {
+	return pool.fast && kernel.Tactic(n) == TacticGemvPanels && g.m <= gemvPanelsMax && g.n >= 1 && g.k >= 1
 }
 
 // gemvPanels sets y (m x n, row stride n) to A times the packed B, canon.
-func gemvPanels(pool *parallel.Pool, g gemmShape, a []float32, p *gemvPack, y []float32) {
+func gemvPanels(pool machine, g gemmShape, a []float32, p *gemvPack, y []float32) {
 	np := (g.n + 63) / 64
 	j := gemvPanelsJobs.Get().(*gemvPanelsJob)
 	*j = gemvPanelsJob{g: g, a: a, p: p, y: y, np: np}

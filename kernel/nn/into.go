@@ -8,7 +8,6 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
-	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -170,11 +169,12 @@ func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	y := out[0].Data.([]float32)
 	// A fused layer's epilogue (kernel.Ctx.Epilogue): a column bias (the
 	// MatMul's bias Add) and a clamp, applied as each tile is stored.
-	ep, ok := epiCols(&c.Epilogue, s.n)
+	pool := machineOf(c)
+	ep, ok := epiCols(pool, &c.Epilogue, s.n)
 	if ok && ep.on && (s.n == 0 || overlaps(ep.r, y) || !ep.fitsOut(s, y)) {
 		ep, ok = epi{}, false
 	}
-	matmulF32(poolOf(c), s, a.Data.([]float32), b.Data.([]float32), y, ep)
+	matmulF32(pool, s, a.Data.([]float32), b.Data.([]float32), y, ep)
 	if ep.on && ok {
 		c.Epilogue.Applied = true
 	}
@@ -183,7 +183,7 @@ func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 
 // matmulF32 is the float32 MatMul into y, followed by the epilogue ep
 // (off, or a column bias and clamp: epiCols) on every output.
-func matmulF32(p *parallel.Pool, s *mmShape, af, bf, y []float32, ep epi) {
+func matmulF32(p machine, s *mmShape, af, bf, y []float32, ep epi) {
 	m, k, nn := s.m, s.k, s.n
 	switch {
 	case s.bUnbatched():
@@ -223,7 +223,7 @@ func intoGemm(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if ct := kernel.Input(in, 2); ct != nil {
 		cf = ct.Data.([]float32)
 	}
-	gemmF32(poolOf(c), n, g, in[0].Data.([]float32), in[1].Data.([]float32), cf, out[0].Data.([]float32))
+	gemmF32(machineOf(c), n, g, in[0].Data.([]float32), in[1].Data.([]float32), cf, out[0].Data.([]float32))
 	return nil
 }
 
@@ -281,8 +281,8 @@ func gemmGeom(n *ir.Node, as, bs []int, c *tensor.Tensor) (gemmShape, error) {
 // gemmF32 is the float32 Gemm into y: the chains, then
 // y = float32(alpha*acc) + float32(beta*C), each product rounded on its own
 // (the conversions forbid fusion); alpha == 1 skips its product.
-func gemmF32(pool *parallel.Pool, n *ir.Node, g gemmShape, af, bf, cf, y []float32) {
-	if gemvPanelsOK(n, g) {
+func gemmF32(pool machine, n *ir.Node, g gemmShape, af, bf, cf, y []float32) {
+	if gemvPanelsOK(pool, n, g) {
 		gemvPanels(pool, g, af, gemvPackOf(n, g, bf), y)
 	} else {
 		sgemmP(pool, g.m, g.n, g.k, af, g.ars, g.acs, bf, g.brs, g.bcs, y, g.n)
@@ -340,8 +340,9 @@ func intoConv(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	}
 	// A fused layer's epilogue (kernel.Ctx.Epilogue) is applied here when
 	// it fits the output; otherwise the fused layer runs its passes.
-	ep, ok := epiOf(&c.Epilogue, out[0].Len())
-	convF32(poolOf(c), s, x.Data.([]float32), w.Data.([]float32), bf, out[0].Data.([]float32), ep)
+	pool := machineOf(c)
+	ep, ok := epiOf(pool, &c.Epilogue, out[0].Len())
+	convF32(pool, s, x.Data.([]float32), w.Data.([]float32), bf, out[0].Data.([]float32), ep)
 	if ep.on && ok {
 		c.Epilogue.Applied = true
 	}
@@ -399,7 +400,7 @@ func intoMaxPool(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 		return fmt.Errorf("nn: MaxPool: preallocated output has %d elements, want %d", out[0].Len(), NC*prod(g.out))
 	}
 	if !wantIdx && maxPool2DOK(g) {
-		maxPool2D(poolOf(c), g, NC, x.Data.([]float32), out[0].Data.([]float32))
+		maxPool2D(machineOf(c), g, NC, x.Data.([]float32), out[0].Data.([]float32))
 		return nil
 	}
 	var idx []int64

@@ -87,7 +87,7 @@ func runMatMul(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor
 		bd := b.Data.([]float64)
 		out := make([]float64, prod(s.out))
 		for t := range ai {
-			dgemm(m, nn, k, ad[ai[t]*m*k:], k, 1, bd[bi[t]*k*nn:], nn, 1, out[t*m*nn:], nn)
+			dgemm(machineOf(c), m, nn, k, ad[ai[t]*m*k:], k, 1, bd[bi[t]*k*nn:], nn, 1, out[t*m*nn:], nn)
 		}
 		return []*tensor.Tensor{tensor.From(out, s.out...)}, nil
 	case []int32:
@@ -106,7 +106,7 @@ func runMatMul(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor
 	bf, _, _ := floatIn(b, "MatMul B")
 	out := make([]float32, prod(s.out))
 	s.ai, s.bi = ai, bi
-	matmulF32(poolOf(c), s, af, bf, out, epi{})
+	matmulF32(machineOf(c), s, af, bf, out, epi{})
 	return []*tensor.Tensor{f32As(a.DType, s.out, out)}, nil
 }
 
@@ -230,7 +230,7 @@ func runGemm(ctx *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor
 	switch ad := a.Data.(type) {
 	case []float64:
 		y := make([]float64, m*nn)
-		dgemm(m, nn, k, ad, ars, acs, b.Data.([]float64), brs, bcs, y, nn)
+		dgemm(machineOf(ctx), m, nn, k, ad, ars, acs, b.Data.([]float64), brs, bcs, y, nn)
 		al, be := float64(alpha), float64(beta)
 		for i := range y {
 			y[i] = float64(al * y[i])
@@ -262,7 +262,7 @@ func runGemm(ctx *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor
 		return nil, err
 	}
 	y := make([]float32, m*nn)
-	gemmF32(poolOf(ctx), n, g, af, bf, cf, y)
+	gemmF32(machineOf(ctx), n, g, af, bf, cf, y)
 	return []*tensor.Tensor{f32As(a.DType, out, y)}, nil
 }
 

@@ -276,7 +276,7 @@ func instanceNorm[F kernel.Float](x, scale, bias []F, C, S int, eps F) []F {
 // biased variance; inv = 1/sqrt(var+eps); y = float(float((x-mean)*inv) *
 // scale) + B. Mean and InvStdDev are returned with the normalized dims
 // kept as 1.
-func runLayerNorm(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runLayerNorm(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if err := need(in, 2, "LayerNormalization"); err != nil {
 		return nil, err
 	}
@@ -312,7 +312,7 @@ func runLayerNorm(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Ten
 		}
 		R := len(xv) / max(D, 1)
 		y, mean, inv := make([]float32, len(xv)), make([]float32, R), make([]float32, R)
-		layerNorm32(xv, p[0], p[1], idx[0], idx[1], D, eps, y, mean, inv)
+		layerNorm32(c.Vec(), xv, p[0], p[1], idx[0], idx[1], D, eps, y, mean, inv)
 		return [][]float32{y, mean, inv}, nil
 	}, func(xv []float64) ([][]float64, error) {
 		p, err := params64([]*tensor.Tensor{in[1], kernel.Input(in, 2)}, "LayerNormalization parameters")
@@ -384,7 +384,7 @@ func inferLayerNorm(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 // inv = 1/sqrt(v+eps), y = float32(float32((x-m)*inv) * scale) + bias.
 // si and bi map a normalized index to scale's and bias's; nil is the
 // identity.
-func layerNorm32(x, scale, bias []float32, si, bi []int, D int, eps float32, y, mean, inv []float32) {
+func layerNorm32(vec vmath.Vec, x, scale, bias []float32, si, bi []int, D int, eps float32, y, mean, inv []float32) {
 	R := len(x) / max(D, 1)
 	// The row statistics run 8 rows at a time through vmath's row
 	// reductions (the same sequential chains, vectorised across rows).
@@ -392,11 +392,11 @@ func layerNorm32(x, scale, bias []float32, si, bi []int, D int, eps float32, y, 
 	for r0 := 0; r0 < R; r0 += 8 {
 		k := min(8, R-r0)
 		xs := x[r0*D : (r0+k)*D]
-		vmath.SumRows32(sums[:k], xs, D)
+		vec.SumRows32(sums[:k], xs, D)
 		for l := range k {
 			ms[l] = sums[l] / float32(D)
 		}
-		vmath.SqDevRows32(qs[:k], xs, D, ms[:k])
+		vec.SqDevRows32(qs[:k], xs, D, ms[:k])
 		for l := range k {
 			r := r0 + l
 			m := ms[l]
@@ -404,7 +404,7 @@ func layerNorm32(x, scale, bias []float32, si, bi []int, D int, eps float32, y, 
 			if mean != nil {
 				mean[r], inv[r] = canonNaN(m), canonNaN(iv)
 			}
-			layerNormRow(x[r*D:(r+1)*D], scale, bias, si, bi, m, iv, y[r*D:(r+1)*D])
+			layerNormRow(vec, x[r*D:(r+1)*D], scale, bias, si, bi, m, iv, y[r*D:(r+1)*D])
 		}
 	}
 }
@@ -414,9 +414,9 @@ func layerNorm32(x, scale, bias []float32, si, bi []int, D int, eps float32, y, 
 // fixed by Go or by the hardware's operand order, so NaN results are
 // written as the canonical NaN, as the dot-product kernels do
 // (vmath.NormAffine32 does so itself).
-func layerNormRow(row, scale, bias []float32, si, bi []int, m, iv float32, yr []float32) {
+func layerNormRow(vec vmath.Vec, row, scale, bias []float32, si, bi []int, m, iv float32, yr []float32) {
 	if si == nil && (bias == nil || bi == nil) {
-		vmath.NormAffine32(yr, row, m, iv, scale, bias)
+		vec.NormAffine32(yr, row, m, iv, scale, bias)
 		return
 	}
 	for j, v := range row {
@@ -475,6 +475,6 @@ func intoLayerNorm(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if b != nil {
 		bf = b.Data.([]float32)
 	}
-	layerNorm32(x.Data.([]float32), sc.Data.([]float32), bf, nil, nil, D, n.Float("epsilon", 1e-5), out[0].Data.([]float32), mean, inv)
+	layerNorm32(c.Vec(), x.Data.([]float32), sc.Data.([]float32), bf, nil, nil, D, n.Float("epsilon", 1e-5), out[0].Data.([]float32), mean, inv)
 	return nil
 }

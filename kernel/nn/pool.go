@@ -207,7 +207,7 @@ func runMaxPool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tenso
 	wantIdx := len(n.Outputs) > 1 && n.Outputs[1] != ""
 	if xf, ok := x.Data.([]float32); ok && !wantIdx && maxPool2DOK(g) {
 		y := make([]float32, NC*P)
-		maxPool2D(poolOf(c), g, NC, xf, y)
+		maxPool2D(machineOf(c), g, NC, xf, y)
 		return []*tensor.Tensor{tensor.From(y, out...)}, nil
 	}
 	idx := make([]int64, NC*P)

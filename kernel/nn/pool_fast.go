@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/vouchml/vouch/kernel/amd64"
-	"github.com/vouchml/vouch/kernel/parallel"
 )
 
 // Two-dimensional float32 MaxPool without indices, separably, with
@@ -41,14 +40,15 @@ func maxPool2DOK(g *geom) bool {
 type maxPoolJob struct {
 	g    *geom
 	x, y []float32
+	fast bool // the vector row kernels
 }
 
 var maxPoolJobs = sync.Pool{New: func() any { return new(maxPoolJob) }}
 
 // maxPool2D computes the float32 MaxPool of NC planes into y.
-func maxPool2D(pool *parallel.Pool, g *geom, NC int, x, y []float32) {
+func maxPool2D(pool machine, g *geom, NC int, x, y []float32) {
 	j := maxPoolJobs.Get().(*maxPoolJob)
-	*j = maxPoolJob{g: g, x: x, y: y}
+	*j = maxPoolJob{g: g, x: x, y: y, fast: pool.fast}
 	pool.Run(NC, NC*prod(g.in)*(g.k[0]+g.k[1]), j)
 	*j = maxPoolJob{}
 	maxPoolJobs.Put(j)
@@ -56,7 +56,7 @@ func maxPool2D(pool *parallel.Pool, g *geom, NC int, x, y []float32) {
 
 func (j *maxPoolJob) Run(lo, hi int) {
 	g := j.g
-	if a, n, ok := maxPoolK3S2OK(g); ok {
+	if a, n, ok := maxPoolK3S2OK(j.fast, g); ok {
 		for c := lo; c < hi; c++ {
 			maxPoolK3S2Plane(g, a, n, j.x[c*prod(g.in):(c+1)*prod(g.in)], j.y[c*prod(g.out):(c+1)*prod(g.out)])
 		}
@@ -78,7 +78,7 @@ func (j *maxPoolJob) Run(lo, hi int) {
 		xc := j.x[c*H*W : (c+1)*H*W]
 		for iy := 0; iy < H; iy++ {
 			copy(row[pl:pl+W], xc[iy*W:(iy+1)*W])
-			maxRow(row, kw, sw, hm[iy*OWr:(iy+1)*OWr])
+			maxRow(j.fast, row, kw, sw, hm[iy*OWr:(iy+1)*OWr])
 		}
 		yc := j.y[c*OH*OW : (c+1)*OH*OW]
 		for oy := 0; oy < OH; oy++ {
@@ -95,7 +95,7 @@ func (j *maxPoolJob) Run(lo, hi int) {
 					first = false
 					continue
 				}
-				maxInto(yr, src)
+				maxInto(j.fast, yr, src)
 			}
 			if first {
 				for i := range yr {
@@ -104,7 +104,7 @@ func (j *maxPoolJob) Run(lo, hi int) {
 				continue
 			}
 			iy0 := max(oy*g.stride[0]-g.padB[0], 0)
-			nanFirst(g, xc[iy0*W:(iy0+1)*W], yr)
+			nanFirst(j.fast, g, xc[iy0*W:(iy0+1)*W], yr)
 		}
 	}
 	putF32(hbuf)
@@ -115,8 +115,8 @@ func (j *maxPoolJob) Run(lo, hi int) {
 // is the first largest non-NaN of xp[ox*sw .. ox*sw+kw-1] (from -inf, with
 // "if v > best"). len(h) is a multiple of 8 and xp is long enough for the
 // vector kernels' reads.
-func maxRow(xp []float32, kw, sw int, h []float32) {
-	if fastKernels && (sw == 1 || sw == 2) {
+func maxRow(fast bool, xp []float32, kw, sw int, h []float32) {
+	if fast && (sw == 1 || sw == 2) {
 		if sw == 1 {
 			amd64.MaxRowS1(&xp[0], kw, &h[0], len(h))
 		} else {
@@ -136,10 +136,10 @@ func maxRow(xp []float32, kw, sw int, h []float32) {
 }
 
 // maxInto sets d[i] = s[i] when s[i] > d[i].
-func maxInto(d, s []float32) {
+func maxInto(fast bool, d, s []float32) {
 	s = s[:len(d)]
 	i := 0
-	if fastKernels {
+	if fast {
 		if n := len(d) &^ 7; n > 0 {
 			amd64.MaxInto(&d[0], &s[0], n)
 			i = n
@@ -154,7 +154,7 @@ func maxInto(d, s []float32) {
 
 // nanFirst sets y[ox] to the first tap of window column ox in row xr (the
 // window's first tap) where that tap is a NaN.
-func nanFirst(g *geom, xr, y []float32) {
+func nanFirst(fast bool, g *geom, xr, y []float32) {
 	W, OW, sw, pl := len(xr), len(y), g.stride[1], g.padB[1]
 	// Columns whose first tap is ox*sw-pl >= 0 and inside the row: [lo, hi).
 	lo := min((pl+sw-1)/sw, OW)
@@ -168,7 +168,7 @@ func nanFirst(g *geom, xr, y []float32) {
 		}
 	}
 	ox := lo
-	if fastKernels && (sw == 1 || sw == 2) {
+	if fast && (sw == 1 || sw == 2) {
 		n := (hi - lo) &^ 7
 		// NaNFirstS2 reads 2n floats from the first tap.
 		for sw == 2 && n > 0 && lo*sw-pl+2*n > W {
@@ -194,9 +194,9 @@ func nanFirst(g *geom, xr, y []float32) {
 // stride 2 with a left pad of 0 or 1, so that amd64.MaxPoolK3S2 computes
 // the outputs [a, a+n) of each row, whose taps all lie inside the row, n
 // >= 8 of them (and, with a left pad of 1, output 0 too).
-func maxPoolK3S2OK(g *geom) (a, n int, ok bool) {
+func maxPoolK3S2OK(fast bool, g *geom) (a, n int, ok bool) {
 	W, OW, pl := g.in[1], g.out[1], g.padB[1]
-	if !fastKernels || g.k[1] != 3 || g.stride[1] != 2 || pl > 1 || W+pl < 3 {
+	if !fast || g.k[1] != 3 || g.stride[1] != 2 || pl > 1 || W+pl < 3 {
 		return 0, 0, false
 	}
 	// Output ox reads columns 2ox-pl .. 2ox-pl+2.

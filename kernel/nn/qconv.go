@@ -68,8 +68,8 @@ func pick[T any](v []T, i int) T {
 }
 
 // igemm32 is an exact int32 GEMM on strided views (see sgemm).
-func igemm32(m, n, k int, a []int32, ars, acs int, b []int32, brs, bcs int, c []int32, ldc int) {
-	parallelFor(m, m*n*k, func(lo, hi int) {
+func igemm32(pool machine, m, n, k int, a []int32, ars, acs int, b []int32, brs, bcs int, c []int32, ldc int) {
+	pool.For(m, m*n*k, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := c[i*ldc : i*ldc+n]
 			clear(row)
@@ -88,7 +88,7 @@ func igemm32(m, n, k int, a []int32, ars, acs int, b []int32, brs, bcs int, c []
 
 // convInt computes the int32 convolution of x and w (zero points already
 // subtracted), padding reading zero (that is, the zero point).
-func convInt(n *ir.Node, x, w *tensor.Tensor, xzp, wzp *tensor.Tensor) (*convSetup, []int32, error) {
+func convInt(pool machine, n *ir.Node, x, w *tensor.Tensor, xzp, wzp *tensor.Tensor) (*convSetup, []int32, error) {
 	s, err := setupConv(n, x.Shape, w.Shape)
 	if err != nil {
 		return nil, nil, err
@@ -115,14 +115,14 @@ func convInt(n *ir.Node, x, w *tensor.Tensor, xzp, wzp *tensor.Tensor) (*convSet
 	if err != nil {
 		return nil, nil, err
 	}
-	return s, convGEMM(s, xi, wi, false, igemm32), nil
+	return s, convGEMM(pool, s, xi, wi, false, igemm32), nil
 }
 
-func runConvInteger(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runConvInteger(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if err := need(in, 2, "ConvInteger"); err != nil {
 		return nil, err
 	}
-	s, y, err := convInt(n, in[0], in[1], kernel.Input(in, 2), kernel.Input(in, 3))
+	s, y, err := convInt(machineOf(c), n, in[0], in[1], kernel.Input(in, 2), kernel.Input(in, 3))
 	if err != nil {
 		return nil, err
 	}
@@ -172,11 +172,11 @@ func multipliers(as, bs, ys *tensor.Tensor, want int) ([]float32, error) {
 	return m, nil
 }
 
-func runQLinearConv(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runQLinearConv(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if err := need(in, 8, "QLinearConv"); err != nil {
 		return nil, err
 	}
-	s, y, err := convInt(n, in[0], in[3], in[2], in[5])
+	s, y, err := convInt(machineOf(c), n, in[0], in[3], in[2], in[5])
 	if err != nil {
 		return nil, err
 	}

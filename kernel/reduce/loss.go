@@ -176,10 +176,10 @@ func runSCE(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, e
 	var out *tensor.Tensor
 	switch d := x.Data.(type) {
 	case []float32:
-		softmaxFloat(logSoftmaxKind, d, lp.Data.([]float32), g, f32)
+		softmaxFloat(c.Vec(), logSoftmaxKind, d, lp.Data.([]float32), g, f32)
 		out, err = nllTensor(a, lp, weight, shape)
 	case []float64:
-		softmaxFloat(logSoftmaxKind, d, lp.Data.([]float64), g, f64)
+		softmaxFloat(c.Vec(), logSoftmaxKind, d, lp.Data.([]float64), g, f64)
 		out, err = nllTensor(a, lp, weight, shape)
 	default: // float16, bfloat16: in float32, each output rounded once
 		x32, err := floats32(x)
@@ -187,7 +187,7 @@ func runSCE(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, e
 			return nil, err
 		}
 		y32 := make([]float32, len(x32))
-		softmaxFloat(logSoftmaxKind, x32, y32, g, f32)
+		softmaxFloat(c.Vec(), logSoftmaxKind, x32, y32, g, f32)
 		var w32 []float32
 		if weight != nil {
 			if w32, err = floats32(weight); err != nil {

@@ -76,15 +76,15 @@ func runSoftmax(k smKind) kernel.RunFunc {
 		out := tensor.New(x.DType, x.Shape...)
 		switch d := x.Data.(type) {
 		case []float32:
-			softmaxFloat(k, d, out.Data.([]float32), g, f32)
+			softmaxFloat(c.Vec(), k, d, out.Data.([]float32), g, f32)
 		case []float64:
-			softmaxFloat(k, d, out.Data.([]float64), g, f64)
+			softmaxFloat(c.Vec(), k, d, out.Data.([]float64), g, f64)
 		case []tensor.Half:
 			xs, ys := make([]float32, len(d)), make([]float32, len(d))
 			for i, v := range d {
 				xs[i] = v.Float32()
 			}
-			softmaxFloat(k, xs, ys, g, f32)
+			softmaxFloat(c.Vec(), k, xs, ys, g, f32)
 			o := out.Data.([]tensor.Half)
 			for i, v := range ys {
 				o[i] = tensor.ToHalf(v)
@@ -94,7 +94,7 @@ func runSoftmax(k smKind) kernel.RunFunc {
 			for i, v := range d {
 				xs[i] = v.Float32()
 			}
-			softmaxFloat(k, xs, ys, g, f32)
+			softmaxFloat(c.Vec(), k, xs, ys, g, f32)
 			o := out.Data.([]tensor.BHalf)
 			for i, v := range ys {
 				o[i] = tensor.ToBHalf(v)
@@ -110,17 +110,17 @@ type geom struct{ outer, size, inner int }
 
 // softmaxFloat normalises x into y over every line of g.size elements.
 // float32 lines over the last axis take softmaxLine32 (the same bits).
-func softmaxFloat[T kernel.Float](k smKind, x, y []T, g geom, m floatMath[T]) {
+func softmaxFloat[T kernel.Float](v vmath.Vec, k smKind, x, y []T, g geom, m floatMath[T]) {
 	if x32, ok := any(x).([]float32); ok && g.inner == 1 && k != hardmaxKind {
 		y32 := any(y).([]float32)
 		o := 0
 		if k == softmaxKind {
 			for ; o+4 <= g.outer; o += 4 {
-				softmax4Lines32(x32[o*g.size:(o+4)*g.size], y32[o*g.size:(o+4)*g.size], g.size)
+				softmax4Lines32(v, x32[o*g.size:(o+4)*g.size], y32[o*g.size:(o+4)*g.size], g.size)
 			}
 		}
 		for ; o < g.outer; o++ {
-			softmaxLine32(k, x32[o*g.size:(o+1)*g.size], y32[o*g.size:(o+1)*g.size])
+			softmaxLine32(v, k, x32[o*g.size:(o+1)*g.size], y32[o*g.size:(o+1)*g.size])
 		}
 		return
 	}
@@ -176,18 +176,18 @@ func softmaxLine[T kernel.Float](k smKind, x, y []T, base, size, stride int, m f
 // line's operations, in its order, exactly as softmaxLine32 does them;
 // only the four sequential sums run side by side, so that they overlap
 // instead of each waiting on its own additions.
-func softmax4Lines32(x, y []float32, size int) {
+func softmax4Lines32(v vmath.Vec, x, y []float32, size int) {
 	if size == 0 {
 		return
 	}
 	x, y = x[:4*size], y[:4*size]
 	for l := 0; l < 4; l++ {
 		xl, yl := x[l*size:(l+1)*size], y[l*size:(l+1)*size]
-		mx := vmath.MaxFirstNaN32(xl)
+		mx := v.MaxFirstNaN32(xl)
 		for i, v := range xl {
 			yl[i] = v - mx
 		}
-		vmath.Exp32s(yl, yl)
+		v.Exp32s(yl, yl)
 	}
 	y0, y1, y2, y3 := y[:size], y[size:2*size], y[2*size:3*size], y[3*size:4*size]
 	var s0, s1, s2, s3 float32
@@ -197,10 +197,10 @@ func softmax4Lines32(x, y []float32, size int) {
 		s2 += y2[i]
 		s3 += y3[i]
 	}
-	vmath.DivScalar32s(y0, y0, s0)
-	vmath.DivScalar32s(y1, y1, s1)
-	vmath.DivScalar32s(y2, y2, s2)
-	vmath.DivScalar32s(y3, y3, s3)
+	v.DivScalar32s(y0, y0, s0)
+	v.DivScalar32s(y1, y1, s1)
+	v.DivScalar32s(y2, y2, s2)
+	v.DivScalar32s(y3, y3, s3)
 }
 
 // lineChunk is how many exponentials softmaxLine32 computes per call of
@@ -213,23 +213,23 @@ const lineChunk = 64
 // maximum (vmath.MaxFirstNaN32), e = Exp32(x - max) for every element, the
 // sum accumulated sequentially in index order, then the same division or
 // subtraction per element. y may be x.
-func softmaxLine32(k smKind, x, y []float32) {
+func softmaxLine32(v vmath.Vec, k smKind, x, y []float32) {
 	size := len(x)
 	if size == 0 {
 		return
 	}
 	y = y[:size]
-	mx := vmath.MaxFirstNaN32(x)
+	mx := v.MaxFirstNaN32(x)
 	var sum float32
 	if k == softmaxKind {
 		for i, v := range x {
 			y[i] = v - mx
 		}
-		vmath.Exp32s(y, y)
+		v.Exp32s(y, y)
 		for _, e := range y {
 			sum += e
 		}
-		vmath.DivScalar32s(y, y, sum)
+		v.DivScalar32s(y, y, sum)
 		return
 	}
 	var buf [lineChunk]float32
@@ -238,7 +238,7 @@ func softmaxLine32(k smKind, x, y []float32) {
 		for i := range b {
 			b[i] = x[c+i] - mx
 		}
-		vmath.Exp32s(b, b)
+		v.Exp32s(b, b)
 		for _, e := range b {
 			sum += e
 		}

@@ -5,18 +5,19 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/vouchml/vouch/kernel/vmath"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/kerneltest"
 )
 
 // TestSoftmax4LinesTwin: softmax4Lines32 (four lines' sums side by side)
 // gives softmaxLine32's bits line by line, on the vector and portable
 // paths, in place and not, with NaN, ±Inf and ±0 in the lines.
 func TestSoftmax4LinesTwin(t *testing.T) {
-	defer vmath.UsePortable(false)
+	t.Parallel()
 	r := rand.New(rand.NewPCG(4, 4))
 	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), 1e30, -1e30}
-	for _, portable := range []bool{false, true} {
-		vmath.UsePortable(portable)
+	for _, l := range kerneltest.Levels() {
+		v, portable := (&kernel.Ctx{ISA: l}).Vec(), l
 		for _, size := range []int{1, 3, 8, 13, 64, 65} {
 			for trial := 0; trial < 20; trial++ {
 				x := make([]float32, 4*size)
@@ -28,19 +29,19 @@ func TestSoftmax4LinesTwin(t *testing.T) {
 				}
 				want := make([]float32, len(x))
 				for l := 0; l < 4; l++ {
-					softmaxLine32(softmaxKind, x[l*size:(l+1)*size], want[l*size:(l+1)*size])
+					softmaxLine32(v, softmaxKind, x[l*size:(l+1)*size], want[l*size:(l+1)*size])
 				}
 				got := make([]float32, len(x))
-				softmax4Lines32(x, got, size)
+				softmax4Lines32(v, x, got, size)
 				inPlace := append([]float32{}, x...)
-				softmax4Lines32(inPlace, inPlace, size)
+				softmax4Lines32(v, inPlace, inPlace, size)
 				for i := range want {
 					w := math.Float32bits(want[i])
 					if g := math.Float32bits(got[i]); g != w {
-						t.Fatalf("portable %v size %d: y[%d] = %#x, want %#x", portable, size, i, g, w)
+						t.Fatalf("%v size %d: y[%d] = %#x, want %#x", portable, size, i, g, w)
 					}
 					if g := math.Float32bits(inPlace[i]); g != w {
-						t.Fatalf("portable %v size %d in place: y[%d] = %#x, want %#x", portable, size, i, g, w)
+						t.Fatalf("%v size %d in place: y[%d] = %#x, want %#x", portable, size, i, g, w)
 					}
 				}
 			}

@@ -5,14 +5,15 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/vouchml/vouch/kernel/vmath"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/kerneltest"
 )
 
 // TestSoftmaxLine32Twin checks the float32 last-axis line (vmath.Exp32s, on
 // the vector and on the portable path, also in place) against the generic
 // softmaxLine with the scalar vmath.Exp32: the same bits.
 func TestSoftmaxLine32Twin(t *testing.T) {
-	defer vmath.UsePortable(false)
+	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 6))
 	sizes := []int{}
 	for n := 0; n <= 70; n++ {
@@ -38,15 +39,15 @@ func TestSoftmaxLine32Twin(t *testing.T) {
 			for _, k := range []smKind{softmaxKind, logSoftmaxKind} {
 				want := make([]float32, size)
 				softmaxLine(k, x, want, 0, size, 1, f32)
-				for _, portable := range []bool{false, true} {
-					vmath.UsePortable(portable)
+				for _, l := range kerneltest.Levels() {
+					v, portable := (&kernel.Ctx{ISA: l}).Vec(), l
 					got := make([]float32, size)
-					softmaxLine32(k, x, got)
+					softmaxLine32(v, k, x, got)
 					in := append([]float32(nil), x...)
-					softmaxLine32(k, in, in)
+					softmaxLine32(v, k, in, in)
 					for i := range want {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Float32bits(in[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("kind %d size %d portable %v at %d: %g (in place %g), want %g", k, size, portable, i, got[i], in[i], want[i])
+							t.Fatalf("kind %d size %d %v at %d: %g (in place %g), want %g", k, size, portable, i, got[i], in[i], want[i])
 						}
 					}
 				}

@@ -15,11 +15,11 @@ import "github.com/vouchml/vouch/kernel/vmath/internal/vecasm"
 // SumRows32 sets sum[r], for r < len(sum), to the sequential sum of row r:
 //
 //	var s float32; for _, v := range x[r*D:(r+1)*D] { s += v }
-func SumRows32(sum, x []float32, D int) {
+func (v Vec) SumRows32(sum, x []float32, D int) {
 	R := len(sum)
 	_ = x[:R*D]
 	r := 0
-	if n := D &^ 7; fast && n > 0 {
+	if n := D &^ 7; v.fast && n > 0 {
 		for ; r+8 <= R; r += 8 {
 			var s [8]float32
 			vecasm.SumRows8(&x[r*D], D, n, &s)
@@ -45,12 +45,12 @@ func SumRows32(sum, x []float32, D int) {
 // deviations of row r from mean[r]:
 //
 //	var s float32; for _, v := range row { s = FMA32(v-m, v-m, s) }
-func SqDevRows32(q, x []float32, D int, mean []float32) {
+func (v Vec) SqDevRows32(q, x []float32, D int, mean []float32) {
 	R := len(q)
 	_ = x[:R*D]
 	_ = mean[:R]
 	r := 0
-	if n := D &^ 7; fast && n > 0 {
+	if n := D &^ 7; v.fast && n > 0 {
 		for ; r+8 <= R; r += 8 {
 			var m, s [8]float32
 			copy(m[:], mean[r:r+8])
@@ -81,14 +81,14 @@ var canonicalNaN = math.Float32frombits(0x7fc00000)
 // every j of x, or without the addition when bs is nil; NaN results are the
 // canonical NaN. sc (and bs) must be at least as long as x; y must be x or
 // not overlap it.
-func NormAffine32(y, x []float32, m, iv float32, sc, bs []float32) {
+func (v Vec) NormAffine32(y, x []float32, m, iv float32, sc, bs []float32) {
 	n := len(x)
 	y, sc = y[:n], sc[:n]
 	if bs != nil {
 		bs = bs[:n]
 	}
 	j := 0
-	if fast {
+	if v.fast {
 		j = n &^ 7
 		if j > 0 {
 			var bp *float32

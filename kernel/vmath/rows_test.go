@@ -36,7 +36,6 @@ func TestRowsTwin(t *testing.T) {
 	if !vecasm.Enabled {
 		t.Skip("no AVX2+FMA: only the portable path exists")
 	}
-	defer UsePortable(false)
 	r := rand.New(rand.NewPCG(3, 4))
 	for it := 0; it < 400; it++ {
 		R, D := r.IntN(20), r.IntN(70)
@@ -46,25 +45,23 @@ func TestRowsTwin(t *testing.T) {
 		special := it%3 == 0
 		x := rowsInput(r, R*D+r.IntN(9), special)
 		sc, bs := rowsInput(r, D, special), rowsInput(r, D, special)
-		run := func() (sum, mean, q, y, y2 []float32) {
+		run := func(v Vec) (sum, mean, q, y, y2 []float32) {
 			sum, mean, q = make([]float32, R), make([]float32, R), make([]float32, R)
-			SumRows32(sum, x, D)
+			v.SumRows32(sum, x, D)
 			for i := range mean {
 				mean[i] = sum[i] / float32(D)
 			}
-			SqDevRows32(q, x, D, mean)
+			v.SqDevRows32(q, x, D, mean)
 			y, y2 = make([]float32, R*D), make([]float32, R*D)
 			for i := 0; i < R; i++ {
 				iv := 1 / float32(math.Sqrt(float64(q[i]/float32(D)+1e-5)))
-				NormAffine32(y[i*D:(i+1)*D], x[i*D:(i+1)*D], mean[i], iv, sc, bs)
-				NormAffine32(y2[i*D:(i+1)*D], x[i*D:(i+1)*D], mean[i], iv, sc, nil)
+				v.NormAffine32(y[i*D:(i+1)*D], x[i*D:(i+1)*D], mean[i], iv, sc, bs)
+				v.NormAffine32(y2[i*D:(i+1)*D], x[i*D:(i+1)*D], mean[i], iv, sc, nil)
 			}
 			return
 		}
-		UsePortable(true)
-		s0, m0, q0, y0, z0 := run()
-		UsePortable(false)
-		s1, m1, q1, y1, z1 := run()
+		s0, m0, q0, y0, z0 := run(Vec{})
+		s1, m1, q1, y1, z1 := run(Vector(true))
 		sameBits(t, "SumRows32", s1, s0)
 		sameBits(t, "mean", m1, m0)
 		sameBits(t, "SqDevRows32", q1, q0)
@@ -75,17 +72,16 @@ func TestRowsTwin(t *testing.T) {
 
 // TestRowsPortable checks the portable twins against the plain loops.
 func TestRowsPortable(t *testing.T) {
-	defer UsePortable(false)
-	UsePortable(true)
+	var v Vec
 	r := rand.New(rand.NewPCG(5, 6))
 	R, D := 5, 13
 	x := rowsInput(r, R*D, false)
 	sum, q, mean := make([]float32, R), make([]float32, R), make([]float32, R)
-	SumRows32(sum, x, D)
+	v.SumRows32(sum, x, D)
 	for i := range mean {
 		mean[i] = float32(i) / 3
 	}
-	SqDevRows32(q, x, D, mean)
+	v.SqDevRows32(q, x, D, mean)
 	for i := 0; i < R; i++ {
 		var s, v float32
 		for _, e := range x[i*D : (i+1)*D] {
@@ -109,14 +105,16 @@ func BenchmarkRows(b *testing.B) {
 		if p {
 			name = "portable"
 		}
+		v := Vector(true)
+		if p {
+			v = Vec{}
+		}
 		b.Run(name, func(b *testing.B) {
-			UsePortable(p)
-			defer UsePortable(false)
 			for b.Loop() {
-				SumRows32(sum, x, D)
-				SqDevRows32(q, x, D, sum)
+				v.SumRows32(sum, x, D)
+				v.SqDevRows32(q, x, D, sum)
 				for i := 0; i < R; i++ {
-					NormAffine32(y[i*D:(i+1)*D], x[i*D:(i+1)*D], sum[i], q[i], sc, bs)
+					v.NormAffine32(y[i*D:(i+1)*D], x[i*D:(i+1)*D], sum[i], q[i], sc, bs)
 				}
 			}
 		})

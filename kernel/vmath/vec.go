@@ -8,24 +8,31 @@ import (
 )
 
 // The slice forms below (Exp32s, Sigmoid32s, Tanh32s, Erf32s, GeluErf32s,
-// GeluTanh32s) set dst[i] = f(src[i]) for every i of src. On an AVX2+FMA
-// CPU they run the vector twins in package vecasm, which perform f's float32
-// operations lane by lane in the same order and so give the same bits as
-// the scalar loop, their portable twin (used elsewhere, or when
-// UsePortable(true) forces it). dst must be at least as long as src, and
-// dst and src must be the same slice or not overlap.
+// GeluTanh32s, and the arithmetic ones) are methods of Vec, the choice of
+// implementation: set dst[i] = f(src[i]) for every i of src. Vector(...)
+// runs the vector twins in package vecasm where the CPU has AVX2+FMA; they
+// perform f's float32 operations lane by lane in the same order and so give
+// the same bits as the scalar loop of the zero Vec, their portable twin.
+// dst must be at least as long as src, and dst and src must be the same
+// slice or not overlap.
 
-// fast selects the vector twins; UsePortable overrides it. wide selects
-// the 16-lane (AVX-512F) form of those that have one (the same bits).
-var (
-	fast = vecasm.Enabled
-	wide = vecasm.Enabled512
-)
+// Vec chooses how the slice functions run. The zero value runs the
+// portable (scalar) twins; Vector returns the vector ones. A Vec is a plain
+// value: the caller (kernel.Ctx.Vec) decides, no package state does.
+type Vec struct {
+	fast bool // the AVX2+FMA twins
+	wide bool // the 16-lane (AVX-512F) form of those that have one (the same bits)
+}
 
-// UsePortable forces the portable (scalar) twins of the slice functions
-// when on, as on a CPU without AVX2+FMA, and restores the CPU's choice when
-// off. Both give the same bits. It must not be called while kernels run.
-func UsePortable(on bool) { fast = vecasm.Enabled && !on }
+// Vector returns the Vec that runs the vector twins where this CPU has
+// AVX2 and FMA (else the portable ones), and with wide also the 16-lane
+// AVX-512F forms where the CPU has AVX-512F.
+func Vector(wide bool) Vec {
+	return Vec{fast: vecasm.Enabled, wide: wide && vecasm.Enabled512}
+}
+
+// Portable reports whether v runs the portable twins only.
+func (v Vec) Portable() bool { return !v.fast }
 
 // GeluErf32 is the exact GELU, 0.5·x·(1 + erf(x/√2)), as the ONNX Gelu
 // operator computes it on float32: (0.5·x)·(1 + Erf32(x·float32(1/√2))).
@@ -48,22 +55,22 @@ const (
 )
 
 // Exp32s sets dst[i] = Exp32(src[i]).
-func Exp32s(dst, src []float32) { apply(dst, src, vExp, Exp32) }
+func (v Vec) Exp32s(dst, src []float32) { v.apply(dst, src, vExp, Exp32) }
 
 // Sigmoid32s sets dst[i] = Sigmoid32(src[i]).
-func Sigmoid32s(dst, src []float32) { apply(dst, src, vSigmoid, Sigmoid32) }
+func (v Vec) Sigmoid32s(dst, src []float32) { v.apply(dst, src, vSigmoid, Sigmoid32) }
 
 // Tanh32s sets dst[i] = Tanh32(src[i]).
-func Tanh32s(dst, src []float32) { apply(dst, src, vTanh, Tanh32) }
+func (v Vec) Tanh32s(dst, src []float32) { v.apply(dst, src, vTanh, Tanh32) }
 
 // Erf32s sets dst[i] = Erf32(src[i]).
-func Erf32s(dst, src []float32) { apply(dst, src, vErf, Erf32) }
+func (v Vec) Erf32s(dst, src []float32) { v.apply(dst, src, vErf, Erf32) }
 
 // GeluErf32s sets dst[i] = GeluErf32(src[i]).
-func GeluErf32s(dst, src []float32) { apply(dst, src, vGeluErf, GeluErf32) }
+func (v Vec) GeluErf32s(dst, src []float32) { v.apply(dst, src, vGeluErf, GeluErf32) }
 
 // GeluTanh32s sets dst[i] = GeluTanh32(src[i]).
-func GeluTanh32s(dst, src []float32) { apply(dst, src, vGeluTanh, GeluTanh32) }
+func (v Vec) GeluTanh32s(dst, src []float32) { v.apply(dst, src, vGeluTanh, GeluTanh32) }
 
 // The vector routines, by number: apply calls them directly (not through
 // a function value), so that its tail buffer stays on the stack.
@@ -76,7 +83,7 @@ const (
 	vGeluTanh
 )
 
-func call(v int, dst, src *float32, n int) {
+func (vv Vec) call(v int, dst, src *float32, n int) {
 	switch v {
 	case vExp:
 		vecasm.Exp(dst, src, n, &table)
@@ -87,7 +94,7 @@ func call(v int, dst, src *float32, n int) {
 	case vErf:
 		vecasm.Erf(dst, src, n, &table)
 	case vGeluErf:
-		if m := n &^ 15; wide && m > 0 {
+		if m := n &^ 15; vv.wide && m > 0 {
 			vecasm.GeluErf16(dst, src, m, &table)
 			if m == n {
 				return
@@ -103,10 +110,10 @@ func call(v int, dst, src *float32, n int) {
 // apply runs vector routine number v over whole blocks of 8 and over the last
 // partial block padded in a local buffer (its padding lanes are
 // discarded), or the scalar f over everything on the portable path.
-func apply(dst, src []float32, v int, f func(float32) float32) {
+func (vv Vec) apply(dst, src []float32, v int, f func(float32) float32) {
 	n := len(src)
 	dst = dst[:n]
-	if !fast {
+	if !vv.fast {
 		for i, x := range src {
 			dst[i] = f(x)
 		}
@@ -114,12 +121,12 @@ func apply(dst, src []float32, v int, f func(float32) float32) {
 	}
 	m := n &^ 7
 	if m > 0 {
-		call(v, &dst[0], &src[0], m)
+		vv.call(v, &dst[0], &src[0], m)
 	}
 	if m < n {
 		var buf [8]float32
 		copy(buf[:], src[m:])
-		call(v, &buf[0], &buf[0], 8)
+		vv.call(v, &buf[0], &buf[0], 8)
 		copy(dst[m:], buf[:n-m])
 	}
 }
@@ -188,8 +195,8 @@ var table = func() (t [vecasm.NumConsts][8]float32) {
 // not be empty. The vector path takes a maximum in any order and keeps it
 // only where that order cannot matter (no NaN, a maximum other than ±0,
 // whose bits are then unique); otherwise it runs the loop.
-func MaxFirstNaN32(x []float32) float32 {
-	if n := len(x) &^ 7; fast && n > 0 {
+func (v Vec) MaxFirstNaN32(x []float32) float32 {
+	if n := len(x) &^ 7; v.fast && n > 0 {
 		m, nan := vecasm.MaxNaN(&x[0], n)
 		if !nan {
 			for _, v := range x[n:] {
@@ -216,10 +223,10 @@ func MaxFirstNaN32(x []float32) float32 {
 
 // DivScalar32s sets dst[i] = src[i] / s (one correctly rounded division
 // each, on either path). dst and src must be the same slice or not overlap.
-func DivScalar32s(dst, src []float32, s float32) {
+func (v Vec) DivScalar32s(dst, src []float32, s float32) {
 	dst = dst[:len(src)]
 	m := 0
-	if fast {
+	if v.fast {
 		m = len(src) &^ 7
 		if m > 0 {
 			vecasm.DivBy(&dst[0], &src[0], m, s)
@@ -233,11 +240,11 @@ func DivScalar32s(dst, src []float32, s float32) {
 // Add32s sets dst[i] = x[i] + y[i] for every i of x (the float32
 // addition, x the first operand). y and dst must be at least as long as
 // x; dst must be x, y or not overlap them.
-func Add32s(dst, x, y []float32) {
+func (v Vec) Add32s(dst, x, y []float32) {
 	n := len(x)
 	dst, y = dst[:n], y[:n]
 	m := 0
-	if fast {
+	if v.fast {
 		m = n &^ 7
 		if m > 0 {
 			vecasm.AddVV(&dst[0], &x[0], &y[0], m)
@@ -267,10 +274,10 @@ func Add32(a, b float32) float32 {
 // SubScalar32s sets dst[i] = src[i] - s (the float32 subtraction, src[i]
 // the first operand, on either path). dst and src must be the same slice
 // or not overlap.
-func SubScalar32s(dst, src []float32, s float32) {
+func (v Vec) SubScalar32s(dst, src []float32, s float32) {
 	dst = dst[:len(src)]
 	m := 0
-	if fast {
+	if v.fast {
 		m = len(src) &^ 7
 		if m > 0 {
 			vecasm.SubBy(&dst[0], &src[0], m, s)

@@ -10,15 +10,15 @@ import (
 
 var sliceFuncs = []struct {
 	name   string
-	vec    func(dst, src []float32)
+	vec    func(v Vec, dst, src []float32)
 	scalar func(float32) float32
 }{
-	{"Exp32s", Exp32s, Exp32},
-	{"Sigmoid32s", Sigmoid32s, Sigmoid32},
-	{"Tanh32s", Tanh32s, Tanh32},
-	{"Erf32s", Erf32s, Erf32},
-	{"GeluErf32s", GeluErf32s, GeluErf32},
-	{"GeluTanh32s", GeluTanh32s, GeluTanh32},
+	{"Exp32s", Vec.Exp32s, Exp32},
+	{"Sigmoid32s", Vec.Sigmoid32s, Sigmoid32},
+	{"Tanh32s", Vec.Tanh32s, Tanh32},
+	{"Erf32s", Vec.Erf32s, Erf32},
+	{"GeluErf32s", Vec.GeluErf32s, GeluErf32},
+	{"GeluTanh32s", Vec.GeluTanh32s, GeluTanh32},
 }
 
 // specialInputs are the values where the functions branch or the hardware
@@ -76,22 +76,32 @@ func randomInputs(r *rand.Rand, n int) []float32 {
 	return v
 }
 
-// twin runs fn on the portable and on the vector path and requires the
+// vecs are the vector Vecs this CPU can run: the 8-lane one, and the
+// 16-lane one where the CPU has AVX-512F.
+func vecs() []Vec {
+	v := []Vec{Vector(false)}
+	if vecasm.Enabled512 {
+		v = append(v, Vector(true))
+	}
+	return v
+}
+
+// twin runs fn on the portable and on every vector path and requires the
 // same bits, also in place.
-func twin(t *testing.T, name string, fn func(dst, src []float32), x []float32) {
+func twin(t *testing.T, name string, fn func(v Vec, dst, src []float32), x []float32) {
 	t.Helper()
 	want := make([]float32, len(x))
-	UsePortable(true)
-	fn(want, x)
-	UsePortable(false)
-	got := make([]float32, len(x))
-	fn(got, x)
-	in := append([]float32(nil), x...)
-	fn(in, in)
-	for i := range x {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Float32bits(in[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("%s(%g = %#08x) at %d of %d: vector %#08x (in place %#08x), portable %#08x",
-				name, x[i], math.Float32bits(x[i]), i, len(x), math.Float32bits(got[i]), math.Float32bits(in[i]), math.Float32bits(want[i]))
+	fn(Vec{}, want, x)
+	for _, v := range vecs() {
+		got := make([]float32, len(x))
+		fn(v, got, x)
+		in := append([]float32(nil), x...)
+		fn(v, in, in)
+		for i := range x {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Float32bits(in[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s(%g = %#08x) at %d of %d (%+v): vector %#08x (in place %#08x), portable %#08x",
+					name, x[i], math.Float32bits(x[i]), i, len(x), v, math.Float32bits(got[i]), math.Float32bits(in[i]), math.Float32bits(want[i]))
+			}
 		}
 	}
 }
@@ -100,20 +110,17 @@ func TestSliceFuncsTwin(t *testing.T) {
 	if !vecasm.Enabled {
 		t.Skip("no AVX2+FMA: only the portable path exists")
 	}
-	defer UsePortable(false)
 	r := rand.New(rand.NewPCG(7, 8))
 	special := specialInputs()
 	for _, f := range sliceFuncs {
 		// The portable path is the scalar function itself.
-		UsePortable(true)
 		y := make([]float32, len(special))
-		f.vec(y, special)
+		f.vec(Vec{}, y, special)
 		for i, x := range special {
 			if want := f.scalar(x); math.Float32bits(y[i]) != math.Float32bits(want) {
 				t.Fatalf("%s portable differs from the scalar at %g", f.name, x)
 			}
 		}
-		UsePortable(false)
 		twin(t, f.name, f.vec, special)
 		// Every special value in every lane position.
 		for sh := 1; sh < 8; sh++ {
@@ -147,7 +154,6 @@ func TestSliceFuncsDense(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	defer UsePortable(false)
 	var x []float32
 	for _, s := range []uint32{0, 1 << 31} {
 		for b := uint32(0x30000000); b < 0x42c00000; b += 97 { // 4.7e-10 .. 96
@@ -172,12 +178,14 @@ func BenchmarkSliceFuncs(b *testing.B) {
 			if portable {
 				name += "/portable"
 			}
+			v := Vector(true)
+			if portable {
+				v = Vec{}
+			}
 			b.Run(name, func(b *testing.B) {
-				UsePortable(portable)
-				defer UsePortable(false)
 				b.SetBytes(int64(4 * len(x)))
 				for b.Loop() {
-					f.vec(y, x)
+					f.vec(v, y, x)
 				}
 			})
 		}
@@ -188,7 +196,6 @@ func TestMaxAndDivTwin(t *testing.T) {
 	if !vecasm.Enabled {
 		t.Skip("no AVX2+FMA")
 	}
-	defer UsePortable(false)
 	r := rand.New(rand.NewPCG(9, 10))
 	special := specialInputs()
 	ref := func(x []float32) float32 {
@@ -226,10 +233,9 @@ func TestMaxAndDivTwin(t *testing.T) {
 					x[i] = float32(r.NormFloat64())
 				}
 			}
-			for _, portable := range []bool{true, false} {
-				UsePortable(portable)
-				if got, want := MaxFirstNaN32(x), ref(x); math.Float32bits(got) != math.Float32bits(want) {
-					t.Fatalf("MaxFirstNaN32(%v) portable=%v: %#08x, want %#08x", x, portable, math.Float32bits(got), math.Float32bits(want))
+			for _, v := range append([]Vec{{}}, vecs()...) {
+				if got, want := v.MaxFirstNaN32(x), ref(x); math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("MaxFirstNaN32(%v) %+v: %#08x, want %#08x", x, v, math.Float32bits(got), math.Float32bits(want))
 				}
 			}
 			s := x[r.IntN(n)]
@@ -237,10 +243,9 @@ func TestMaxAndDivTwin(t *testing.T) {
 				s = float32(r.NormFloat64() * 100)
 			}
 			var res [2][]float32
-			for p, portable := range []bool{true, false} {
-				UsePortable(portable)
+			for p, v := range []Vec{{}, Vector(true)} {
 				res[p] = make([]float32, n)
-				DivScalar32s(res[p], x, s)
+				v.DivScalar32s(res[p], x, s)
 			}
 			for i := range x {
 				want := x[i] / s

@@ -12,7 +12,6 @@ import (
 // float32 additions, bit for bit, on every length up to 100 (tails
 // included), with NaN, ±Inf, ±0 and subnormals mixed in, in place too.
 func TestAdd32sTwin(t *testing.T) {
-	defer UsePortable(false)
 	r := rand.New(rand.NewPCG(5, 6))
 	sp := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0,
 		float32(math.Copysign(0, -1)), 1e-40, -3e-39, 3e38}
@@ -32,12 +31,12 @@ func TestAdd32sTwin(t *testing.T) {
 		for i := range x {
 			want[i] = x[i] + y[i]
 		}
-		for _, portable := range []bool{false, true} {
-			UsePortable(portable)
+		for _, v := range append([]Vec{{}}, vecs()...) {
+			portable := v.Portable()
 			got := make([]float32, n)
-			Add32s(got, x, y)
+			v.Add32s(got, x, y)
 			in := append([]float32{}, x...)
-			Add32s(in, in, y)
+			v.Add32s(in, in, y)
 			for i := range want {
 				w := math.Float32bits(want[i])
 				if g := math.Float32bits(got[i]); g != w {
@@ -59,7 +58,6 @@ func TestGeluErfWideTwin(t *testing.T) {
 	if !vecasm.Enabled {
 		t.Skip("no AVX2+FMA")
 	}
-	defer func() { wide = vecasm.Enabled512; UsePortable(false) }()
 	r := rand.New(rand.NewPCG(9, 10))
 	special := specialInputs()
 	var dense []float32
@@ -72,12 +70,12 @@ func TestGeluErfWideTwin(t *testing.T) {
 		if w && !vecasm.Enabled512 {
 			continue
 		}
-		wide = w
+		ge := func(_ Vec, dst, src []float32) { Vector(w).GeluErf32s(dst, src) }
 		for sh := 0; sh < 16; sh++ {
-			twin(t, "GeluErf32s", GeluErf32s, special[sh:])
+			twin(t, "GeluErf32s", ge, special[sh:])
 		}
 		for it := 0; it < 10; it++ {
-			twin(t, "GeluErf32s", GeluErf32s, randomInputs(r, 20000))
+			twin(t, "GeluErf32s", ge, randomInputs(r, 20000))
 		}
 		for n := 0; n <= 70; n++ {
 			x := randomInputs(r, n)
@@ -86,9 +84,9 @@ func TestGeluErfWideTwin(t *testing.T) {
 					x[i] = special[r.IntN(len(special))]
 				}
 			}
-			twin(t, "GeluErf32s", GeluErf32s, x)
+			twin(t, "GeluErf32s", ge, x)
 		}
-		twin(t, "GeluErf32s", GeluErf32s, dense)
+		twin(t, "GeluErf32s", ge, dense)
 	}
 }
 
@@ -96,7 +94,6 @@ func TestGeluErfWideTwin(t *testing.T) {
 // subtractions, bit for bit, vector and portable, with specials (NaN
 // operands on either side included) and every length up to 70.
 func TestSubScalar32sTwin(t *testing.T) {
-	defer UsePortable(false)
 	r := rand.New(rand.NewPCG(13, 14))
 	special := specialInputs()
 	for n := 0; n <= 70; n++ {
@@ -111,12 +108,12 @@ func TestSubScalar32sTwin(t *testing.T) {
 			if rep%3 == 0 {
 				s = special[r.IntN(len(special))]
 			}
-			for _, portable := range []bool{false, true} {
-				UsePortable(portable)
+			for _, v := range append([]Vec{{}}, vecs()...) {
+				portable := v.Portable()
 				got := make([]float32, n)
-				SubScalar32s(got, x, s)
+				v.SubScalar32s(got, x, s)
 				in := append([]float32{}, x...)
-				SubScalar32s(in, in, s)
+				v.SubScalar32s(in, in, s)
 				for i, v := range x {
 					w := math.Float32bits(v - s)
 					if math.Float32bits(got[i]) != w || math.Float32bits(in[i]) != w {
