@@ -170,24 +170,7 @@ func compute[T kernel.Float](c config, in []*tensor.Tensor, lens []int, m floatM
 	y := make([]T, c.seq*c.dirs*c.batch*H)
 	yh := make([]T, c.dirs*c.batch*H)
 	yc := make([]T, c.dirs*c.batch*H)
-	xOff := func(t, bi int) int {
-		if c.layout == 1 {
-			return (bi*c.seq + t) * I
-		}
-		return (t*c.batch + bi) * I
-	}
-	stOff := func(d, bi int) int {
-		if c.layout == 1 {
-			return (bi*c.dirs + d) * H
-		}
-		return (d*c.batch + bi) * H
-	}
-	yOff := func(t, d, bi int) int {
-		if c.layout == 1 {
-			return ((bi*c.seq+t)*c.dirs + d) * H
-		}
-		return ((t*c.dirs+d)*c.batch + bi) * H
-	}
+	xOff, stOff, yOff := c.xOff, c.stOff, c.yOff
 	for d := 0; d < c.dirs; d++ {
 		e := &cell[T]{c: c, m: m}
 		e.wt.w = w[d*G*I : (d+1)*G*I]
@@ -227,12 +210,7 @@ func compute[T kernel.Float](c config, in []*tensor.Tensor, lens []int, m floatM
 			copy(yc[stOff(d, bi):stOff(d, bi)+H], e.cs)
 		}
 	}
-	yShape := []int{c.seq, c.dirs, c.batch, H}
-	stShape := []int{c.dirs, c.batch, H}
-	if c.layout == 1 {
-		yShape = []int{c.batch, c.seq, c.dirs, H}
-		stShape = []int{c.batch, c.dirs, H}
-	}
+	yShape, stShape := c.outShapes()
 	out := []*tensor.Tensor{build(dt, y, yShape), build(dt, yh, stShape)}
 	if c.kind == cellLSTM {
 		out = append(out, build(dt, yc, stShape))
@@ -263,4 +241,36 @@ func build[T kernel.Float](dt tensor.DType, v []T, shape []int) *tensor.Tensor {
 		return tensor.From(s, shape...)
 	}
 	panic("rnn: unreachable element type")
+}
+
+// xOff is the offset of X's step t of batch row bi.
+func (c config) xOff(t, bi int) int {
+	if c.layout == 1 {
+		return (bi*c.seq + t) * c.input
+	}
+	return (t*c.batch + bi) * c.input
+}
+
+// stOff is the offset of a state's direction d, batch row bi.
+func (c config) stOff(d, bi int) int {
+	if c.layout == 1 {
+		return (bi*c.dirs + d) * c.hidden
+	}
+	return (d*c.batch + bi) * c.hidden
+}
+
+// yOff is the offset of Y's step t, direction d, batch row bi.
+func (c config) yOff(t, d, bi int) int {
+	if c.layout == 1 {
+		return ((bi*c.seq+t)*c.dirs + d) * c.hidden
+	}
+	return ((t*c.dirs+d)*c.batch + bi) * c.hidden
+}
+
+// outShapes are the shapes of Y and of the states.
+func (c config) outShapes() (y, st []int) {
+	if c.layout == 1 {
+		return []int{c.batch, c.seq, c.dirs, c.hidden}, []int{c.batch, c.dirs, c.hidden}
+	}
+	return []int{c.seq, c.dirs, c.batch, c.hidden}, []int{c.dirs, c.batch, c.hidden}
 }

@@ -30,9 +30,9 @@ import (
 // Ops returns the operators of this package.
 func Ops() kernel.Table {
 	return kernel.Table{
-		"RNN":  &kernel.Op{Run: run(cellRNN), Infer: infer(cellRNN)},
-		"GRU":  &kernel.Op{Run: run(cellGRU), Infer: infer(cellGRU)},
-		"LSTM": &kernel.Op{Run: run(cellLSTM), Infer: infer(cellLSTM)},
+		"RNN":  &kernel.Op{Run: run(cellRNN), Infer: infer(cellRNN), Tactics: tactics},
+		"GRU":  &kernel.Op{Run: run(cellGRU), Infer: infer(cellGRU), Tactics: tactics},
+		"LSTM": &kernel.Op{Run: run(cellLSTM), Infer: infer(cellLSTM), Tactics: tactics},
 	}
 }
 
@@ -218,7 +218,11 @@ func run(k cellKind) kernel.RunFunc {
 		}
 		switch in[0].DType {
 		case tensor.Float32:
-			return compute(c, in, lens, f32, identity32)
+			var pk *pack
+			if kernel.Tactic(n) == TacticPacked {
+				pk = packOf(n, c, in[1].Data.([]float32), in[2].Data.([]float32))
+			}
+			return compute32(c, in, lens, pk, haveZ)
 		case tensor.Float64:
 			return compute(c, in, lens, f64, identity64)
 		default: // float16 and bfloat16, in float32

@@ -1,0 +1,9 @@
+package rnn
+
+import "github.com/vouchml/vouch/kernel/amd64"
+
+// haveZ: the CPU runs chainRowsZ (AVX-512F).
+var haveZ = amd64.EnabledZ
+
+//go:noescape
+func chainRowsZ(k int, x *float32, b *float32, ldb int, y *float32, n int)

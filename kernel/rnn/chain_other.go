@@ -1,0 +1,10 @@
+//go:build !amd64
+
+package rnn
+
+// haveZ is false without the assembly: the portable chain runs.
+const haveZ = false
+
+func chainRowsZ(k int, x *float32, b *float32, ldb int, y *float32, n int) {
+	panic("rnn: chainRowsZ without AVX-512")
+}

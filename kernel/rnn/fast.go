@@ -1,0 +1,297 @@
+package rnn
+
+import (
+	"math"
+
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/vmath"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// The float32 path computes exactly the chains of cell.step (see the
+// package doc), reorganised for speed:
+//
+//   - The input projections of every step come first: P[t][j] is the
+//     chain from the bias sum over x_t·W[j,:] (k ascending), for all t at
+//     once, with W transposed so that one step of every chain reads a row
+//     of Wᵀ (chainRows: 16 chains per vector lane group).
+//   - Each recurrent step continues the chain P[t][j] over h·R[j,:], with R
+//     transposed the same way.
+//   - The gate activations run on whole gate blocks through vmath's slice
+//     functions (the same bits as the scalar ones); the other element
+//     operations are the scalar code's, in its order.
+//
+// Every chain is the scalar path's chain, FMA for FMA, so the outputs are
+// its bits except for NaN payloads: a NaN gate pre-activation is stored as
+// the canonical quiet NaN 0x7fc00000 here.
+
+// chainRows sets y[j], j < len(y), to the chain acc = FMA(x[kk],
+// b[kk*ldb+j], acc) over kk < len(x) ascending from y[j], then canon (a
+// NaN becomes 0x7fc00000). z selects the AVX-512 twin for the columns in
+// whole groups of 16; both give the same bits.
+func chainRows(z bool, x, b []float32, ldb int, y []float32) {
+	k, n := len(x), len(y)
+	if n == 0 {
+		return
+	}
+	if k > 0 {
+		_ = b[(k-1)*ldb+n-1] // bounds for the assembly
+	}
+	done := 0
+	if z && k > 0 && n >= 16 {
+		done = n &^ 15
+		chainRowsZ(k, &x[0], &b[0], ldb, &y[0], done)
+	}
+	if done < n {
+		chainRowsPortable(x, b[done:], ldb, y[done:])
+	}
+}
+
+// chainRowsPortable is chainRowsZ's portable twin.
+func chainRowsPortable(x, b []float32, ldb int, y []float32) {
+	for kk, xv := range x {
+		row := b[kk*ldb : kk*ldb+len(y)]
+		for j, bv := range row {
+			y[j] = vmath.FMA32(xv, bv, y[j])
+		}
+	}
+	for j, v := range y {
+		if v != v {
+			y[j] = math.Float32frombits(0x7fc00000)
+		}
+	}
+}
+
+// transpose32 returns the [cols, rows] transpose of the row-major
+// [rows, cols] matrix m.
+func transpose32(m []float32, rows, cols int) []float32 {
+	t := make([]float32, rows*cols)
+	for i := 0; i < rows; i++ {
+		for j, v := range m[i*cols : (i+1)*cols] {
+			t[j*rows+i] = v
+		}
+	}
+	return t
+}
+
+// act32s returns s as a slice function: vmath's vector forms for the
+// sigmoid and tanh (the bits of Sigmoid32 and Tanh32), else the scalar
+// activation applied element by element.
+func act32s(s actSpec) func(dst, src []float32) {
+	switch s.name {
+	case "sigmoid":
+		return vmath.Sigmoid32s
+	case "tanh":
+		return vmath.Tanh32s
+	}
+	f := activation(s, f32)
+	return func(dst, src []float32) {
+		for i, v := range src {
+			dst[i] = f(v)
+		}
+	}
+}
+
+// fast32 is one direction of a float32 node, its weights transposed.
+type fast32 struct {
+	c        config
+	z        bool
+	wt, rt   []float32 // [input, G], [hidden, G]
+	init     []float32 // [G]: each gate row's chain start for P
+	rbh      []float32 // GRU linear_before_reset: Rb of the h~ block, or zeros
+	p        []float32 // peepholes (i, o, f) or nil
+	acts     []func(dst, src []float32)
+	pre      []float32 // [seq, G]: the chains
+	h, cs    []float32
+	g1, g2   []float32 // gate values
+	g3, g4   []float32
+	hb       []float32 // GRU: the h~ block's recurrent chain (linear_before_reset)
+	xin, rin []float32
+}
+
+func newFast32(c config, d int, pk *pack, b, p []float32, z bool) *fast32 {
+	H, G := c.hidden, c.kind.gates()*c.hidden
+	e := &fast32{c: c, z: z, wt: pk.wt[d], rt: pk.rt[d]}
+	e.init = make([]float32, G)
+	e.rbh = make([]float32, H)
+	if b != nil {
+		wb, rb := b[d*2*G:d*2*G+G], b[d*2*G+G:(d+1)*2*G]
+		for j := range e.init {
+			e.init[j] = wb[j] + rb[j]
+		}
+		if c.kind == cellGRU && c.linearBeforeReset {
+			// The h~ block's input chain starts from Wbh alone; its
+			// recurrent chain from Rbh.
+			copy(e.init[2*H:], wb[2*H:3*H])
+			copy(e.rbh, rb[2*H:3*H])
+		}
+	}
+	if p != nil {
+		e.p = p[d*3*H : (d+1)*3*H]
+	}
+	perDir := len(c.kind.defaultActs())
+	for _, s := range c.acts[d*perDir : (d+1)*perDir] {
+		e.acts = append(e.acts, act32s(s))
+	}
+	e.pre = make([]float32, c.seq*G)
+	e.h, e.cs = make([]float32, H), make([]float32, H)
+	e.g1, e.g2, e.g3, e.g4 = make([]float32, H), make([]float32, H), make([]float32, H), make([]float32, H)
+	e.hb = make([]float32, H)
+	return e
+}
+
+func (e *fast32) clip(v []float32) {
+	if l := e.c.clip; l > 0 {
+		for i, x := range v {
+			v[i] = max(-l, min(l, x))
+		}
+	}
+}
+
+// project computes the input chains P[t] of steps t < L of one batch row
+// (x(t) is step t's input).
+func (e *fast32) project(L int, x func(t int) []float32) {
+	G := len(e.init)
+	for t := 0; t < L; t++ {
+		row := e.pre[t*G : (t+1)*G]
+		copy(row, e.init)
+		chainRows(e.z, x(t), e.wt, G, row)
+	}
+}
+
+// step advances the state by step t (its input chains in P[t]).
+func (e *fast32) step(t int) {
+	H, G := e.c.hidden, len(e.init)
+	pre := e.pre[t*G : (t+1)*G]
+	h := e.h
+	switch e.c.kind {
+	case cellRNN:
+		chainRows(e.z, h, e.rt, G, pre)
+		e.clip(pre)
+		e.acts[0](h, pre)
+	case cellGRU:
+		f, g := e.acts[0], e.acts[1]
+		chainRows(e.z, h, e.rt, G, pre[:2*H])
+		e.clip(pre[:2*H])
+		zg, rg, hh := e.g1, e.g2, e.g3
+		f(zg, pre[:H])
+		f(rg, pre[H:2*H])
+		xp := pre[2*H:]
+		if e.c.linearBeforeReset {
+			copy(e.hb, e.rbh)
+			chainRows(e.z, h, e.rt[2*H:], G, e.hb)
+			for j := range hh {
+				hh[j] = vmath.FMA32(rg[j], e.hb[j], xp[j])
+			}
+		} else {
+			rh := e.g4
+			for k := range rh {
+				rh[k] = rg[k] * h[k]
+			}
+			chainRows(e.z, rh, e.rt[2*H:], G, xp)
+			copy(hh, xp)
+		}
+		e.clip(hh)
+		g(hh, hh)
+		for j := range h {
+			h[j] = vmath.FMA32(zg[j], h[j], (1-zg[j])*hh[j])
+		}
+	case cellLSTM:
+		f, g, ha := e.acts[0], e.acts[1], e.acts[2]
+		chainRows(e.z, h, e.rt, G, pre)
+		pi, po, pf, pc := pre[:H], pre[H:2*H], pre[2*H:3*H], pre[3*H:]
+		c := e.cs
+		if p := e.p; p != nil {
+			for j := range c {
+				pi[j] = vmath.FMA32(p[j], c[j], pi[j])
+				pf[j] = vmath.FMA32(p[2*H+j], c[j], pf[j])
+			}
+		}
+		e.clip(pi)
+		e.clip(pf)
+		e.clip(pc)
+		ig, fg, cc, og := e.g1, e.g2, e.g3, e.g4
+		f(ig, pi)
+		f(fg, pf)
+		if e.c.coupled {
+			for j, v := range ig {
+				fg[j] = 1 - v
+			}
+		}
+		g(cc, pc)
+		for j := range c {
+			c[j] = vmath.FMA32(fg[j], c[j], ig[j]*cc[j])
+		}
+		if p := e.p; p != nil {
+			for j := range c {
+				po[j] = vmath.FMA32(p[H+j], c[j], po[j])
+			}
+		}
+		e.clip(po)
+		f(og, po)
+		ha(h, c)
+		for j := range h {
+			h[j] *= og[j]
+		}
+	}
+}
+
+// compute32 is compute for float32 inputs on the fast path, with W and R
+// transposed in pk (nil: transposed here).
+func compute32(c config, in []*tensor.Tensor, lens []int, pk *pack, z bool) ([]*tensor.Tensor, error) {
+	get := func(i int) []float32 {
+		if t := kernel.Input(in, i); t != nil {
+			return t.Data.([]float32)
+		}
+		return nil
+	}
+	x, w, r, b := get(0), get(1), get(2), get(3)
+	h0 := get(5)
+	var c0, p []float32
+	if c.kind == cellLSTM {
+		c0, p = get(6), get(7)
+	}
+	if pk == nil {
+		pk = transposeAll(c, w, r)
+	}
+	H, I := c.hidden, c.input
+	y := make([]float32, c.seq*c.dirs*c.batch*H)
+	yh := make([]float32, c.dirs*c.batch*H)
+	yc := make([]float32, c.dirs*c.batch*H)
+	xOff, stOff, yOff := c.xOff, c.stOff, c.yOff
+	for d := 0; d < c.dirs; d++ {
+		e := newFast32(c, d, pk, b, p, z)
+		reverse := c.reverse || d == 1
+		for bi := 0; bi < c.batch; bi++ {
+			clear(e.h)
+			clear(e.cs)
+			if h0 != nil {
+				copy(e.h, h0[stOff(d, bi):])
+			}
+			if c0 != nil {
+				copy(e.cs, c0[stOff(d, bi):])
+			}
+			L := lens[bi]
+			at := func(s int) int {
+				if reverse {
+					return L - 1 - s
+				}
+				return s
+			}
+			e.project(L, func(s int) []float32 { t := at(s); return x[xOff(t, bi) : xOff(t, bi)+I] })
+			for s := 0; s < L; s++ {
+				e.step(s)
+				t := at(s)
+				copy(y[yOff(t, d, bi):yOff(t, d, bi)+H], e.h)
+			}
+			copy(yh[stOff(d, bi):stOff(d, bi)+H], e.h)
+			copy(yc[stOff(d, bi):stOff(d, bi)+H], e.cs)
+		}
+	}
+	yShape, stShape := c.outShapes()
+	out := []*tensor.Tensor{tensor.From(y, yShape...), tensor.From(yh, stShape...)}
+	if c.kind == cellLSTM {
+		out = append(out, tensor.From(yc, stShape...))
+	}
+	return out, nil
+}
