@@ -204,6 +204,10 @@ func (l *Log) Append(ctx context.Context, rec *audit.Record) (uint64, [32]byte, 
 // VerifierKeys returns the keys checkpoints are checked with.
 func (l *Log) VerifierKeys() []string { return l.keys }
 
+// DB returns the log's database handle, for the tables that live beside
+// the log's (package sqlcapture's); it is closed with the log.
+func (l *Log) DB() *sql.DB { return l.db }
+
 // Checkpoint returns the latest published checkpoint, its signature checked.
 func (l *Log) Checkpoint(ctx context.Context) (*audit.Checkpoint, error) {
 	b, err := l.reader.ReadCheckpoint(ctx)
