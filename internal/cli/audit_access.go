@@ -352,25 +352,9 @@ func (m *Main) serveAudit(ctx context.Context, o ServeOptions, so *server.Option
 		return nil, err
 	}
 	so.Capture = store
-	stop := make(chan struct{})
-	go func() { // retention: purge now and daily
-		t := time.NewTicker(24 * time.Hour)
-		defer t.Stop()
-		for {
-			if n, err := store.Purge(); err != nil {
-				fmt.Fprintf(m.Stderr, "capture purge: %v\n", err)
-			} else if n > 0 {
-				fmt.Fprintf(m.Stderr, "capture purge: %d expired inputs deleted\n", n)
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	stopPurge := m.purgeDaily(store.Purge)
 	fmt.Fprintf(m.Stderr, "capture %s (AES-256-GCM, key per model, retain %s)\n", filepath.Join(o.DataDir, "capture"), retainText(retain))
-	return func() { close(stop); closeLog() }, nil
+	return func() { stopPurge(); closeLog() }, nil
 }
 
 func retainText(d time.Duration) string {

@@ -1,13 +1,20 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,15 +22,20 @@ import (
 	"time"
 
 	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/audit/index"
 	"github.com/vouchml/vouch/audit/sqllog"
 	"github.com/vouchml/vouch/audit/sqllog/sqltest"
+	"github.com/vouchml/vouch/server"
 )
 
 // TestReplicasSIGKILL: three `vouch serve` processes append to one shared
 // log in a real MariaDB while clients load them; one replica at a time is
 // killed with SIGKILL, 30 times, and restarted. After every kill the log
 // verifies against its signed checkpoint; at the end every request that
-// was answered 200 has exactly one record in the log.
+// was answered 200 has exactly one record in the log, and exactly one row
+// in the shared index: in the table as the replicas left it (each indexes
+// what it appends, and a restarted one fills what a killed one had not
+// indexed), and through a query.
 func TestReplicasSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds vouch, starts MariaDB and kills replicas 30 times")
@@ -149,5 +161,232 @@ func TestReplicasSIGKILL(t *testing.T) {
 	if len(answered) == 0 || missing > 0 || twice > 0 {
 		t.Fatalf("%d answered requests: %d have no record, %d more than one", len(answered), missing, twice)
 	}
-	t.Logf("%d kills, %d answered requests, each recorded once, log of %d entries verifies", kills, len(answered), len(ents))
+
+	// The shared index as the replicas left it, read with plain SQL.
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows, next uint64
+	if err := db.QueryRow("SELECT COUNT(*), COALESCE(MAX(idx)+1, 0) FROM vouch_index").Scan(&rows, &next); err != nil {
+		t.Fatal(err)
+	}
+	if rows != uint64(len(ents)) || next != uint64(len(ents)) {
+		t.Fatalf("the shared index holds %d rows for indexes below %d; the log has %d entries", rows, next, len(ents))
+	}
+	inIndex := map[string]int{}
+	q, err := db.Query("SELECT trace_id FROM vouch_index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q.Next() {
+		var tr string
+		if err := q.Scan(&tr); err != nil {
+			t.Fatal(err)
+		}
+		inIndex[tr]++
+	}
+	q.Close()
+	// And through the query API, which checks every row against the log.
+	viaQuery := map[string]int{}
+	if err := reader.Records().Query(ctx, index.Filter{Kind: audit.KindInference}, func(r index.Row) error {
+		viaQuery[r.TraceID]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for tr := range answered {
+		if inIndex[tr] != 1 || viaQuery[tr] != 1 {
+			t.Fatalf("answered trace %s: %d rows in the shared index, %d through a query (want 1)", tr, inIndex[tr], viaQuery[tr])
+		}
+	}
+	t.Logf("%d kills, %d answered requests, each recorded and indexed once, log of %d entries verifies", kills, len(answered), len(ents))
+}
+
+// TestSharedAuditAPI: two replicas on one shared log. A record appended
+// through replica A is shown with its inclusion proof, queried and exported
+// through replica B's /v1/audit API, found by B's console search, and
+// replayed by B's console from the input A captured (in the database);
+// the proofs check against the shared log's key, and each of those reads
+// left its own access record.
+func TestSharedAuditAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds vouch and starts MariaDB")
+	}
+	dsn := sqltest.Start(t)
+	dir := t.TempDir()
+	bin := buildVouch(t, dir)
+	planFile := buildBC(t, dir)
+	skey, vkey, err := audit.GenerateKey("vouch.test/shared-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "log.key")
+	if err := os.WriteFile(keyFile, []byte(skey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(creds, []byte("app infer "+server.HashToken("app-token")+"\nauditor audit "+server.HashToken("audit-token")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for i := range 2 {
+		cmd, url := startServeProcess(t, bin, dir, "--plan", planFile+",bc", "--data", filepath.Join(dir, "data", string(rune('a'+i))),
+			"--grpc", "", "--access-log", "", "--audit-db", dsn, "--log-key", keyFile, "--credentials", creds, "--console", "on", "--capture-inputs")
+		t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+		urls = append(urls, url)
+	}
+	a, b := urls[0], urls[1]
+	call := func(method, url, token string, body string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp, out
+	}
+	body := `{"inputs":[{"name":"features","datatype":"FP32","shape":[1,30],"data":[` + strings.TrimSuffix(strings.Repeat("0.25,", 30), ",") + `]}]}`
+	var trace string
+	for range 5 {
+		resp, out := call("POST", a+"/v2/models/bc/infer", "app-token", body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("infer on A: %d %s", resp.StatusCode, out)
+		}
+		trace = resp.Header.Get("Vouch-Trace-Id")
+	}
+
+	// show on B: the record A appended, with a proof that checks.
+	resp, out := call("GET", b+"/v1/audit/records/"+trace, "audit-token", "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("show on B: %d %s", resp.StatusCode, out)
+	}
+	var inc audit.Inclusion
+	if err := json.Unmarshal(out, &inc); err != nil {
+		t.Fatal(err)
+	}
+	rec, cp, err := inc.Verify(vkey)
+	if err != nil {
+		t.Fatalf("show on B: the inclusion does not verify: %v", err)
+	}
+	if rec.TraceID != trace || rec.Model != "bc" || rec.Principal != "app" {
+		t.Fatalf("show on B gave trace %s model %s principal %s", rec.TraceID, rec.Model, rec.Principal)
+	}
+	// query on B: every inference record once, A's among them.
+	resp, out = call("GET", b+"/v1/audit/records?model=bc&kind=inference", "audit-token", "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("query on B: %d %s", resp.StatusCode, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	found := 0
+	for _, ln := range lines {
+		var ql server.QueryLine
+		if err := json.Unmarshal([]byte(ln), &ql); err != nil {
+			t.Fatalf("query line %q: %v", ln, err)
+		}
+		if r, err := audit.Parse(ql.Record); err != nil {
+			t.Fatal(err)
+		} else if r.TraceID == trace {
+			found++
+		}
+	}
+	if len(lines) != 5 || found != 1 {
+		t.Fatalf("query on B: %d lines, trace %s %d times; want 5 and 1:\n%s", len(lines), trace, found, out)
+	}
+	// export on B: verifies offline with the log's key alone.
+	resp, out = call("GET", b+"/v1/audit/export?model=bc", "audit-token", "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("export on B: %d %s", resp.StatusCode, out)
+	}
+	_, n, err := audit.VerifyExport(bytes.NewReader(out), nil, vkey)
+	if err != nil || n != 5 {
+		t.Fatalf("export on B: %d records, %v", n, err)
+	}
+	// Refused without the audit role, and that refusal is recorded too.
+	if resp, _ := call("GET", b+"/v1/audit/records/"+trace, "app-token", ""); resp.StatusCode != 403 {
+		t.Fatalf("show by the infer role: %d, want 403", resp.StatusCode)
+	}
+
+	// The console on B finds A's record through the shared index.
+	jar, _ := cookiejar.New(nil)
+	cl := &http.Client{Jar: jar}
+	resp, err = cl.Get(b + "/console/signin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("console sign-in page without a csrf field:\n%s", out)
+	}
+	resp, err = cl.PostForm(b+"/console/signin", url.Values{"csrf": {string(m[1])}, "token": {"audit-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = cl.Get(b + "/console/?trace=" + trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(out, []byte("/console/decision/"+trace)) {
+		t.Fatalf("console search on B for %s: %d\n%s", trace, resp.StatusCode, out)
+	}
+	resp, err = cl.Get(b + "/console/?model=bc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := len(regexp.MustCompile(`href="/console/decision/[0-9a-f]{32}"`).FindAll(out, -1)); resp.StatusCode != 200 || got != 5 {
+		t.Fatalf("console search on B for model bc: %d, %d decisions, want 5\n%s", resp.StatusCode, got, out)
+	}
+	// B's console replays A's record from the input A captured.
+	resp, err = cl.Get(b + "/console/decision/" + trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindSubmatch(out)
+	if resp.StatusCode != 200 || m == nil {
+		t.Fatalf("decision page on B: %d\n%s", resp.StatusCode, out)
+	}
+	resp, err = cl.PostForm(b+"/console/replay/"+trace, url.Values{"csrf": {string(m[1])}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(out, []byte("<b>bit for bit</b>")) {
+		t.Fatalf("replay on B of A's record: %d\n%s", resp.StatusCode, out)
+	}
+	// Each read above left an access record in the shared log, under the
+	// reader's name; the log verifies.
+	reader, err := sqllog.Open(context.Background(), sqllog.Options{DSN: dsn, VerifierKeys: []string{vkey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close(context.Background())
+	access := map[string]int{}
+	if err := reader.Records().Query(context.Background(), index.Filter{Kind: audit.KindAccess}, func(r index.Row) error {
+		access[r.Principal+" "+r.Status]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if access["auditor ok"] < 3 || access["app error"] != 1 {
+		t.Fatalf("access records %v: want at least 3 by auditor (show, query, export) and the refusal of app", access)
+	}
+	if _, err := audit.Verify(context.Background(), reader.FS(context.Background()), audit.VerifyOptions{VerifierKeys: []string{vkey}, CheckRecords: true}); err != nil {
+		t.Fatalf("the shared log does not verify: %v", err)
+	}
+	t.Logf("record of A at index %d (checkpoint %d) shown, queried, exported and searched through B", inc.Index, cp.Size)
 }

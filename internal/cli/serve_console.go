@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/vouchml/vouch/audit"
-	"github.com/vouchml/vouch/audit/capture"
 	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/console"
 	"github.com/vouchml/vouch/plan"
@@ -25,13 +24,13 @@ import (
 // credentials give some principal the audit role and the transparency log
 // is kept).
 func consoleOn(o ServeOptions, so *server.Options) (bool, error) {
-	_, isLog := so.Audit.(*audit.Log)
+	_, isLog := consoleLogOf(o, so.Audit)
 	switch o.Console {
 	case "off", "false":
 		return false, nil
 	case "on", "true":
 		if !isLog {
-			return false, fmt.Errorf("%w: --console needs the transparency log (--audit on, no --audit-log)", ErrUsage)
+			return false, fmt.Errorf("%w: --console needs the transparency log (--audit on or --audit-db, no --audit-log)", ErrUsage)
 		}
 		if so.Credentials == nil {
 			return false, fmt.Errorf("%w: --console needs --credentials: every view is recorded under the viewer's name", ErrUsage)
@@ -51,13 +50,13 @@ func (m *Main) serveConsole(ctx context.Context, o ServeOptions, so *server.Opti
 	if err != nil || !on {
 		return nil, nop, err
 	}
-	l := so.Audit.(*audit.Log)
-	co := console.Options{Log: l, Appender: so.Appender, Credentials: so.Credentials, LogKeys: l.VerifierKeys(), Check: checkOptions(false),
+	l, _ := consoleLogOf(o, so.Audit)
+	co := console.Options{Log: l.Log, Appender: so.Appender, Credentials: so.Credentials, LogKeys: l.keys, Check: checkOptions(false),
 		Verify: func(ctx context.Context) (*audit.Report, error) {
-			return audit.Verify(ctx, os.DirFS(l.Dir()), audit.VerifyOptions{VerifierKeys: l.VerifierKeys(), CheckRecords: true})
+			return audit.Verify(ctx, l.files(ctx), audit.VerifyOptions{VerifierKeys: l.keys, CheckRecords: true})
 		}}
-	if st, ok := so.Capture.(*capture.Store); ok {
-		co.Inputs = st
+	if in, ok := so.Capture.(console.Inputs); ok {
+		co.Inputs = in
 	}
 	for _, w := range o.Witnesses { // URL=VERIFIERKEY
 		if i := strings.LastIndex(w, "="); i >= 0 {
@@ -75,7 +74,7 @@ func (m *Main) serveConsole(ctx context.Context, o ServeOptions, so *server.Opti
 			lags := map[string]uint64{}
 			for _, t := range o.Exports {
 				name := stream.Name(t)
-				cur, err := stream.ReadCursor(filepath.Join(exportDir(l.Dir()), name+".cursor"), name)
+				cur, err := stream.ReadCursor(filepath.Join(l.exports, name+".cursor"), name)
 				if err == nil && cp.Size >= cur {
 					lags[name] = cp.Size - cur
 				}
