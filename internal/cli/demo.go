@@ -23,7 +23,10 @@ import (
 	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/internal/demo/credit"
+	"github.com/vouchml/vouch/npy"
 	"github.com/vouchml/vouch/registry"
+	"github.com/vouchml/vouch/replay"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // DemoOptions are the settings of `vouch demo`.
@@ -44,7 +47,9 @@ under a minute:
   2. pushes the bundle to the registry and tags it prod;
   3. starts the server in process (transparency log, encrypted input
      capture) and sends a few hundred scoring requests;
-  4. shows three audit records, and replays one to VERIFIED, writing a
+  4. shows three audit records and a declined applicant's principal
+     reasons (recorded with the decision), and replays that decision to
+     VERIFIED — output and reasons recomputed bit for bit — writing a
      signed JSON and an HTML verification report;
   5. tampers with a copy of the audit log and shows verification catch it.
 
@@ -88,8 +93,23 @@ func (m *Main) demo(ctx context.Context, o DemoOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	// The bundle keeps what explains each decision: the feature names and
+	// a background of 16 applicants from the training distribution, the
+	// baseline of KernelSHAP (exact over the 8 features' 256 coalitions).
+	if err := writeFileAtomic(p("features.txt"), []byte(strings.Join(credit.Features, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	bg, _ := credit.Applicants(1, 16)
+	var bgFile bytes.Buffer
+	if err := npy.Encode(&bgFile, tensor.From(bg, 16, len(credit.Features))); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(p("background.npy"), bgFile.Bytes(), 0o644); err != nil {
+		return err
+	}
 	bo := BuildOptions{Model: model, Out: p("credit-risk.plan"), Compile: compile.DefaultOptions(),
-		Bundle: p("credit-risk.vouch"), Key: p("keys", "demo-signer.key"), ModelName: "credit-risk", ModelVersion: "1.0.0"}
+		Bundle: p("credit-risk.vouch"), Key: p("keys", "demo-signer.key"), ModelName: "credit-risk", ModelVersion: "1.0.0",
+		Features: p("features.txt"), Background: p("background.npy")}
 	bo.LogFile, bo.Report = bo.Out+".log.jsonl", bo.Out+".report.json"
 	if err := quiet.build(bo); err != nil {
 		return err
@@ -155,7 +175,7 @@ func (m *Main) demo(ctx context.Context, o DemoOptions) (err error) {
 	}
 	fmt.Fprintf(m.Stdout, "      answered   %d requests: %d approve, %d decline; every one has an audit record\n", len(traces), decisions["approve"], decisions["decline"])
 
-	step(4, "show three audit records")
+	step(4, "show three audit records and a declined applicant's reasons")
 	conn, err := openAuditConn(ctx, auditFlags{DataDir: data, URL: url})
 	if err != nil {
 		stopServer()
@@ -188,10 +208,35 @@ func (m *Main) demo(ctx context.Context, o DemoOptions) (err error) {
 		fmt.Fprintf(m.Stdout, "      #%-4d %s  %s  %s@%s  %s  %s%s  input %s…  leaf %s…\n", inc.Index, rec.Time.Format("15:04:05.000"),
 			rec.RequestID, rec.Model, rec.ModelVersion, rec.Principal, rec.OutputLabel, conf, rec.InputDigest[7:19], inc.LeafHash[:12])
 	}
+	// A declined applicant is owed the principal reasons: the record holds
+	// them, computed when the request was served.
+	declined := ""
+	for _, tr := range traces {
+		inc, err := conn.showLocal(ctx, tr)
+		if err != nil {
+			conn.close()
+			stopServer()
+			return err
+		}
+		rec, err := audit.Parse(inc.Record)
+		if err != nil || rec.OutputLabel != "decline" || len(rec.Decisions) == 0 || rec.Explanation == nil {
+			continue
+		}
+		declined = tr
+		fmt.Fprintf(m.Stdout, "      %s was declined; the principal reasons (%s, recorded with the decision):\n", rec.RequestID, rec.Explanation.Method)
+		for k, re := range rec.Decisions[0].Reasons {
+			fmt.Fprintf(m.Stdout, "        %d. %s\n", k+1, replay.ReasonText(re))
+		}
+		break
+	}
 	conn.close()
+	if declined == "" {
+		stopServer()
+		return fmt.Errorf("no declined applicant has reasons in its record: the demo failed")
+	}
 
-	step(5, "replay one request months later: prove it, re-run it, compare")
-	ro := ReplayOptions{Trace: traces[len(traces)/2], Audit: auditFlags{DataDir: data, URL: url}, DataDir: data,
+	step(5, "replay the declined request months later: prove it, re-run it, recompute its reasons, compare")
+	ro := ReplayOptions{Trace: declined, Audit: auditFlags{DataDir: data, URL: url}, DataDir: data,
 		Keys: p("keys", "demo-signer.pub"), ReportDir: p("report"), SignKey: p("keys", "demo-signer.key"), Principal: "demo-auditor"}
 	var replayOut bytes.Buffer
 	rm := NewMain(&replayOut, io.Discard)

@@ -54,7 +54,7 @@ func TestREADMEFirstCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errb.String(), text)
 	}
-	for _, want := range []string{"signed by demo-signer+", "answered   300 requests", "VERIFIED  trace", "verification FAILS", "entry does not match the tiles", "report.html"} {
+	for _, want := range []string{"signed by demo-signer+", "answered   300 requests", "VERIFIED  trace", "was declined; the principal reasons (kernel_shap", "recomputed, the same bit for bit", "verification FAILS", "entry does not match the tiles", "report.html"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, text)
 		}
