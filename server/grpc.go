@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -225,6 +226,20 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *oippb.ModelInferReque
 		resp.Parameters["output_label"] = strParam(out.label)
 		resp.Parameters["confidence"] = &oippb.InferParameter{ParameterChoice: &oippb.InferParameter_DoubleParam{DoubleParam: *out.confidence}}
 	}
+	// Every row's decision and, when asked, the reasons: the HTTP
+	// response's "decisions" and "explanation" parameters, as JSON text
+	// (an InferParameter holds scalars only).
+	dp := map[string]any{}
+	decisionParams(dp, out)
+	for _, k := range []string{"decisions", "explanation"} {
+		if v, ok := dp[k]; ok {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, grpcError(errf(500, "encoding %s: %v", k, err))
+			}
+			resp.Parameters[k] = strParam(string(b))
+		}
+	}
 	for _, o := range selectOutputs(info, out.req) {
 		t := out.outs[o.Name]
 		shape := make([]int64, len(t.Shape))
@@ -256,6 +271,13 @@ func decodeProto(pr *oippb.ModelInferRequest, lim Limits) (*inferRequest, error)
 	}
 	if len(pr.Inputs) > lim.Inputs {
 		return nil, fmt.Errorf("request has %d inputs, more than the %d allowed", len(pr.Inputs), lim.Inputs)
+	}
+	if p, ok := pr.Parameters["explain"]; ok {
+		v, isBool := p.GetParameterChoice().(*oippb.InferParameter_BoolParam)
+		if !isBool {
+			return nil, fmt.Errorf("parameter explain must be a bool")
+		}
+		req.Explain = v.BoolParam
 	}
 	bud := &budget{lim: lim}
 	raw := pr.RawInputContents
