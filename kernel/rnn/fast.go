@@ -74,15 +74,15 @@ func transpose32(m []float32, rows, cols int) []float32 {
 	return t
 }
 
-// act32s returns s as a slice function: vmath's vector forms for the
-// sigmoid and tanh (the bits of Sigmoid32 and Tanh32), else the scalar
+// act32s returns s as a slice function: v's forms of the sigmoid and
+// tanh (the bits of Sigmoid32 and Tanh32 at every level), else the scalar
 // activation applied element by element.
-func act32s(s actSpec) func(dst, src []float32) {
+func act32s(s actSpec, v vmath.Vec) func(dst, src []float32) {
 	switch s.name {
 	case "sigmoid":
-		return vmath.Sigmoid32s
+		return v.Sigmoid32s
 	case "tanh":
-		return vmath.Tanh32s
+		return v.Tanh32s
 	}
 	f := activation(s, f32)
 	return func(dst, src []float32) {
@@ -109,7 +109,7 @@ type fast32 struct {
 	xin, rin []float32
 }
 
-func newFast32(c config, d int, pk *pack, b, p []float32, z bool) *fast32 {
+func newFast32(c config, d int, pk *pack, b, p []float32, z bool, v vmath.Vec) *fast32 {
 	H, G := c.hidden, c.kind.gates()*c.hidden
 	e := &fast32{c: c, z: z, wt: pk.wt[d], rt: pk.rt[d]}
 	e.init = make([]float32, G)
@@ -131,7 +131,7 @@ func newFast32(c config, d int, pk *pack, b, p []float32, z bool) *fast32 {
 	}
 	perDir := len(c.kind.defaultActs())
 	for _, s := range c.acts[d*perDir : (d+1)*perDir] {
-		e.acts = append(e.acts, act32s(s))
+		e.acts = append(e.acts, act32s(s, v))
 	}
 	e.pre = make([]float32, c.seq*G)
 	e.h, e.cs = make([]float32, H), make([]float32, H)
@@ -237,8 +237,11 @@ func (e *fast32) step(t int) {
 }
 
 // compute32 is compute for float32 inputs on the fast path, with W and R
-// transposed in pk (nil: transposed here).
-func compute32(c config, in []*tensor.Tensor, lens []int, pk *pack, z bool) ([]*tensor.Tensor, error) {
+// transposed in pk (nil: transposed here), at kc's instruction set: the
+// AVX-512 chains where kc allows them and the CPU has them, vmath at kc's
+// level; every level gives the same bits.
+func compute32(c config, in []*tensor.Tensor, lens []int, pk *pack, kc *kernel.Ctx) ([]*tensor.Tensor, error) {
+	z, vec := haveZ && kc.AVX512(), kc.Vec()
 	get := func(i int) []float32 {
 		if t := kernel.Input(in, i); t != nil {
 			return t.Data.([]float32)
@@ -260,7 +263,7 @@ func compute32(c config, in []*tensor.Tensor, lens []int, pk *pack, z bool) ([]*
 	yc := make([]float32, c.dirs*c.batch*H)
 	xOff, stOff, yOff := c.xOff, c.stOff, c.yOff
 	for d := 0; d < c.dirs; d++ {
-		e := newFast32(c, d, pk, b, p, z)
+		e := newFast32(c, d, pk, b, p, z, vec)
 		reverse := c.reverse || d == 1
 		for bi := 0; bi < c.batch; bi++ {
 			clear(e.h)

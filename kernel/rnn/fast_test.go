@@ -8,14 +8,15 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/kerneltest"
 	"github.com/vouchml/vouch/tensor"
 )
 
 func floatA(name string, v float32) *ir.Attr { return &ir.Attr{Name: name, Kind: ir.AttrFloat, F: v} }
 
-// TestFast32Twins checks, bit for bit, the float32 path with its AVX-512
-// chains, the same path with the portable chains, and the scalar cell
-// (the reference: every chain is its chain), over the operators, both
+// TestFast32Twins checks, bit for bit, the float32 path at every
+// instruction-set level (AVX-512 chains, portable chains; vmath at that
+// level) against the scalar cell (the reference: every chain is its chain), over the operators, both
 // directions, both layouts, sequence lengths, clip, linear_before_reset,
 // input_forget, peepholes, missing B and states, other activations, and
 // hidden sizes on and off the 16-lane groups.
@@ -111,24 +112,18 @@ func TestFast32Twins(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			impls := []bool{false}
-			if haveZ {
-				impls = append(impls, true)
-			}
-			for _, z := range impls {
-				got, err := compute32(cfg, in, lens, nil, z)
+			// Every level (portable, AVX2, AVX-512) against the scalar cell.
+			for _, l := range kerneltest.Levels() {
+				got, err := compute32(cfg, in, lens, nil, (*kernel.Ctx)(nil).WithISA(l))
 				if err != nil {
 					t.Fatal(err)
 				}
 				if len(got) != len(ref) {
-					t.Fatalf("z=%v: %d outputs, want %d", z, len(got), len(ref))
+					t.Fatalf("%s: %d outputs, want %d", l, len(got), len(ref))
 				}
 				for k := range ref {
-					sameBits(t, fmt.Sprintf("z=%v output %d", z, k), got[k], ref[k])
+					sameBits(t, fmt.Sprintf("%s output %d", l, k), got[k], ref[k])
 				}
-			}
-			if !haveZ {
-				t.Log("no AVX-512 here: only the portable chains were checked")
 			}
 		})
 	}

@@ -199,7 +199,7 @@ func sameInts(a, b []int) bool {
 }
 
 func run(k cellKind) kernel.RunFunc {
-	return func(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return func(kc *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 		c, err := newConfig(k, n, in)
 		if err != nil {
 			return nil, err
@@ -222,7 +222,7 @@ func run(k cellKind) kernel.RunFunc {
 			if kernel.Tactic(n) == TacticPacked {
 				pk = packOf(n, c, in[1].Data.([]float32), in[2].Data.([]float32))
 			}
-			return compute32(c, in, lens, pk, haveZ)
+			return compute32(c, in, lens, pk, kc)
 		case tensor.Float64:
 			return compute(c, in, lens, f64, identity64)
 		default: // float16 and bfloat16, in float32
