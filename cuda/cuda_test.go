@@ -155,3 +155,21 @@ func TestArgsLayout(t *testing.T) {
 		t.Fatalf("args %v", a.vals)
 	}
 }
+
+func TestReleaseAndVersion(t *testing.T) {
+	for path, want := range map[string]string{
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04": "580.159.04",
+		"/usr/lib/libcuda.so.1":                           "",
+		"/x/libcuda.so":                                   "",
+		"/x/libnvrtc.so.13":                               "",
+	} {
+		if got := releaseOf(path); got != want {
+			t.Errorf("releaseOf(%s) = %q, want %q", path, got, want)
+		}
+	}
+	for v, want := range map[int]string{13000: "13.0", 12040: "12.4", 11080: "11.8"} {
+		if got := CUDAVersion(v); got != want {
+			t.Errorf("CUDAVersion(%d) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -50,6 +50,7 @@ type Engine struct {
 	ex    *Executor
 	opts  Options
 	bound sync.Map // input-shape key -> *sync.Pool of *Bound
+	dev   Program  // a device program (backend.go); nil on the CPU
 }
 
 // NewEngine prepares g to run with the kernels of reg under o. It fails if
@@ -86,6 +87,9 @@ func (e *Engine) Run(ctx context.Context, inputs map[string]*tensor.Tensor) (map
 	g := e.ex.g
 	if err := CheckInputs(g, inputs); err != nil {
 		return nil, err
+	}
+	if e.dev != nil {
+		return e.runDevice(ctx, inputs)
 	}
 	args := make([]*tensor.Tensor, len(g.Inputs))
 	shapes := make([][]int, len(g.Inputs))

@@ -1,0 +1,638 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+
+	"github.com/vouchml/vouch/cuda"
+	"github.com/vouchml/vouch/cuda/exact"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// ErrPlan wraps every refusal of a plan: no GPU section, or a section that
+// does not fit this device.
+var ErrPlan = errors.New("engine: GPU plan")
+
+// Backend is what a Program records as the audit record's backend.
+const Backend = "cuda-exact"
+
+// CheckDevice reports whether a plan's GPU section can run on the device:
+// the cubin's architecture must be the device's, and the image must be the
+// one the header describes. Otherwise the error says what to rebuild.
+func CheckDevice(gpu *plan.GPU, info cuda.DeviceInfo) (*cuda.Image, error) {
+	if gpu == nil {
+		return nil, fmt.Errorf("%w: the plan was built for the CPU and has no GPU kernels: rebuild it with vouch build --device cuda:%d", ErrPlan, info.Ordinal)
+	}
+	if gpu.Arch != info.Arch() {
+		return nil, fmt.Errorf("%w: %w: the plan was built for %s (%s, compute capability %s), device %d (%s) is %s: rebuild the plan for this GPU (vouch build --device cuda:%d --arch %s)",
+			ErrPlan, cuda.ErrArch, gpu.Arch, gpu.Build.GPU, gpu.Build.ComputeCapability, info.Ordinal, info.Name, info.Arch(), info.Ordinal, info.Arch())
+	}
+	img, err := cuda.DecodeImage(gpu.Image)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
+	}
+	if img.Arch != gpu.Arch || img.SourceDigest != gpu.Kernels.SourceSHA256 || digest(img.PTX) != gpu.Kernels.PTXSHA256 || digest(img.Cubin) != gpu.Kernels.CubinSHA256 {
+		return nil, fmt.Errorf("%w: the kernel image (%s, source %s) is not the one the header describes (%s, source %s)", ErrPlan, img.Arch, img.SourceDigest, gpu.Arch, gpu.Kernels.SourceSHA256)
+	}
+	if err := img.Check(info); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
+	}
+	return img, nil
+}
+
+// DeviceName is the audit record's device: "cuda:0 NVIDIA H200 (sm_90,
+// driver 580.159.04, CUDA 13.0)".
+func DeviceName(info cuda.DeviceInfo, release string) string {
+	drv := ""
+	if release != "" {
+		drv = "driver " + release + ", "
+	}
+	return fmt.Sprintf("cuda:%d %s (%s, %sCUDA %s)", info.Ordinal, info.Name, info.Arch(), drv, cuda.CUDAVersion(info.DriverVersion))
+}
+
+// Program is a GPU plan loaded on one device: its kernels, its weights in
+// device memory, and its placement. Run is safe for concurrent use; runs
+// are serialised on the device.
+type Program struct {
+	mu      sync.Mutex
+	c       *cuda.Context
+	e       *exact.Engine
+	g       *ir.Graph
+	place   map[*ir.Node]bool // top-level layers placed on cuda
+	reg     *kernel.Registry
+	weights map[wkey]*cuda.Buffer
+	device  string
+}
+
+type wkey struct {
+	g    *ir.Graph
+	name string
+}
+
+// Open loads p's GPU section on device ordinal of d (refusing another
+// architecture), uploads the weights its GPU layers read, and prepares the
+// CPU layers with reg. It never compiles.
+func Open(d *cuda.Driver, ordinal int, p *plan.Plan, reg *kernel.Registry) (*Program, error) {
+	info, err := d.Device(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	img, err := CheckDevice(p.Header.GPU, info)
+	if err != nil {
+		return nil, err
+	}
+	layers := p.Header.GPU.Layers
+	if len(layers) != len(p.Graph.Nodes) {
+		return nil, fmt.Errorf("%w: placement of %d layers for %d", ErrPlan, len(layers), len(p.Graph.Nodes))
+	}
+	c, err := d.Context(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	e, err := exact.Load(c, img)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	pr := &Program{c: c, e: e, g: p.Graph, place: map[*ir.Node]bool{}, reg: reg, weights: map[wkey]*cuda.Buffer{}, device: DeviceName(info, d.Release())}
+	for i, n := range p.Graph.Nodes {
+		if layers[i].Backend != plan.BackendCUDA {
+			continue
+		}
+		pr.place[n] = true
+		if err := pr.upload(p.Graph, n); err != nil {
+			pr.Close()
+			return nil, err
+		}
+	}
+	return pr, nil
+}
+
+// upload puts the float32 initializers n reads (a chain's body's too) on
+// the device, once.
+func (pr *Program) upload(g *ir.Graph, n *ir.Node) error {
+	for _, in := range n.Inputs {
+		t, ok := g.Initializers[in]
+		if !ok || t.DType != tensor.Float32 || pr.weights[wkey{g, in}] != nil {
+			continue
+		}
+		b, err := pr.c.Alloc(uint64(max(t.Len(), 1)) * 4)
+		if err != nil {
+			return err
+		}
+		if err := pr.c.Upload(b, t.Data.([]float32)); err != nil {
+			b.Free()
+			return err
+		}
+		pr.weights[wkey{g, in}] = b
+	}
+	if a := n.Attrs["body"]; n.OpType == "ConvChain" && a != nil && a.G != nil {
+		for _, b := range a.G.Nodes {
+			if err := pr.upload(a.G, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Backend returns "cuda-exact".
+func (pr *Program) Backend() string { return Backend }
+
+// Device names the device the program runs on.
+func (pr *Program) Device() string { return pr.device }
+
+// Close frees the weights and unloads the kernels.
+func (pr *Program) Close() error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	for k, b := range pr.weights {
+		b.Free()
+		delete(pr.weights, k)
+	}
+	var err error
+	if pr.e != nil {
+		err = pr.e.Close()
+		pr.e = nil
+	}
+	if pr.c != nil {
+		err = errors.Join(err, pr.c.Close())
+		pr.c = nil
+	}
+	return err
+}
+
+// val is a value of a run: on the device (buf), on the host, or both.
+type val struct {
+	buf   *cuda.Buffer // owned by the run
+	ptr   uint64
+	shape []int
+	host  *tensor.Tensor
+}
+
+type state struct {
+	pr   *Program
+	g    *ir.Graph
+	vals map[string]*val
+	own  []*cuda.Buffer
+}
+
+func (s *state) free() {
+	for _, b := range s.own {
+		b.Free()
+	}
+	s.own = nil
+}
+
+// Run runs the plan on inputs (in graph-input order) and returns the
+// outputs in graph-output order, on the host.
+func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*tensor.Tensor, err error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.e == nil {
+		return nil, fmt.Errorf("engine: run on a closed program")
+	}
+	if len(inputs) != len(pr.g.Inputs) {
+		return nil, fmt.Errorf("engine: %d inputs for %d", len(inputs), len(pr.g.Inputs))
+	}
+	s := &state{pr: pr, g: pr.g, vals: map[string]*val{}}
+	defer s.free()
+	for i, v := range pr.g.Inputs {
+		s.vals[v.Name] = &val{shape: inputs[i].Shape, host: inputs[i]}
+	}
+	for _, n := range pr.g.Nodes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if pr.place[n] {
+			err = s.gpu(n)
+		} else {
+			err = s.cpu(n)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("engine: layer %s (%s): %w", n.Name, n.OpType, err)
+		}
+	}
+	for _, o := range pr.g.Outputs {
+		t, err := s.host(o.Name)
+		if err != nil {
+			return nil, fmt.Errorf("engine: output %s: %w", o.Name, err)
+		}
+		outs = append(outs, t)
+	}
+	return outs, nil
+}
+
+// dev returns a value's device address and shape, uploading a host value
+// or reading a weight.
+func (s *state) dev(name string) (uint64, []int, error) {
+	if v := s.vals[name]; v != nil {
+		if v.ptr == 0 && v.host != nil {
+			if v.host.DType != tensor.Float32 {
+				return 0, nil, fmt.Errorf("value %s is %v, GPU kernels take float32", name, v.host.DType)
+			}
+			b, err := s.alloc(v.host.Len())
+			if err != nil {
+				return 0, nil, err
+			}
+			if err := s.pr.c.Upload(b, v.host.Data.([]float32)); err != nil {
+				return 0, nil, err
+			}
+			v.ptr = b.Ptr
+		}
+		return v.ptr, v.shape, nil
+	}
+	if b := s.pr.weights[wkey{s.g, name}]; b != nil {
+		return b.Ptr, s.g.Initializers[name].Shape, nil
+	}
+	return 0, nil, fmt.Errorf("input %q is not a float32 value or weight on the device", name)
+}
+
+// host returns a value on the host, downloading it once.
+func (s *state) host(name string) (*tensor.Tensor, error) {
+	if v := s.vals[name]; v != nil {
+		if v.host == nil {
+			d := make([]float32, tensor.NumElems(v.shape))
+			if err := s.pr.c.Download(d, &cuda.Buffer{Ptr: v.ptr, Size: uint64(len(d)) * 4}); err != nil {
+				return nil, err
+			}
+			v.host = tensor.From(d, v.shape...)
+		}
+		return v.host, nil
+	}
+	if t, ok := s.g.Initializers[name]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("no value %q", name)
+}
+
+func (s *state) alloc(n int) (*cuda.Buffer, error) {
+	b, err := s.pr.c.Alloc(uint64(max(n, 1)) * 4)
+	if err != nil {
+		return nil, err
+	}
+	s.own = append(s.own, b)
+	return b, nil
+}
+
+func (s *state) out(name string, shape []int) (uint64, error) {
+	b, err := s.alloc(tensor.NumElems(shape))
+	if err != nil {
+		return 0, err
+	}
+	s.vals[name] = &val{ptr: b.Ptr, shape: shape}
+	return b.Ptr, nil
+}
+
+// cpu runs a layer with the CPU kernel registry.
+func (s *state) cpu(n *ir.Node) (err error) {
+	in := make([]*tensor.Tensor, len(n.Inputs))
+	for i, name := range n.Inputs {
+		if name == "" {
+			continue
+		}
+		if in[i], err = s.host(name); err != nil {
+			return err
+		}
+	}
+	if err := s.pr.c.Synchronize(); err != nil {
+		return err
+	}
+	op, err := s.pr.reg.Lookup(n)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("CPU kernel panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	outs, err := op.Run(&kernel.Ctx{}, n, in)
+	if err != nil {
+		return err
+	}
+	for i, name := range n.Outputs {
+		if name == "" {
+			continue
+		}
+		if i >= len(outs) || outs[i] == nil {
+			return fmt.Errorf("the CPU kernel produced no %s", name)
+		}
+		s.vals[name] = &val{shape: outs[i].Shape, host: outs[i]}
+	}
+	return nil
+}
+
+func ints(n *ir.Node, name string, def ...int) []int {
+	v := n.Ints(name, nil)
+	if v == nil {
+		return def
+	}
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = int(x)
+	}
+	return out
+}
+
+// gpu runs a layer placed on cuda.
+func (s *state) gpu(n *ir.Node) error {
+	e := s.pr.e
+	switch n.OpType {
+	case "Fused":
+		layout := ints(n, "layout")
+		base := &ir.Node{OpType: n.String("base", ""), Attrs: n.Attrs}
+		relu := n.String("activation", "") == "Relu"
+		var res string
+		if layout[1] == 1 {
+			res = n.Inputs[layout[0]]
+		}
+		switch base.OpType {
+		case "Conv":
+			var bias string
+			if layout[0] == 3 {
+				bias = n.Inputs[2]
+			}
+			return s.conv(base, n.Inputs[0], n.Inputs[1], bias, res, relu, n.Outputs[0])
+		case "Gemm":
+			return s.gemm(base, n.Inputs[0], n.Inputs[1], n.Inputs[2], relu, n.Outputs[0])
+		}
+	case "Conv":
+		return s.conv(n, n.Input(0), n.Input(1), n.Input(2), "", false, n.Outputs[0])
+	case "Gemm":
+		return s.gemm(n, n.Input(0), n.Input(1), n.Input(2), false, n.Outputs[0])
+	case "ConvChain":
+		body := n.Attrs["body"].G
+		sub := &state{pr: s.pr, g: body, vals: map[string]*val{}}
+		ptr, shape, err := s.dev(n.Inputs[0])
+		if err != nil {
+			return err
+		}
+		sub.vals[body.Inputs[0].Name] = &val{ptr: ptr, shape: shape}
+		for _, b := range body.Nodes {
+			if err := sub.gpu(b); err != nil {
+				s.own = append(s.own, sub.own...)
+				return fmt.Errorf("body layer %s: %w", b.Name, err)
+			}
+		}
+		s.own = append(s.own, sub.own...)
+		v := sub.vals[body.Outputs[0].Name]
+		if v == nil {
+			return fmt.Errorf("the chain's body did not produce %s", body.Outputs[0].Name)
+		}
+		s.vals[n.Outputs[0]] = &val{ptr: v.ptr, shape: v.shape}
+		return nil
+	case "Relu":
+		x, shape, err := s.dev(n.Inputs[0])
+		if err != nil {
+			return err
+		}
+		y, err := s.out(n.Outputs[0], shape)
+		if err != nil {
+			return err
+		}
+		return e.Unary(nil, exact.Relu, x, y, int64(tensor.NumElems(shape)))
+	case "Add":
+		a, sa, err := s.dev(n.Inputs[0])
+		if err != nil {
+			return err
+		}
+		b, sb, err := s.dev(n.Inputs[1])
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(sa, sb) {
+			return fmt.Errorf("Add of %v and %v: the GPU kernel does not broadcast", sa, sb)
+		}
+		y, err := s.out(n.Outputs[0], sa)
+		if err != nil {
+			return err
+		}
+		return e.Add(nil, a, b, y, int64(tensor.NumElems(sa)))
+	case "MaxPool":
+		x, shape, err := s.dev(n.Inputs[0])
+		if err != nil {
+			return err
+		}
+		if len(shape) != 4 {
+			return fmt.Errorf("MaxPool of a rank-%d value", len(shape))
+		}
+		k := ints(n, "kernel_shape")
+		p := ints(n, "pads", 0, 0, 0, 0)
+		st, d := ints(n, "strides", 1, 1), ints(n, "dilations", 1, 1)
+		pg := exact.PoolGeom{Planes: shape[0] * shape[1], H: shape[2], W: shape[3], KH: k[0], KW: k[1], SH: st[0], SW: st[1],
+			PBH: p[0], PBW: p[1], PEH: p[2], PEW: p[3], DH: d[0], DW: d[1]}
+		pg.OH = (pg.H+pg.PBH+pg.PEH-((pg.KH-1)*pg.DH+1))/pg.SH + 1
+		pg.OW = (pg.W+pg.PBW+pg.PEW-((pg.KW-1)*pg.DW+1))/pg.SW + 1
+		if pg.OH < 1 || pg.OW < 1 {
+			return fmt.Errorf("MaxPool window larger than its padded input %v", shape)
+		}
+		y, err := s.out(n.Outputs[0], []int{shape[0], shape[1], pg.OH, pg.OW})
+		if err != nil {
+			return err
+		}
+		return e.MaxPool2D(nil, pg, x, y)
+	case "GlobalAveragePool":
+		x, shape, err := s.dev(n.Inputs[0])
+		if err != nil {
+			return err
+		}
+		if len(shape) < 3 {
+			return fmt.Errorf("GlobalAveragePool of a rank-%d value", len(shape))
+		}
+		os := []int{shape[0], shape[1]}
+		for range shape[2:] {
+			os = append(os, 1)
+		}
+		y, err := s.out(n.Outputs[0], os)
+		if err != nil {
+			return err
+		}
+		return e.GlobalAvg(nil, x, y, int64(shape[0]*shape[1]), tensor.NumElems(shape[2:]))
+	case "Flatten":
+		x, shape, err := s.dev(n.Inputs[0])
+		if err != nil {
+			return err
+		}
+		ax := int(n.Int("axis", 1))
+		if ax < 0 {
+			ax += len(shape)
+		}
+		if ax < 0 || ax > len(shape) {
+			return fmt.Errorf("Flatten axis %d of a rank-%d value", ax, len(shape))
+		}
+		s.vals[n.Outputs[0]] = &val{ptr: x, shape: []int{tensor.NumElems(shape[:ax]), tensor.NumElems(shape[ax:])}}
+		return nil
+	case "Softmax":
+		x, shape, err := s.dev(n.Inputs[0])
+		if err != nil {
+			return err
+		}
+		if len(shape) == 0 {
+			return fmt.Errorf("Softmax of a scalar")
+		}
+		D := shape[len(shape)-1]
+		y, err := s.out(n.Outputs[0], shape)
+		if err != nil {
+			return err
+		}
+		return e.Softmax(nil, x, y, int64(tensor.NumElems(shape)/max(D, 1)), D)
+	}
+	return fmt.Errorf("placed on the GPU, but this vouch has no GPU kernel for it")
+}
+
+// conv runs kernel/nn's Conv (chain, then + bias) and, fused, + res and
+// then the Relu activation as its own elementwise kernel, as kernel/fused
+// runs the parts.
+func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, relu bool, out string) error {
+	x, xs, err := s.dev(xn)
+	if err != nil {
+		return err
+	}
+	w, ws, err := s.dev(wn)
+	if err != nil {
+		return err
+	}
+	if len(xs) != 4 || len(ws) != 4 {
+		return fmt.Errorf("Conv of %v with weights %v: the GPU kernel is 2-D", xs, ws)
+	}
+	p := ints(n, "pads", 0, 0, 0, 0)
+	st, d := ints(n, "strides", 1, 1), ints(n, "dilations", 1, 1)
+	g := exact.ConvGeom{N: xs[0], C: xs[1], H: xs[2], W: xs[3], M: ws[0], G: int(n.Int("group", 1)),
+		KH: ws[2], KW: ws[3], SH: st[0], SW: st[1], PH: p[0], PW: p[1], DH: d[0], DW: d[1]}
+	if g.G < 1 || g.C%g.G != 0 || ws[1] != g.C/g.G {
+		return fmt.Errorf("Conv of %v with weights %v in %d groups", xs, ws, g.G)
+	}
+	g.OH = (g.H+2*g.PH-((g.KH-1)*g.DH+1))/g.SH + 1
+	g.OW = (g.W+2*g.PW-((g.KW-1)*g.DW+1))/g.SW + 1
+	if g.OH < 1 || g.OW < 1 {
+		return fmt.Errorf("Conv kernel larger than its padded input %v", xs)
+	}
+	os := []int{g.N, g.M, g.OH, g.OW}
+	var bias, res uint64
+	if bn != "" {
+		var bs []int
+		if bias, bs, err = s.dev(bn); err != nil {
+			return err
+		}
+		if tensor.NumElems(bs) != g.M {
+			return fmt.Errorf("Conv bias of shape %v for %d filters", bs, g.M)
+		}
+	}
+	if rn != "" {
+		var rs []int
+		if res, rs, err = s.dev(rn); err != nil {
+			return err
+		}
+		if !slices.Equal(rs, os) {
+			return fmt.Errorf("residual of shape %v for an output of %v", rs, os)
+		}
+	}
+	y, err := s.out(out, os)
+	if err != nil {
+		return err
+	}
+	if err := s.pr.e.Conv2D(nil, g, x, w, bias, res, false, y); err != nil {
+		return err
+	}
+	if relu {
+		return s.pr.e.Unary(nil, exact.Relu, y, y, int64(g.OutLen()))
+	}
+	return nil
+}
+
+// gemm runs kernel/nn's Gemm with alpha = beta = 1: the chain over k from
+// +0, then acc + C as one rounded addition (on the GPU x*1 + C: the
+// product is exact), then Relu when fused.
+func (s *state) gemm(n *ir.Node, an, bn, cn string, relu bool, out string) error {
+	a, as, err := s.dev(an)
+	if err != nil {
+		return err
+	}
+	b, bs, err := s.dev(bn)
+	if err != nil {
+		return err
+	}
+	if len(as) != 2 || len(bs) != 2 {
+		return fmt.Errorf("Gemm of %v and %v", as, bs)
+	}
+	M, K := as[0], as[1]
+	bm := exact.Mat{Ptr: b, RS: int64(bs[1]), CS: 1}
+	N := bs[1]
+	if n.Int("transB", 0) != 0 {
+		N = bs[0]
+		bm = exact.Mat{Ptr: b, RS: 1, CS: int64(K)}
+		if bs[1] != K {
+			return fmt.Errorf("Gemm of %v and %vᵀ", as, bs)
+		}
+	} else if bs[0] != K {
+		return fmt.Errorf("Gemm of %v and %v", as, bs)
+	}
+	y, err := s.out(out, []int{M, N})
+	if err != nil {
+		return err
+	}
+	if err := s.pr.e.SGEMM(nil, M, N, K, exact.Mat{Ptr: a, RS: int64(K), CS: 1}, bm, y, int64(N)); err != nil {
+		return err
+	}
+	if cn != "" {
+		c, cs, err := s.dev(cn)
+		if err != nil {
+			return err
+		}
+		switch tensor.NumElems(cs) {
+		case N:
+			ones, err := s.ones(N)
+			if err != nil {
+				return err
+			}
+			if err := s.pr.e.ChannelAffine(nil, y, ones, c, y, int64(M*N), 1, N); err != nil {
+				return err
+			}
+		case M * N:
+			if len(cs) != 2 {
+				return fmt.Errorf("Gemm C of shape %v", cs)
+			}
+			if err := s.pr.e.Add(nil, y, c, y, int64(M*N)); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("Gemm C of shape %v for an output of [%d %d]", cs, M, N)
+		}
+	}
+	if relu {
+		return s.pr.e.Unary(nil, exact.Relu, y, y, int64(M*N))
+	}
+	return nil
+}
+
+// ones returns n float32 ones on the device (Gemm's bias as an affine map).
+func (s *state) ones(n int) (uint64, error) {
+	key := wkey{nil, fmt.Sprintf("ones/%d", n)}
+	if b := s.pr.weights[key]; b != nil {
+		return b.Ptr, nil
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = 1
+	}
+	b, err := s.pr.c.Alloc(uint64(n) * 4)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.pr.c.Upload(b, v); err != nil {
+		b.Free()
+		return 0, err
+	}
+	s.pr.weights[key] = b
+	return b.Ptr, nil
+}
+
+func digest(b []byte) string { return plan.Digest(b) }

@@ -1,0 +1,131 @@
+package engine_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/compile"
+	"github.com/vouchml/vouch/cuda"
+	. "github.com/vouchml/vouch/cuda/engine"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/onnx"
+	"github.com/vouchml/vouch/plan"
+)
+
+const models = "../../../shared/models"
+
+func build(t *testing.T, name string) *compile.Result {
+	t.Helper()
+	path := filepath.Join(models, name, "model.onnx")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Skipf("shared model %s: %v", name, err)
+	}
+	m, err := onnx.Decode(src, filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compile.Build(m, src, name, "test", compile.DefaultOptions(), builtin.Registry(), buildlog.New(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// fakeImage is an Image as cuda.Build makes one, with bytes in place of
+// NVRTC's products (no GPU or NVRTC here).
+func fakeImage(arch string) *cuda.Image {
+	return &cuda.Image{Arch: arch, NVRTC: "13.0", Source: "exact.cu", SourceDigest: plan.Digest([]byte("src")),
+		Options: []string{"--fmad=false"}, PTX: []byte("ptx\x00"), Cubin: []byte("\x7fELF cubin")}
+}
+
+var h200 = cuda.DeviceInfo{Ordinal: 0, Name: "NVIDIA H200", Major: 9, Minor: 0, DriverVersion: 13000}
+
+func gpuPlan(t *testing.T, name string) (*plan.Plan, []byte) {
+	res := build(t, name)
+	img := fakeImage("sm_90")
+	b, err := plan.AddGPU(res.Plan, Section(res.Graph, res.Graph.Types, img, Env{Device: h200, Release: "580.159.04"}), img.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, b
+}
+
+// The shared CNNs and the MLP run on the GPU but for what has no kernel.
+func TestPlace(t *testing.T) {
+	for name, wantCPU := range map[string][]string{
+		"breast_cancer_mlp": nil,
+		"digits_cnn":        nil,
+		"resnet18":          nil,
+	} {
+		p, _ := gpuPlan(t, name)
+		g := p.Header.GPU
+		var cpu []string
+		for _, l := range g.Layers {
+			if l.Backend == plan.BackendCPU {
+				cpu = append(cpu, l.Layer+": "+l.Reason)
+			}
+		}
+		if len(cpu) != len(wantCPU) {
+			t.Errorf("%s: on the CPU: %q, want %d layers", name, cpu, len(wantCPU))
+		}
+		if g.Build.GPU != "NVIDIA H200" || g.Build.ComputeCapability != "9.0" || g.Build.CUDA != "13.0" || g.Build.Driver != "580.159.04" || g.Arch != "sm_90" {
+			t.Errorf("%s: build environment %+v", name, g.Build)
+		}
+	}
+	// tiny_bert: what runs where is said layer by layer, with reasons.
+	p, _ := gpuPlan(t, "tiny_bert")
+	for _, l := range p.Header.GPU.Layers {
+		if l.Backend == plan.BackendCPU && l.Reason == "" {
+			t.Errorf("tiny_bert: layer %s on the CPU without a reason", l.Layer)
+		}
+	}
+}
+
+// Loading checks the architecture before anything else, and says what to
+// rebuild.
+func TestCheckDevice(t *testing.T) {
+	p, _ := gpuPlan(t, "digits_cnn")
+	img, err := CheckDevice(p.Header.GPU, h200)
+	if err != nil || img.Arch != "sm_90" {
+		t.Fatalf("the build device refused: %v", err)
+	}
+	a100 := cuda.DeviceInfo{Ordinal: 1, Name: "NVIDIA A100-SXM4-80GB", Major: 8, Minor: 0}
+	_, err = CheckDevice(p.Header.GPU, a100)
+	want := "the plan was built for sm_90 (NVIDIA H200, compute capability 9.0), device 1 (NVIDIA A100-SXM4-80GB) is sm_80: rebuild the plan for this GPU (vouch build --device cuda:1 --arch sm_80)"
+	if !errors.Is(err, cuda.ErrArch) || !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("another architecture: %v", err)
+	}
+	if _, err := CheckDevice(nil, h200); !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), "rebuild it with vouch build --device cuda:0") {
+		t.Fatalf("a CPU plan: %v", err)
+	}
+	// An image that is not the header's.
+	g := *p.Header.GPU
+	other := fakeImage("sm_90")
+	other.Cubin = []byte("\x7fELF another cubin")
+	g.Image = other.Encode()
+	if _, err := CheckDevice(&g, h200); !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), "not the one the header describes") {
+		t.Fatalf("a swapped image: %v", err)
+	}
+	g.Image = []byte("garbage")
+	if _, err := CheckDevice(&g, h200); !errors.Is(err, cuda.ErrImage) {
+		t.Fatalf("an undecodable image: %v", err)
+	}
+}
+
+func TestDeviceName(t *testing.T) {
+	if got, want := DeviceName(h200, "580.159.04"), "cuda:0 NVIDIA H200 (sm_90, driver 580.159.04, CUDA 13.0)"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	if got, want := DeviceName(h200, ""), "cuda:0 NVIDIA H200 (sm_90, CUDA 13.0)"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}

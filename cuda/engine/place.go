@@ -1,0 +1,213 @@
+// Package engine runs a GPU plan: the layers the plan places on "cuda" with
+// the exact-mode kernels of package cuda/exact, every other layer with
+// vouch's CPU kernels inside the same run (its inputs downloaded, its
+// outputs uploaded when a GPU layer reads them). Exact mode performs the
+// CPU contract's arithmetic in the same order, so a run's outputs have the
+// bits the same plan gives on the CPU.
+//
+// Place decides, at build time and without a GPU, where each layer runs;
+// the plan records it, and a Program follows the record: it never moves a
+// layer. A layer placed on "cuda" whose operands turn out not to fit its
+// kernel (an unexpected shape) fails the run with an error naming the
+// layer, rather than running somewhere the plan does not say.
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/vouchml/vouch/cuda/kernels"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/plan"
+)
+
+// Place returns every top-level layer's placement, in g's order. types
+// are the compiler's inferred value types (may be nil: a rule that needs a
+// type then keeps the layer on the CPU).
+func Place(g *ir.Graph, types map[string]ir.Type) []plan.Placement {
+	out := make([]plan.Placement, 0, len(g.Nodes))
+	for i, n := range g.Nodes {
+		name := n.Name
+		if name == "" {
+			name = fmt.Sprintf("%s_%d", n.OpType, i) // plan.Encode's name for it
+		}
+		k, why := kernelFor(n, types, false)
+		if why == "" {
+			out = append(out, plan.Placement{Layer: name, Backend: plan.BackendCUDA, Kernel: k})
+		} else {
+			out = append(out, plan.Placement{Layer: name, Backend: plan.BackendCPU, Reason: why})
+		}
+	}
+	return out
+}
+
+// kernelFor names the GPU kernels that run n, or says why none does.
+// chain is set inside a ConvChain's body, whose Adds are residuals by the
+// chain's construction (kernel/fused.ConvChain).
+func kernelFor(n *ir.Node, types map[string]ir.Type, chain bool) (kernel, reason string) {
+	if n.Domain != "" && n.Domain != "vouch" {
+		return "", fmt.Sprintf("domain %q has no GPU kernels", n.Domain)
+	}
+	for _, a := range n.Attrs {
+		if a.G != nil || len(a.Graphs) > 0 {
+			if n.OpType != "ConvChain" {
+				return "", "a layer with a subgraph runs on the CPU"
+			}
+		}
+	}
+	switch n.OpType {
+	case "Fused":
+		return fusedKernel(n, types, chain)
+	case "ConvChain":
+		body := n.Attrs["body"]
+		if body == nil || body.G == nil {
+			return "", "ConvChain without a body"
+		}
+		for _, b := range body.G.Nodes {
+			if _, why := kernelFor(b, body.G.Types, true); why != "" {
+				return "", fmt.Sprintf("body layer %s: %s", b.Name, why)
+			}
+		}
+		return "chain(" + kernels.Conv2D + ")", ""
+	case "Conv":
+		if why := convOK(n); why != "" {
+			return "", why
+		}
+		return kernels.Conv2D, ""
+	case "Gemm":
+		if why := gemmOK(n); why != "" {
+			return "", why
+		}
+		return kernels.SGEMM + "+" + kernels.Affine, ""
+	case "Relu":
+		return kernels.Unary, ""
+	case "Add":
+		if len(n.Inputs) != 2 || !sameStatic(types, n.Input(0), n.Input(1)) {
+			return "", "Add with broadcasting (or operand shapes unknown at build time)"
+		}
+		return kernels.Add, ""
+	case "MaxPool":
+		if len(n.Outputs) > 1 && n.Outputs[1] != "" {
+			return "", "MaxPool with an Indices output"
+		}
+		if why := poolOK(n); why != "" {
+			return "", why
+		}
+		return kernels.MaxPool2D, ""
+	case "GlobalAveragePool":
+		return kernels.GlobalAvg, ""
+	case "Flatten":
+		return "view", ""
+	case "Softmax":
+		if n.Version < 13 {
+			return "", "Softmax before opset 13 (2-D coercion)"
+		}
+		if ax := n.Int("axis", -1); ax != -1 {
+			if t, ok := types[n.Input(0)]; !ok || !t.RankKnown || ax != int64(len(t.Shape)-1) {
+				return "", "Softmax over an axis other than the last"
+			}
+		}
+		return kernels.Softmax, ""
+	}
+	return "", fmt.Sprintf("no exact GPU kernel for %s yet", n.OpType)
+}
+
+// fusedKernel covers kernel/fused's Fused layers over Conv and Gemm with a
+// residual Add at most and Relu or no activation.
+func fusedKernel(n *ir.Node, types map[string]ir.Type, chain bool) (string, string) {
+	layout := n.Ints("layout", nil)
+	if len(layout) != 3 || layout[2] != 0 || layout[1] > 1 {
+		return "", fmt.Sprintf("fused layout %v (more than one Add, or activation inputs)", layout)
+	}
+	act := n.String("activation", "")
+	if act != "" && act != "Relu" {
+		return "", fmt.Sprintf("fused activation %s has no GPU epilogue yet", act)
+	}
+	base := &ir.Node{OpType: n.String("base", ""), Version: n.Int("base_version", 0), Attrs: n.Attrs}
+	k := ""
+	switch base.OpType {
+	case "Conv":
+		if why := convOK(base); why != "" {
+			return "", why
+		}
+		if layout[0] < 2 || layout[0] > 3 {
+			return "", fmt.Sprintf("fused Conv with %d inputs", layout[0])
+		}
+		k = kernels.Conv2D
+	case "Gemm":
+		if why := gemmOK(base); why != "" {
+			return "", why
+		}
+		if layout[0] != 3 || layout[1] != 0 {
+			return "", "fused Gemm without a bias or with an Add"
+		}
+		k = kernels.SGEMM + "+" + kernels.Affine
+	default:
+		return "", fmt.Sprintf("fused %s has no GPU kernel yet", base.OpType)
+	}
+	if layout[1] == 1 {
+		// The Add must be a same-shape residual (the conv epilogue's).
+		if !chain && !sameStatic(types, n.Input(int(layout[0])), n.Outputs[0]) {
+			return "", "fused Add that broadcasts (or shapes unknown at build time)"
+		}
+		k += "+residual"
+	}
+	if act == "Relu" {
+		k += "+" + kernels.Unary + "(Relu)"
+	}
+	return k, ""
+}
+
+func convOK(n *ir.Node) string {
+	if n.String("auto_pad", "NOTSET") != "NOTSET" {
+		return "Conv with auto_pad"
+	}
+	if k := n.Ints("kernel_shape", nil); k != nil && len(k) != 2 {
+		return fmt.Sprintf("a %d-D Conv", len(k))
+	}
+	if p := n.Ints("pads", nil); p != nil && (len(p) != 4 || p[0] != p[2] || p[1] != p[3]) {
+		return fmt.Sprintf("Conv pads %v (asymmetric)", p)
+	}
+	if s := n.Ints("strides", nil); s != nil && len(s) != 2 {
+		return "Conv strides"
+	}
+	if d := n.Ints("dilations", nil); d != nil && len(d) != 2 {
+		return "Conv dilations"
+	}
+	return ""
+}
+
+func gemmOK(n *ir.Node) string {
+	if n.Int("transA", 0) != 0 || n.Float("alpha", 1) != 1 || n.Float("beta", 1) != 1 {
+		return "Gemm with transA, alpha or beta"
+	}
+	return ""
+}
+
+func poolOK(n *ir.Node) string {
+	k := n.Ints("kernel_shape", nil)
+	switch {
+	case len(k) != 2:
+		return fmt.Sprintf("a %d-D pool", len(k))
+	case n.String("auto_pad", "NOTSET") != "NOTSET":
+		return "pool with auto_pad"
+	case n.Int("ceil_mode", 0) != 0 || n.Int("storage_order", 0) != 0:
+		return "pool with ceil_mode or storage_order"
+	}
+	return ""
+}
+
+func sameStatic(types map[string]ir.Type, a, b string) bool {
+	ta, ok1 := types[a]
+	tb, ok2 := types[b]
+	if !ok1 || !ok2 {
+		return false
+	}
+	sa, ok1 := ta.Static()
+	sb, ok2 := tb.Static()
+	if ok1 && ok2 {
+		return slices.Equal(sa, sb)
+	}
+	// Symbolic dimensions (the batch) compare by name.
+	return ta.RankKnown && tb.RankKnown && ta.String() == tb.String()
+}

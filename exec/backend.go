@@ -1,0 +1,158 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// The device seam. Options.Device names where a plan's layers run:
+//
+//	"" or "cpu"      vouch's CPU kernels (any plan; a GPU plan too, since
+//	                 every layer of one has a CPU kernel: this is how a
+//	                 GPU-served trace replays on a machine without a GPU)
+//	"cuda", "cuda:N" CUDA device N (0 by default), exact mode: the plan
+//	                 must be a GPU plan (plan format 2) built for that
+//	                 device's architecture; its layers placed on "cuda"
+//	                 run with the exact kernels, the others on the CPU,
+//	                 and the outputs have the CPU's bits
+//
+// A device is chosen by the caller, never by the plan or the machine: a
+// GPU plan asked to run on the CPU runs on the CPU, a CPU plan asked to
+// run on a GPU is refused (ErrDevice), and a GPU missing, or of another
+// architecture, is an error, never a silent fall-back.
+
+// DeviceCUDA is the CUDA backend's device kind.
+const DeviceCUDA = "cuda"
+
+// ErrDevice wraps every refusal to run a plan on the device asked for.
+var ErrDevice = errors.New("exec: device")
+
+// Device is a parsed Options.Device.
+type Device struct {
+	Kind    string // DeviceCPU or DeviceCUDA
+	Ordinal int    // the CUDA device number
+}
+
+// maxOrdinal bounds a device number.
+const maxOrdinal = 1023
+
+// ParseDevice parses "", "cpu", "cuda" or "cuda:N".
+func ParseDevice(s string) (Device, error) {
+	switch s {
+	case "", DeviceCPU:
+		return Device{Kind: DeviceCPU}, nil
+	case DeviceCUDA:
+		return Device{Kind: DeviceCUDA}, nil
+	}
+	num, ok := strings.CutPrefix(s, DeviceCUDA+":")
+	if ok {
+		n, err := strconv.Atoi(num)
+		if err == nil && n >= 0 && n <= maxOrdinal && strconv.Itoa(n) == num {
+			return Device{Kind: DeviceCUDA, Ordinal: n}, nil
+		}
+	}
+	return Device{}, fmt.Errorf("%w: unknown device %q (want cpu, cuda or cuda:N)", ErrDevice, s)
+}
+
+// String is the canonical name: "cpu" or "cuda:N".
+func (d Device) String() string {
+	if d.Kind == DeviceCUDA {
+		return fmt.Sprintf("%s:%d", DeviceCUDA, d.Ordinal)
+	}
+	return DeviceCPU
+}
+
+// Program is a plan loaded on a device.
+type Program interface {
+	// Run runs the plan on inputs (graph-input order, already checked)
+	// and returns the outputs in graph-output order. It MUST be safe for
+	// concurrent use and MUST return the bits the plan's CPU layers give.
+	Run(ctx context.Context, inputs []*tensor.Tensor) ([]*tensor.Tensor, error)
+	// Backend names the kernels ("cuda-exact"), Device the device, as the
+	// audit record says them.
+	Backend() string
+	Device() string
+	Close() error
+}
+
+// NewPlanEngine prepares plan p to run under o on the device o.Device
+// names (see the device seam above). On the CPU it is NewEngine of the
+// plan's graph.
+func NewPlanEngine(p *plan.Plan, reg *kernel.Registry, o Options) (*Engine, error) {
+	d, err := ParseDevice(o.Device)
+	if err != nil {
+		return nil, err
+	}
+	cpu := o
+	cpu.Device = DeviceCPU
+	if d.Kind == DeviceCPU {
+		return NewEngine(p.Graph, reg, cpu)
+	}
+	if p.Header.GPU == nil {
+		return nil, fmt.Errorf("%w: the plan was built for the CPU, it has no GPU kernels: rebuild it with vouch build --device %s", ErrDevice, d)
+	}
+	// The CPU engine checks every layer has a CPU kernel, and runs the
+	// inputs' checks.
+	e, err := NewEngine(p.Graph, reg, cpu)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := openCUDA(p, d, reg)
+	if err != nil {
+		return nil, err
+	}
+	e.dev = prog
+	e.opts.Device = d.String()
+	return e, nil
+}
+
+// Backend names the kernels the engine runs: "cpu" or the device
+// program's ("cuda-exact").
+func (e *Engine) Backend() string {
+	if e.dev != nil {
+		return e.dev.Backend()
+	}
+	return DeviceCPU
+}
+
+// DeviceName names the device for an audit record: "cpu", or the GPU with
+// its architecture and driver.
+func (e *Engine) DeviceName() string {
+	if e.dev != nil {
+		return e.dev.Device()
+	}
+	return DeviceCPU
+}
+
+// Close releases the device program, if any.
+func (e *Engine) Close() error {
+	if e.dev != nil {
+		return e.dev.Close()
+	}
+	return nil
+}
+
+// runDevice runs checked inputs on the device program.
+func (e *Engine) runDevice(ctx context.Context, inputs map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
+	g := e.ex.g
+	args := make([]*tensor.Tensor, len(g.Inputs))
+	for i, v := range g.Inputs {
+		args[i] = inputs[v.Name]
+	}
+	outs, err := e.dev.Run(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	res := make(map[string]*tensor.Tensor, len(outs))
+	for i, o := range g.Outputs {
+		res[o.Name] = outs[i]
+	}
+	return res, nil
+}
