@@ -48,6 +48,9 @@ type BuildOptions struct {
 	Background     string // background rows for explanations (.pb/.npy), kept in the bundle
 	Labels         string // class labels, one a line (kept in the bundle: they name each decision)
 	LabelOutput    string // the output the labels name (default: the first with one class a label)
+
+	// GPU: --device cuda builds a GPU plan (device.go).
+	GPU GPUBuild
 }
 
 func runBuild(ctx context.Context, m *Main, args []string) error {
@@ -100,6 +103,7 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	fs.StringVar(&o.Background, "background", "", "background rows (.pb/.npy float matrix, at most 1024 rows) kept in the bundle: tree covers and the KernelSHAP baseline of the explanations")
 	fs.StringVar(&o.SourceRevision, "source-revision", "", "VCS revision of the model's source repository, recorded in the provenance")
 	fs.Int64Var(&o.Compile.MaxBytes, "max-bytes", 0, "the plan's memory budget in bytes: the arena and every value at the profile's max shapes must fit (0: the runtime's default, 4 GiB)")
+	o.GPU.flags(fs)
 	var disable multiFlag
 	fs.Var(&disable, "disable-pass", "skip a pass by name (repeatable): "+strings.Join(compile.PassNames(), ", "))
 	pos, err := parseInterleaved(fs, args)
@@ -206,6 +210,9 @@ func (m *Main) build(o BuildOptions) error {
 	}
 	if bar != nil {
 		bar.Finish()
+	}
+	if err := gpuBuild(o.GPU, res, log, m.Stdout); err != nil {
+		return err
 	}
 	if o.Compile.TimingCache != nil {
 		var buf bytes.Buffer

@@ -13,16 +13,18 @@ import (
 // worker, and stride 2 layers small enough to stay in cache (c8hw112s2,
 // c24hw56s2: the kernels' speed rather than memory's).
 func BenchmarkDepthwise(b *testing.B) {
-	benchDepthwise(b, nil)
+	benchDepthwise(b)
 }
 
 // BenchmarkDepthwiseAVX2 is BenchmarkDepthwise with the AVX-512 kernels
 // switched off (the AVX2 row kernels).
 func BenchmarkDepthwiseAVX2(b *testing.B) {
-	benchDepthwise(b, &forced{noDwFlat: true, noDwZ: true})
+	testNoDwFlat, testNoDwZ = true, true
+	defer func() { testNoDwFlat, testNoDwZ = false, false }()
+	benchDepthwise(b)
 }
 
-func benchDepthwise(b *testing.B, f *forced) {
+func benchDepthwise(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		ch, hw, s int
@@ -41,7 +43,7 @@ func benchDepthwise(b *testing.B, f *forced) {
 			y := tensor.New(tensor.Float32, 1, c.ch, oh, oh)
 			pl := parallel.New(1)
 			defer pl.Close()
-			ctx := ctxAt(pl, kernel.ISABest, f)
+			ctx := &kernel.Ctx{Pool: pl}
 			for i := 0; i < b.N; i++ {
 				ctx.Epilogue = kernel.Epilogue{Lo: 0, Hi: 6, HasLo: true, HasHi: true}
 				if err := intoConv(ctx, n, []*tensor.Tensor{x, w, bias}, []*tensor.Tensor{y}); err != nil {

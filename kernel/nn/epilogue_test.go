@@ -37,7 +37,6 @@ func unfusedEpi(y, r []float32, e kernel.Epilogue) []float32 {
 // Residual NaNs are the canonical NaN: which payload an addition of two
 // NaNs keeps is not fixed by Go (nor by the unfused Add).
 func TestConvEpilogueTwin(t *testing.T) {
-	t.Parallel()
 	r := rand.New(rand.NewSource(11))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
@@ -65,7 +64,9 @@ func TestConvEpilogueTwin(t *testing.T) {
 		tactics := append([]string{""}, convTactics(node("Conv", c.attrs...),
 			[]ir.Type{ir.StaticType(tensor.Float32, c.x), ir.StaticType(tensor.Float32, c.w)})...)
 		n := node("Conv", c.attrs...)
-		base, err := runConv(ctxAt(nil, kernel.ISAPortable, nil), n, in)
+		UsePortable(true)
+		base, err := runConv(nil, n, in)
+		UsePortable(false)
 		if err != nil {
 			t.Fatalf("case %d: %v", ci, err)
 		}
@@ -109,12 +110,16 @@ func TestConvEpilogueTwin(t *testing.T) {
 				if tac != "" {
 					n = node("Conv", append(append([]*ir.Attr{}, c.attrs...), strAttr(kernel.TacticAttr, tac))...)
 				}
-				check("portable "+tac, ctxAt(pools[1], kernel.ISAPortable, nil))
+				UsePortable(true)
+				check("portable "+tac, &kernel.Ctx{Pool: pools[1]})
+				UsePortable(false)
 				for _, p := range pools {
-					check("fast "+tac, ctxAt(p, kernel.ISABest, nil))
+					check("fast "+tac, &kernel.Ctx{Pool: p})
 				}
 				if tac == TacticDirect {
-					check("fast AVX2 "+tac, ctxAt(pools[1], kernel.ISAAVX2, nil))
+					testNoZ = true
+					check("fast AVX2 "+tac, &kernel.Ctx{Pool: pools[1]})
+					testNoZ = false
 				}
 			}
 		}
@@ -124,7 +129,7 @@ func TestConvEpilogueTwin(t *testing.T) {
 // TestEpiTwin: amd64.Epi against its portable twin on blocks of odd
 // shapes and strides, with specials in both operands.
 func TestEpiTwin(t *testing.T) {
-	if !fastOK() {
+	if !fastKernels {
 		t.Skip("no AVX2+FMA")
 	}
 	r := rand.New(rand.NewSource(12))

@@ -3,7 +3,6 @@ package nn
 import (
 	"testing"
 
-	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/parallel"
 )
 
@@ -26,7 +25,7 @@ func BenchmarkGemvMClassifier(b *testing.B) {
 	}{{"rows", n, 1}, {"transB", 1, k}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				sgemmP(mach(pool, kernel.ISABest, nil), 1, n, k, x, k, 1, w, tc.brs, tc.bcs, y, n)
+				sgemmP(pool, 1, n, k, x, k, 1, w, tc.brs, tc.bcs, y, n)
 			}
 		})
 		b.Run(tc.name+"/cold", func(b *testing.B) {
@@ -37,7 +36,7 @@ func BenchmarkGemvMClassifier(b *testing.B) {
 					junk[j]++
 				}
 				b.StartTimer()
-				sgemmP(mach(pool, kernel.ISABest, nil), 1, n, k, x, k, 1, w, tc.brs, tc.bcs, y, n)
+				sgemmP(pool, 1, n, k, x, k, 1, w, tc.brs, tc.bcs, y, n)
 			}
 		})
 	}
@@ -59,7 +58,7 @@ func BenchmarkGemvMClassifier(b *testing.B) {
 					}
 					b.StartTimer()
 				}
-				gemvPanels(mach(pool, kernel.ISABest, nil), g, x, p, y)
+				gemvPanels(pool, g, x, p, y)
 			}
 		})
 	}
