@@ -15,6 +15,7 @@ import (
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/plan"
 )
 
@@ -52,6 +53,7 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	if err := opts.valid(); err != nil {
 		return nil, err
 	}
+	opts = opts.canonical()
 	g := m.Graph
 	sum := sha256.Sum256(source)
 	optJSON, err := json.Marshal(opts)
@@ -110,8 +112,8 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 			out = t.String()
 		}
 		kind := n.OpType
-		if n.OpType == "Fused" {
-			kind = "Fused(" + n.String("base", "") + fusedSuffix(n) + ")"
+		if l, ok := fused.LayerOf(n); ok && n.OpType == fused.OpFused {
+			kind = fused.OpFused + "(" + l.Base + l.Suffix() + ")"
 		}
 		rep.Layers = append(rep.Layers, buildlog.LayerReport{Name: n.Name, Kind: kind, FusedFrom: li.Origin, Tactic: li.Tactic, Precision: li.Precision, Output: out, FLOPs: li.FLOPs})
 		rep.TotalFLOPs += li.FLOPs
@@ -157,17 +159,6 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	rep.BuildMillis = time.Since(start).Milliseconds()
 	log.Info("build", "done", map[string]any{"plan_sha256": rep.PlanSHA256, "layers": len(g.Nodes), "bytes": len(b)})
 	return &Result{Options: optJSON, RequiredFeatures: hdr.RequiredFeatures, Plan: b, Digest: rep.PlanSHA256, Report: rep, Graph: g, CalibrationCache: st.calibrationCache()}, nil
-}
-
-func fusedSuffix(n *ir.Node) string {
-	s := ""
-	if l := n.Ints("layout", nil); len(l) == 3 && l[1] >= 1 && l[1] <= 2 {
-		s += strings.Repeat("+Add", int(l[1]))
-	}
-	if a := n.String("activation", ""); a != "" {
-		s += "+" + a
-	}
-	return s
 }
 
 // machineKey names this machine for the timing cache: a cache measured

@@ -79,14 +79,12 @@ func fuseActivation(s *state) error {
 		if add == nil && act == nil && sig == nil {
 			continue
 		}
-		f := &ir.Node{Name: n.Name, OpType: "Fused", Domain: fusedDomain, Version: 1, Attrs: map[string]*ir.Attr{}}
+		f := &ir.Node{Name: n.Name, OpType: fused.OpFused, Domain: fusedDomain, Version: 1, Attrs: map[string]*ir.Attr{}}
 		for k, a := range n.Attrs {
 			f.Attrs[k] = a
 		}
-		f.Attrs["base"] = &ir.Attr{Name: "base", Kind: ir.AttrString, S: n.OpType}
-		f.Attrs["base_version"] = &ir.Attr{Name: "base_version", Kind: ir.AttrInt, I: n.Version}
+		lay := fused.Layer{Base: n.OpType, BaseVersion: n.Version, BaseInputs: len(n.Inputs)}
 		f.Inputs = append(f.Inputs, n.Inputs...)
-		layout := []int64{int64(len(n.Inputs)), 0, 0}
 		origin := append([]string{}, s.origin[n.Name]...)
 		final := n.Outputs[0]
 		if add != nil {
@@ -95,39 +93,32 @@ func fuseActivation(s *state) error {
 				other = add.Inputs[0]
 			}
 			f.Inputs = append(f.Inputs, other)
-			layout[1] = 1
+			lay.Adds = 1
 			origin = append(origin, s.origin[add.Name]...)
 			final = add.Outputs[0]
 			removed[add] = true
 		}
 		if act != nil {
-			f.Attrs["activation"] = &ir.Attr{Name: "activation", Kind: ir.AttrString, S: act.OpType}
-			f.Attrs["act_version"] = &ir.Attr{Name: "act_version", Kind: ir.AttrInt, I: act.Version}
+			lay.Activation, lay.ActVersion = act.OpType, act.Version
 			for k, a := range act.Attrs {
-				c := *a
-				c.Name = "act_" + k
-				f.Attrs[c.Name] = &c
+				c := fused.ActAttr(k, a)
+				f.Attrs[c.Name] = c
 			}
 			f.Inputs = append(f.Inputs, act.Inputs[1:]...)
-			layout[2] = int64(len(act.Inputs) - 1)
+			lay.ActInputs = len(act.Inputs) - 1
 			origin = append(origin, s.origin[act.Name]...)
 			final = act.Outputs[0]
 			removed[act] = true
 		}
 		if sig != nil {
-			f.Attrs["activation"] = &ir.Attr{Name: "activation", Kind: ir.AttrString, S: fused.SiLU}
-			f.Attrs["act_version"] = &ir.Attr{Name: "act_version", Kind: ir.AttrInt, I: sig.Version}
-			first := int64(0)
-			if mul.Inputs[0] == sig.Outputs[0] {
-				first = 1
-			}
-			f.Attrs["act_sigmoid_first"] = &ir.Attr{Name: "act_sigmoid_first", Kind: ir.AttrInt, I: first}
+			lay.Activation, lay.ActVersion = fused.SiLU, sig.Version
+			lay.SigmoidFirst = mul.Inputs[0] == sig.Outputs[0]
 			origin = append(origin, s.origin[sig.Name]...)
 			origin = append(origin, s.origin[mul.Name]...)
 			final = mul.Outputs[0]
 			removed[sig], removed[mul] = true, true
 		}
-		f.Attrs["layout"] = &ir.Attr{Name: "layout", Kind: ir.AttrInts, Ints: layout}
+		lay.SetAttrs(f.Attrs)
 		f.Outputs = []string{final}
 		*n = *f
 		s.origin[n.Name] = origin
@@ -139,7 +130,7 @@ func fuseActivation(s *state) error {
 			kind = "bias/residual"
 		}
 		fields := map[string]any{"layer": n.Name, "from": origin, "kind": kind}
-		if a := f.String("activation", ""); a != "" {
+		if a := f.String(fused.AttrActivation, ""); a != "" {
 			fields["activation"] = a
 		}
 		s.log.Info("fuse-activation", "fused", fields)

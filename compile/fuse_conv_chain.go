@@ -158,10 +158,8 @@ func fuseConvChain(s *state) error {
 // residual when it has one.
 func chainReads(n *ir.Node) []string {
 	r := []string{n.Inputs[0]}
-	if n.OpType == "Fused" {
-		if l := n.Ints("layout", nil); len(l) == 3 && l[1] == 1 {
-			r = append(r, n.Inputs[l[0]])
-		}
+	if l, ok := fused.LayerOf(n); ok && l.Adds == 1 && l.BaseInputs < len(n.Inputs) {
+		r = append(r, n.Inputs[l.BaseInputs])
 	}
 	return r
 }
@@ -179,21 +177,21 @@ func chainConv(g *ir.Graph, n *ir.Node) bool {
 	nb := len(n.Inputs)
 	switch {
 	case n.Domain == "" && n.OpType == "Conv":
-	case n.Domain == fusedDomain && n.OpType == "Fused" && n.String("base", "") == "Conv":
-		l := n.Ints("layout", nil)
-		if len(l) != 3 || l[0] < 2 || l[0] > 3 || l[1] > 1 || int(l[0]+l[1]+l[2]) != len(n.Inputs) {
+	case n.Domain == fusedDomain && n.OpType == fused.OpFused && fused.BaseOf(n) == "Conv":
+		l, _ := fused.LayerOf(n)
+		if l.BaseInputs < 2 || l.BaseInputs > 3 || l.Adds > 1 || l.Check(len(n.Inputs)) != nil {
 			return false
 		}
-		nb = int(l[0])
-		if act := n.String("activation", ""); act != "" && act != "Relu" && act != "Clip" {
+		nb = l.BaseInputs
+		if act := l.Activation; act != "" && act != "Relu" && act != "Clip" {
 			return false
 		}
-		for _, v := range n.Inputs[nb+int(l[1]):] {
+		for _, v := range n.Inputs[nb+l.Adds:] {
 			if _, ok := g.Initializers[v]; v != "" && !ok {
 				return false
 			}
 		}
-		if l[1] == 1 {
+		if l.Adds == 1 {
 			if _, ok := g.Initializers[n.Inputs[nb]]; ok {
 				return false // a constant Add: not a residual
 			}

@@ -82,10 +82,9 @@ func clampConv(n *ir.Node) bool {
 	switch {
 	case n.Domain == "" && n.OpType == "Conv":
 		return true
-	case n.Domain == fusedDomain && n.OpType == "Fused":
-		l := n.Ints("layout", nil)
-		act := n.String("activation", "")
-		return n.String("base", "") == "Conv" && len(l) == 3 && l[1] == 0 && (act == "Relu" || act == "Clip")
+	case n.Domain == fusedDomain && n.OpType == fused.OpFused:
+		l, _ := fused.LayerOf(n)
+		return l.Base == "Conv" && l.BaseInputs > 0 && l.Adds == 0 && (l.Activation == "Relu" || l.Activation == "Clip")
 	}
 	return false
 }

@@ -2,6 +2,7 @@ package compile
 
 import (
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -25,14 +26,14 @@ func fuseResidual(s *state) error {
 	removed := map[*ir.Node]bool{}
 	c, u := consumers(g), uses(g)
 	for i, n := range g.Nodes {
-		if removed[n] || n.Domain != fusedDomain || n.OpType != "Fused" || len(n.Outputs) != 1 {
+		l, ok := fused.LayerOf(n)
+		if removed[n] || !ok || n.OpType != fused.OpFused || len(n.Outputs) != 1 {
 			continue
 		}
-		if b := n.String("base", ""); b != "MatMul" && b != "Gemm" {
+		if l.Base != "MatMul" && l.Base != "Gemm" {
 			continue
 		}
-		l := n.Ints("layout", nil)
-		if len(l) != 3 || l[1] != 1 || l[2] != 0 || n.String("activation", "") != "" || int(l[0]+l[1]) != len(n.Inputs) {
+		if l.Adds != 1 || l.ActInputs != 0 || l.Activation != "" || l.Check(len(n.Inputs)) != nil {
 			continue
 		}
 		out := n.Outputs[0]
@@ -45,7 +46,8 @@ func fuseResidual(s *state) error {
 			continue
 		}
 		n.Inputs = append(n.Inputs, res)
-		n.Attrs["layout"] = &ir.Attr{Name: "layout", Kind: ir.AttrInts, Ints: []int64{l[0], 2, 0}}
+		l.Adds = 2
+		l.SetAttrs(n.Attrs)
 		n.Outputs = []string{add.Outputs[0]}
 		s.origin[n.Name] = append(s.origin[n.Name], s.origin[add.Name]...)
 		// The layer takes the Add's place: every input of the layer is

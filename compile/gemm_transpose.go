@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -21,8 +22,8 @@ func transposeGemmWeights(s *state) error {
 	}
 	for _, n := range g.Nodes {
 		base := n.OpType
-		if n.Domain == fusedDomain && n.OpType == "Fused" {
-			base = n.String("base", "")
+		if n.Domain == fusedDomain && n.OpType == fused.OpFused {
+			base = fused.BaseOf(n)
 		} else if n.Domain != "" {
 			continue
 		}

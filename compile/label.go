@@ -97,13 +97,8 @@ func layerFLOPs(n *ir.Node, types map[string]ir.Type, reg *kernel.Registry) int6
 	switch {
 	case n.Domain == fusedDomain && n.OpType == fused.ConvChain:
 		return chainFLOPs(n, types, reg)
-	case n.Domain == fusedDomain && (n.OpType == "Fused" || n.OpType == "Q8"):
-		base = n.String("base", "")
-	case n.Domain == fusedDomain && n.OpType == "F16":
-		base = n.String("inner_op", "")
-		if base == "Fused" {
-			base = n.String("base", "")
-		}
+	case n.Domain == fusedDomain && (n.OpType == fused.OpFused || n.OpType == fused.OpQ8 || n.OpType == fused.OpF16):
+		base = fused.BaseOf(n)
 	}
 	return dotFLOPs(base, n, types)
 }

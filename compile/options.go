@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/quant"
 	"github.com/vouchml/vouch/tune"
 )
 
@@ -69,10 +70,32 @@ const (
 	TacticsTimed     = "timed"
 )
 
-// DefaultOptions returns the defaults: fp32, heuristic tactics (5 timed
-// runs per candidate when timing is asked for).
+// The defaults of the settings whose zero value also means the default
+// (see DefaultOptions).
+const (
+	DefaultCalibrator      = quant.Percentile
+	DefaultPercentile      = 99.99
+	DefaultMaxAccuracyDrop = 0.5 // percentage points
+)
+
+// DefaultOptions returns the defaults, the one place they are written
+// (`vouch build`'s flags take theirs from here): fp32, heuristic tactics
+// (5 timed runs per candidate when timing is asked for), the percentile
+// calibrator at 99.99, and at most 0.5 percentage points of accuracy lost
+// under precision best. Build serialises options in their canonical form,
+// where a setting equal to its default is left out, so a plan built with
+// DefaultOptions has the digest of one built with the zero-valued
+// settings.
 func DefaultOptions() Options {
-	return Options{Precision: "fp32", Tactics: TacticsHeuristic, TuneReps: 5, TargetFeatures: []string{}}
+	drop := float64(DefaultMaxAccuracyDrop)
+	return Options{Precision: "fp32", Tactics: TacticsHeuristic, TuneReps: 5, TargetFeatures: []string{},
+		Quant: QuantOptions{Calibrator: DefaultCalibrator, Percentile: DefaultPercentile, MaxAccuracyDrop: &drop}}
+}
+
+// canonical returns o in the form Build serialises: see DefaultOptions.
+func (o Options) canonical() Options {
+	o.Quant = o.Quant.canonical(o.Precision)
+	return o
 }
 
 func (o Options) valid() error {
@@ -98,7 +121,7 @@ func (o Options) valid() error {
 	if o.TuneReps < 0 || o.TuneReps > 1000 {
 		return fmt.Errorf("compile: tune_reps %d out of range 0..1000", o.TuneReps)
 	}
-	return nil
+	return checkDisabled(pipeline(), o.DisabledPasses)
 }
 
 // ParseProfile parses one --profile value: a comma-free list of

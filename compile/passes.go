@@ -3,6 +3,7 @@ package compile
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/exec"
@@ -24,37 +25,118 @@ type state struct {
 }
 
 // pass is one named step of the pipeline. Names are stable: they appear in
-// build logs, plans and Options.DisabledPasses.
+// build logs, plans and Options.DisabledPasses. A required pass is one the
+// plan cannot do without (later passes and the runtime rely on what it
+// establishes); disabling it is an error, never a silent skip.
 type pass struct {
-	name string
-	run  func(s *state) error
+	name     string
+	run      func(s *state) error
+	required bool
 }
 
 // pipeline is the fixed order of passes.
 func pipeline() []pass {
 	return []pass{
-		{"name-nodes", nameNodes},
-		{"eliminate-identity", eliminateIdentity},
-		{"import-qdq", importQDQ},
-		{"fold-constants", foldConstants},
-		{"fold-shapes", foldShapes},
-		{"fold-constants-2", foldConstants},
-		{"fold-layout", foldLayout},
-		{"fuse-layernorm", fuseLayerNorm},
-		{"fuse-gelu", fuseGelu},
-		{"fuse-gelu-tanh", fuseGeluTanh},
-		{"fuse-attention", fuseAttention},
-		{"fold-batchnorm", foldBatchNorm},
-		{"fold-batchnorm-gemm", foldBatchNormGemm},
-		{"fuse-activation", fuseActivation},
-		{"precision", precisionPass},
-		{"fuse-residual", fuseResidual},
-		{"fuse-expand-depthwise", fuseExpandDepthwise},
-		{"fuse-conv-chain", fuseConvChain},
-		{"transpose-gemm-weights", transposeGemmWeights},
-		{"fuse-elementwise", fuseElementwise},
-		{"eliminate-dead", eliminateDead},
+		// Layers are addressed by name: the origin map, the build log,
+		// tactics, precision overrides and the plan all key on it.
+		{name: "name-nodes", run: nameNodes, required: true},
+		{name: "eliminate-identity", run: eliminateIdentity},
+		{name: "import-qdq", run: importQDQ},
+		{name: "fold-constants", run: foldConstants},
+		{name: "fold-shapes", run: foldShapes},
+		{name: "fold-constants-2", run: foldConstants},
+		{name: "fold-layout", run: foldLayout},
+		{name: "fuse-layernorm", run: fuseLayerNorm},
+		{name: "fuse-gelu", run: fuseGelu},
+		{name: "fuse-gelu-tanh", run: fuseGeluTanh},
+		{name: "fuse-attention", run: fuseAttention},
+		{name: "fold-batchnorm", run: foldBatchNorm},
+		{name: "fold-batchnorm-gemm", run: foldBatchNormGemm},
+		{name: "fuse-activation", run: fuseActivation},
+		{name: "precision", run: precisionPass},
+		{name: "fuse-residual", run: fuseResidual},
+		{name: "fuse-expand-depthwise", run: fuseExpandDepthwise},
+		{name: "fuse-conv-chain", run: fuseConvChain},
+		{name: "transpose-gemm-weights", run: transposeGemmWeights},
+		{name: "fuse-elementwise", run: fuseElementwise},
+		{name: "eliminate-dead", run: eliminateDead},
 	}
+}
+
+// passOrder lists the constraints on the pipeline's order, each "a
+// before b" with the reason; checkPassOrder enforces them on the table
+// when the package starts, so a reordering that breaks one fails at once.
+var passOrder = [...]struct{ a, b, why string }{
+	{"name-nodes", "eliminate-identity", "every pass logs and keys layers by name"},
+	{"import-qdq", "fold-constants", "the QDQ pairs of weights are read before folding turns them into plain constants"},
+	{"fold-constants", "fold-shapes", "shape folding reads the constants folded first"},
+	{"fold-shapes", "fold-constants-2", "the second fold evaluates what shape folding made constant"},
+	{"fold-batchnorm", "fuse-activation", "a BatchNormalization folded into its Conv puts the activation next to the Conv"},
+	{"fold-batchnorm-gemm", "fuse-activation", "the same for Gemm"},
+	{"fuse-layernorm", "fuse-elementwise", "an elementwise chain would otherwise swallow the LayerNorm's parts"},
+	{"fuse-gelu", "fuse-elementwise", "an elementwise chain would otherwise swallow the GELU's parts"},
+	{"fuse-gelu-tanh", "fuse-elementwise", "the same for the tanh GELU"},
+	{"fuse-activation", "precision", "precision converts fused layers (Q8 keeps their epilogue)"},
+	{"precision", "fuse-residual", "a second Add is fused only into float32 layers"},
+	{"fuse-activation", "fuse-residual", "fuse-residual extends a fused MatMul/Gemm with its bias Add"},
+	{"precision", "fuse-expand-depthwise", "only float32 convolutions are paired"},
+	{"precision", "fuse-conv-chain", "only float32 convolutions are chained"},
+	{"fuse-expand-depthwise", "fuse-conv-chain", "a chain takes what pairing left"},
+	{"precision", "transpose-gemm-weights", "Gemms the precision pass converted are not transposed"},
+	{"fuse-elementwise", "eliminate-dead", "dead values are removed last, after every rewrite"},
+}
+
+func init() {
+	if err := checkPassOrder(pipeline(), passOrder[:]); err != nil {
+		panic(err) // a programmer error in the table
+	}
+}
+
+// checkPassOrder reports the first constraint the table breaks, or one
+// that names a pass the table lacks.
+func checkPassOrder(ps []pass, order []struct{ a, b, why string }) error {
+	at := map[string]int{}
+	for i, p := range ps {
+		if _, dup := at[p.name]; dup {
+			return fmt.Errorf("compile: pass %q is in the pipeline twice", p.name)
+		}
+		at[p.name] = i
+	}
+	for _, c := range order {
+		i, ok := at[c.a]
+		j, ok2 := at[c.b]
+		if !ok || !ok2 {
+			return fmt.Errorf("compile: pass order %q before %q names a pass the pipeline lacks", c.a, c.b)
+		}
+		if i >= j {
+			return fmt.Errorf("compile: pass %q must run before %q (%s)", c.a, c.b, c.why)
+		}
+	}
+	return nil
+}
+
+// checkDisabled refuses a disabled pass that is required or unknown.
+func checkDisabled(ps []pass, disabled []string) error {
+	for _, d := range disabled {
+		found := false
+		for _, p := range ps {
+			if p.name != d {
+				continue
+			}
+			found = true
+			if p.required {
+				return fmt.Errorf("compile: pass %q is required and cannot be disabled", d)
+			}
+		}
+		if !found {
+			var names []string
+			for _, p := range ps {
+				names = append(names, p.name)
+			}
+			return fmt.Errorf("compile: no pass %q to disable (passes: %s)", d, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 // NumericPasses are the passes that replace arithmetic with different

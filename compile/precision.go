@@ -57,8 +57,8 @@ type weighted struct {
 }
 
 func baseOf(n *ir.Node) string {
-	if n.Domain == fused.Domain && n.OpType == "Fused" {
-		return n.String("base", "")
+	if n.Domain == fused.Domain && n.OpType == fused.OpFused {
+		return fused.BaseOf(n)
 	}
 	if n.Domain == "" {
 		return n.OpType
@@ -87,12 +87,14 @@ func weightedLayers(g *ir.Graph) []*weighted {
 
 // int8Blocker says why a layer cannot run in int8, or "".
 func int8Blocker(g *ir.Graph, n *ir.Node, base string, w *tensor.Tensor) string {
-	if n.OpType == "Fused" && n.String("activation", "") == "SiLU" {
+	l, isFused := fused.LayerOf(n)
+	isFused = isFused && n.OpType == fused.OpFused
+	if isFused && l.Activation == fused.SiLU {
 		return "SiLU activation: the int8 layer has no SiLU epilogue"
 	}
 	nbase := len(n.Inputs)
-	if l := n.Ints("layout", nil); n.OpType == "Fused" && len(l) == 3 {
-		nbase = int(l[0])
+	if isFused && l.BaseInputs > 0 {
+		nbase = l.BaseInputs
 	}
 	bias := ""
 	if nbase > 2 {

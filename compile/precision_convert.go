@@ -81,7 +81,7 @@ outer:
 // toF16 stores every float32 constant input of n as float16.
 func (c *converter) toF16(n *ir.Node) *conversion {
 	cv := &conversion{inits: map[string]*tensor.Tensor{}}
-	m := &ir.Node{Name: n.Name, OpType: "F16", Domain: fused.Domain, Version: 1, Inputs: append([]string{}, n.Inputs...), Outputs: n.Outputs,
+	m := &ir.Node{Name: n.Name, OpType: fused.OpF16, Domain: fused.Domain, Version: 1, Inputs: append([]string{}, n.Inputs...), Outputs: n.Outputs,
 		Attrs: copyAttrs(n.Attrs, kernel.TacticAttr)}
 	var half []int64
 	for i, in := range n.Inputs {
@@ -98,7 +98,7 @@ func (c *converter) toF16(n *ir.Node) *conversion {
 		m.Inputs[i] = name
 		half = append(half, int64(i))
 	}
-	m.Attrs["inner_op"] = &ir.Attr{Name: "inner_op", Kind: ir.AttrString, S: n.OpType}
+	m.Attrs[fused.AttrInnerOp] = &ir.Attr{Name: fused.AttrInnerOp, Kind: ir.AttrString, S: n.OpType}
 	m.Attrs["inner_domain"] = &ir.Attr{Name: "inner_domain", Kind: ir.AttrString, S: n.Domain}
 	m.Attrs["inner_version"] = &ir.Attr{Name: "inner_version", Kind: ir.AttrInt, I: n.Version}
 	m.Attrs["half"] = &ir.Attr{Name: "half", Kind: ir.AttrInts, Ints: half}
@@ -110,13 +110,13 @@ func (c *converter) toF16(n *ir.Node) *conversion {
 func (c *converter) toQ8(n *ir.Node) *conversion {
 	g := c.g
 	base := baseOf(n)
-	isFused := n.OpType == "Fused"
+	l, isFused := fused.LayerOf(n)
+	isFused = isFused && n.OpType == fused.OpFused
 	nbase, add, nact := len(n.Inputs), int64(0), int64(0)
 	version := n.Version
 	if isFused {
-		l := n.Ints("layout", nil)
-		nbase, add, nact = int(l[0]), l[1], l[2]
-		version = n.Int("base_version", 0)
+		nbase, add, nact = l.BaseInputs, int64(l.Adds), int64(l.ActInputs)
+		version = l.BaseVersion
 	}
 	w := g.Initializers[n.Inputs[1]]
 	wd := w.Data.([]float32)
@@ -124,7 +124,7 @@ func (c *converter) toQ8(n *ir.Node) *conversion {
 	if nbase > 2 && n.Inputs[2] != "" {
 		bias = g.Initializers[n.Inputs[2]].Data.([]float32)
 	}
-	attrs := copyAttrs(n.Attrs, kernel.TacticAttr, "layout")
+	attrs := copyAttrs(n.Attrs, kernel.TacticAttr, fused.AttrLayout)
 	var q []int8
 	var ws []float32
 	wshape := w.Shape
@@ -200,11 +200,11 @@ func (c *converter) toQ8(n *ir.Node) *conversion {
 		bn = n.Name + "/bias"
 		cv.inits[bn] = tensor.From(b, len(b))
 	}
-	m := &ir.Node{Name: n.Name, OpType: "Q8", Domain: fused.Domain, Version: 1, Outputs: n.Outputs, Attrs: attrs,
+	m := &ir.Node{Name: n.Name, OpType: fused.OpQ8, Domain: fused.Domain, Version: 1, Outputs: n.Outputs, Attrs: attrs,
 		Inputs: append([]string{n.Inputs[0], wq, wsn, bn}, n.Inputs[nbase:]...)}
-	attrs["base"] = &ir.Attr{Name: "base", Kind: ir.AttrString, S: base}
-	attrs["base_version"] = &ir.Attr{Name: "base_version", Kind: ir.AttrInt, I: version}
-	attrs["layout"] = &ir.Attr{Name: "layout", Kind: ir.AttrInts, Ints: []int64{4, add, nact}}
+	attrs[fused.AttrBase] = &ir.Attr{Name: fused.AttrBase, Kind: ir.AttrString, S: base}
+	attrs[fused.AttrBaseVersion] = &ir.Attr{Name: fused.AttrBaseVersion, Kind: ir.AttrInt, I: version}
+	attrs[fused.AttrLayout] = &ir.Attr{Name: fused.AttrLayout, Kind: ir.AttrInts, Ints: []int64{4, add, nact}}
 	attrs["x_scale"] = &ir.Attr{Name: "x_scale", Kind: ir.AttrFloat, F: c.scales[n.Inputs[0]]}
 	cv.node = m
 	return cv

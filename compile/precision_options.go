@@ -27,8 +27,9 @@ type QuantOptions struct {
 	// Percentile for the percentile calibrator (default 99.99).
 	Percentile float64 `json:"percentile,omitempty"`
 	// MaxAccuracyDrop bounds the accuracy loss (percentage points) under
-	// precision "best"; 0 means the default 0.5.
-	MaxAccuracyDrop float64 `json:"max_accuracy_drop,omitempty"`
+	// precision "best"; nil means DefaultMaxAccuracyDrop, and an explicit
+	// 0 means no drop at all (a pointer, so that 0 is not the default).
+	MaxAccuracyDrop *float64 `json:"max_accuracy_drop,omitempty"`
 	// CalibSHA256, CacheSHA256, EvalSHA256 identify the data given.
 	CalibSHA256 string `json:"calib_sha256,omitempty"`
 	CacheSHA256 string `json:"calib_cache_sha256,omitempty"`
@@ -72,8 +73,8 @@ func (q QuantOptions) valid(precision string) error {
 	if q.Percentile < 0 || q.Percentile > 100 {
 		return fmt.Errorf("compile: percentile %v out of range (0, 100]", q.Percentile)
 	}
-	if q.MaxAccuracyDrop < 0 {
-		return fmt.Errorf("compile: max accuracy drop %v must not be negative", q.MaxAccuracyDrop)
+	if d := q.MaxAccuracyDrop; d != nil && !(*d >= 0 && *d <= 100) {
+		return fmt.Errorf("compile: max accuracy drop %v is not in 0..100 percentage points", *d)
 	}
 	names := make([]string, 0, len(q.LayerPrecision))
 	for n := range q.LayerPrecision {
@@ -95,21 +96,38 @@ func (q QuantOptions) valid(precision string) error {
 
 func (q QuantOptions) calibrator() string {
 	if q.Calibrator == "" {
-		return quant.Percentile
+		return DefaultCalibrator
 	}
 	return q.Calibrator
 }
 
 func (q QuantOptions) percentile() float64 {
 	if q.Percentile == 0 {
-		return 99.99
+		return DefaultPercentile
 	}
 	return q.Percentile
 }
 
 func (q QuantOptions) maxDrop() float64 {
-	if q.MaxAccuracyDrop == 0 {
-		return 0.5
+	if q.MaxAccuracyDrop == nil {
+		return DefaultMaxAccuracyDrop
 	}
-	return q.MaxAccuracyDrop
+	return *q.MaxAccuracyDrop
+}
+
+// canonical returns q with every setting equal to its default in its
+// zero (omitted) form, and the accuracy bound dropped unless precision
+// is "best" (the only precision it applies to): options that mean the
+// same build serialise the same, so they give the same plan digest.
+func (q QuantOptions) canonical(precision string) QuantOptions {
+	if q.Calibrator == DefaultCalibrator {
+		q.Calibrator = ""
+	}
+	if q.Percentile == DefaultPercentile {
+		q.Percentile = 0
+	}
+	if d := q.MaxAccuracyDrop; d != nil && (*d == DefaultMaxAccuracyDrop || precision != "best") {
+		q.MaxAccuracyDrop = nil
+	}
+	return q
 }

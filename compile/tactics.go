@@ -9,6 +9,7 @@ import (
 	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 	"github.com/vouchml/vouch/tune"
@@ -41,7 +42,7 @@ func chooseTactics(g *ir.Graph, reg *kernel.Registry, types map[string]ir.Type, 
 		var cands []string
 		if op.Tactics != nil {
 			cands = op.Tactics(n, in)
-		} else if n.Domain == fusedDomain && n.OpType == "Fused" {
+		} else if n.Domain == fusedDomain && n.OpType == fused.OpFused {
 			cands = fusedTactics(n, in, reg)
 		}
 		cands = constCands(g, n, cands)
@@ -197,16 +198,16 @@ func intoOutputs(g *ir.Graph, n *ir.Node, op *kernel.Op, args []*tensor.Tensor) 
 // fusedTactics are a fused layer's base op's tactics (the base reads the
 // tactic attribute the fused node carries).
 func fusedTactics(n *ir.Node, in []ir.Type, reg *kernel.Registry) []string {
-	layout := n.Ints("layout", nil)
-	if len(layout) != 3 || int(layout[0]) > len(in) {
+	l, ok := fused.LayerOf(n)
+	if !ok || l.BaseInputs < 1 || l.BaseInputs > len(in) {
 		return nil
 	}
-	base := &ir.Node{Name: n.Name, OpType: n.String("base", ""), Version: n.Int("base_version", 0), Attrs: n.Attrs}
+	base := &ir.Node{Name: n.Name, OpType: l.Base, Version: l.BaseVersion, Attrs: n.Attrs}
 	op, err := reg.Lookup(base)
 	if err != nil || op.Tactics == nil {
 		return nil
 	}
-	return op.Tactics(base, in[:layout[0]])
+	return op.Tactics(base, in[:l.BaseInputs])
 }
 
 // constCands drops the candidates that need constant inputs n does not
