@@ -88,11 +88,11 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	fs.Func("layer-precision", "NAME=fp32|fp16|int8: override one layer's precision (repeatable)", func(v string) error { return compile.ParseLayerPrecision(layerPrec, v) })
 	fs.StringVar(&o.Calib, "calib", "", "int8 calibration data: a .pb/.npy batch file or a directory of them")
 	fs.StringVar(&o.CalibCache, "calib-cache", "", "calibration cache: read scales from FILE if it exists (skipping calibration for the tensors it holds); int8 builds write it (default PLAN.calib.txt)")
-	fs.StringVar(&o.Compile.Quant.Calibrator, "calibrator", "percentile", "activation calibrator: minmax, entropy (TensorRT style) or percentile")
-	fs.Float64Var(&o.Compile.Quant.Percentile, "percentile", 99.99, "percentile for --calibrator percentile")
+	fs.StringVar(&o.Compile.Quant.Calibrator, "calibrator", o.Compile.Quant.Calibrator, "activation calibrator: minmax, entropy (TensorRT style) or percentile")
+	fs.Float64Var(&o.Compile.Quant.Percentile, "percentile", o.Compile.Quant.Percentile, "percentile for --calibrator percentile")
 	fs.StringVar(&o.EvalData, "eval-data", "", "evaluation inputs (.pb/.npy file or directory): the report compares fp32 and reduced-precision accuracy")
 	fs.StringVar(&o.EvalLabels, "eval-labels", "", "evaluation labels (.pb/.npy, integer class per sample)")
-	fs.Float64Var(&o.Compile.Quant.MaxAccuracyDrop, "max-accuracy-drop", 0.5, "precision best: the largest accuracy drop (percentage points) allowed")
+	fs.Float64Var(o.Compile.Quant.MaxAccuracyDrop, "max-accuracy-drop", *o.Compile.Quant.MaxAccuracyDrop, "precision best: the largest accuracy drop (percentage points) allowed (0: none)")
 	fs.StringVar(&o.Bundle, "bundle", "", "also write a bundle (plan, build log, report, metadata, provenance) to FILE.vouch")
 	fs.StringVar(&o.Key, "key", "", "sign the bundle with this private key (from vouch keygen)")
 	fs.StringVar(&o.ModelName, "name", "", "model name recorded in the bundle (default: from the file name)")
@@ -116,15 +116,6 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	o.Model, o.Profiles, o.Compile.DisabledPasses = pos[0], profiles, disable
 	if len(layerPrec) > 0 {
 		o.Compile.Quant.LayerPrecision = layerPrec
-	}
-	if o.Compile.Quant.Calibrator == "percentile" {
-		o.Compile.Quant.Calibrator = "" // the default, left out of the options
-	}
-	if o.Compile.Quant.Percentile == 99.99 {
-		o.Compile.Quant.Percentile = 0
-	}
-	if o.Compile.Quant.MaxAccuracyDrop == 0.5 || o.Compile.Precision != "best" {
-		o.Compile.Quant.MaxAccuracyDrop = 0
 	}
 	if o.Out == "" {
 		o.Out = strings.TrimSuffix(filepath.Base(o.Model), filepath.Ext(o.Model)) + ".plan"
