@@ -9,6 +9,7 @@ import (
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -36,7 +37,8 @@ func GEMM(m, n, k, warmup, runs int) (GEMMResult, error) {
 	if err != nil {
 		return GEMMResult{}, fmt.Errorf("bench: %w", err)
 	}
-	ctx := &kernel.Ctx{}
+	// The process-wide pool: kernels given no pool run on the caller alone.
+	ctx := &kernel.Ctx{Pool: parallel.Default()}
 	in := []*tensor.Tensor{a, b}
 	var samples []time.Duration
 	for r := 0; r < warmup+max(runs, 1); r++ {
