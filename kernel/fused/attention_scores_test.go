@@ -10,8 +10,6 @@ import (
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/kernel/fused"
-	"github.com/vouchml/vouch/kernel/nn"
-	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -23,8 +21,7 @@ import (
 // (tails of the 8-row blocks and of the 8-lane vectors), NaN/Inf/±0
 // scores, and Softmax opsets 11 and 13.
 func TestAttentionScoresStep(t *testing.T) {
-	defer vmath.UsePortable(false)
-	defer nn.UsePortable(false)
+	t.Parallel()
 	reg := builtin.Registry()
 	att := fused.Ops(reg)["Attention"]
 	r := rand.New(rand.NewPCG(21, 22))
@@ -82,8 +79,6 @@ func TestAttentionScoresStep(t *testing.T) {
 				layer := &ir.Node{Name: "att", OpType: "Attention", Domain: fused.Domain, Version: 1, Inputs: names, Outputs: []string{"y"},
 					Attrs: map[string]*ir.Attr{"body": {Name: "body", Kind: ir.AttrGraph, G: body}}}
 				// The reference: the nodes one by one (Run), portable twins.
-				vmath.UsePortable(true)
-				nn.UsePortable(true)
 				vals := map[string]*tensor.Tensor{}
 				for i, nm := range names {
 					vals[nm] = ins[i]
@@ -97,19 +92,17 @@ func TestAttentionScoresStep(t *testing.T) {
 					for i, nm := range n.Inputs {
 						args[i] = vals[nm]
 					}
-					outs, err := op.Run(&kernel.Ctx{}, n, args)
+					outs, err := op.Run(&kernel.Ctx{ISA: kernel.ISAPortable}, n, args)
 					if err != nil {
 						t.Fatal(err)
 					}
 					vals[n.Outputs[0]] = outs[0]
 				}
 				want := vals["y"].Data.([]float32)
-				for _, portable := range []bool{false, true} {
-					vmath.UsePortable(portable)
-					nn.UsePortable(portable)
+				for _, portable := range kernel.ISAs() {
 					for call := 0; call < 3; call++ { // the first call prepares, the others run fused
 						y := tensor.New(tensor.Float32, c.b, c.h, c.s, c.dh)
-						if err := att.Into(&kernel.Ctx{}, layer, ins, []*tensor.Tensor{y}); err != nil {
+						if err := att.Into(&kernel.Ctx{ISA: portable}, layer, ins, []*tensor.Tensor{y}); err != nil {
 							t.Fatal(err)
 						}
 						for i, g := range y.Data.([]float32) {

@@ -20,7 +20,7 @@ import (
 // kernels and on the portable twins, and the same bits for an image run
 // alone.
 func TestConvChainBatch(t *testing.T) {
-	defer nn.UsePortable(false)
+	t.Parallel()
 	r := rand.New(rand.NewPCG(41, 42))
 	rnd := func(n int) []float32 {
 		v := make([]float32, n)
@@ -61,10 +61,14 @@ func TestConvChainBatch(t *testing.T) {
 		Nodes: []*ir.Node{{Name: "chain", OpType: fused.ConvChain, Domain: fused.Domain, Version: 1, Inputs: []string{"x"}, Outputs: []string{"y"},
 			Attrs: map[string]*ir.Attr{"body": {Name: "body", Kind: ir.AttrGraph, G: body}}}},
 		Inputs: []*ir.Value{{Name: "x", Type: xType}}, Outputs: []*ir.Value{{Name: "y", Type: yType}}}
+	var level kernel.ISA
 	run := func(g *ir.Graph, x []float32, n int) []float32 {
 		t.Helper()
 		e, err := exec.New(g, builtin.Registry())
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.SetCPU(exec.CPU{ISA: level}); err != nil {
 			t.Fatal(err)
 		}
 		b, err := e.Bind([][]int{{n, 16, 11, 13}})
@@ -78,20 +82,20 @@ func TestConvChainBatch(t *testing.T) {
 		return out[0].Data.([]float32)
 	}
 	x := rnd(3 * 16 * 11 * 13)
-	for _, portable := range []bool{false, true} {
-		nn.UsePortable(portable)
+	for _, portable := range kernel.ISAs() {
+		level = portable
 		want := run(plain, x, 3)
 		got := run(chained, x, 3)
 		for i := range want {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("portable %v: batch of 3: y[%d] = %g, plain nodes %g", portable, i, got[i], want[i])
+				t.Fatalf("%v: batch of 3: y[%d] = %g, plain nodes %g", portable, i, got[i], want[i])
 			}
 		}
 		per := len(want) / 3
 		one := run(chained, x[16*11*13:2*16*11*13], 1)
 		for i := range one {
 			if math.Float32bits(one[i]) != math.Float32bits(want[per+i]) {
-				t.Fatalf("portable %v: image 1 alone: y[%d] = %g, in the batch %g", portable, i, one[i], want[per+i])
+				t.Fatalf("%v: image 1 alone: y[%d] = %g, in the batch %g", portable, i, one[i], want[per+i])
 			}
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/kernel/fused"
-	"github.com/vouchml/vouch/kernel/nn"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -45,8 +44,7 @@ func TestFusedEpilogue(t *testing.T) {
 		{[]int{1, 6, 9, 21}, []int{6, 1, 3, 3}, 6, []int64{1, 1, 1, 1}},
 		{[]int{2, 8, 10, 10}, []int{12, 4, 3, 3}, 2, []int64{1, 1, 1, 1}},
 	}
-	for _, portable := range []bool{false, true} {
-		nn.UsePortable(portable)
+	for _, portable := range kernel.ISAs() {
 		for ci, cv := range convs {
 			for ai, a := range acts {
 				for _, add := range []bool{false, true} {
@@ -112,7 +110,7 @@ func TestFusedEpilogue(t *testing.T) {
 						for j, name := range n.Inputs {
 							args[j] = vals[name]
 						}
-						outs, err := op.Run(&kernel.Ctx{}, n, args)
+						outs, err := op.Run(&kernel.Ctx{ISA: portable}, n, args)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -128,12 +126,12 @@ func TestFusedEpilogue(t *testing.T) {
 						t.Fatal(err)
 					}
 					out := []*tensor.Tensor{tensor.New(tensor.Float32, want.Shape...)}
-					c := &kernel.Ctx{}
+					c := &kernel.Ctx{ISA: portable}
 					if err := op.Into(c, f, in, out); err != nil {
 						t.Fatal(err)
 					}
 					if err := sameBits(out[0], want); err != nil {
-						t.Fatalf("portable %v, conv %d, act %d, add %v: Into: %v", portable, ci, ai, add, err)
+						t.Fatalf("%v, conv %d, act %d, add %v: Into: %v", portable, ci, ai, add, err)
 					}
 					if c.Epilogue.Active() || c.Epilogue.Applied {
 						t.Fatalf("Ctx.Epilogue left set: %+v", c.Epilogue)
@@ -141,12 +139,11 @@ func TestFusedEpilogue(t *testing.T) {
 					for range 5 { // warm-up, on every worker
 						_ = op.Into(c, f, in, out)
 					}
-					if allocs := testing.AllocsPerRun(5, func() { _ = op.Into(c, f, in, out) }); allocs != 0 && !portable && !raceEnabled {
+					if allocs := testing.AllocsPerRun(5, func() { _ = op.Into(c, f, in, out) }); allocs != 0 && portable != kernel.ISAPortable && !raceEnabled {
 						t.Errorf("conv %d act %d: Into allocates %v times per call", ci, ai, allocs)
 					}
 				}
 			}
 		}
 	}
-	nn.UsePortable(false)
 }

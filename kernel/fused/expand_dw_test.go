@@ -9,24 +9,24 @@ import (
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/kernel/fused"
-	"github.com/vouchml/vouch/kernel/nn"
 	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
 // TestExpandDepthwiseTwin: an ExpandDepthwise layer's Into (the banded
 // fast path, nn.ExpandDepthwise) gives the bits of its two parts run one
-// after the other on the portable twins, with 1, 2 and 8 workers: plain
+// after the other on the portable twins, at every level and with 1, 2
+// and 8 workers: plain
 // Conv parts and Fused parts with Relu or Clip (opset 11 bounds as
 // inputs), with and without biases, strides 1 and 2, pads 0 and 1 at the
 // bottom and right, widths around the vector size, expansions wide enough
 // that the buffer slides, NaN/Inf in the data.
 func TestExpandDepthwiseTwin(t *testing.T) {
+	t.Parallel()
 	reg := builtin.Registry()
 	r := rand.New(rand.NewPCG(31, 32))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
-		nn.UsePortable(false)
 		for _, p := range pools {
 			p.Close()
 		}
@@ -94,19 +94,19 @@ func TestExpandDepthwiseTwin(t *testing.T) {
 			in[i] = vals[name]
 		}
 		name := fmt.Sprintf("case %d (x %dx%dx%dx%d, e %d, stride %d, pads bottom %d right %d)", ci, n, cin, h, w, e, s, pb, pr)
-		nn.UsePortable(true)
-		want, err := op.Run(&kernel.Ctx{}, layer, in)
-		nn.UsePortable(false)
+		want, err := op.Run(&kernel.Ctx{ISA: kernel.ISAPortable}, layer, in)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		for _, p := range pools {
-			y := tensor.New(tensor.Float32, want[0].Shape...)
-			if err := op.Into(&kernel.Ctx{Pool: p}, layer, in, []*tensor.Tensor{y}); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if err := sameBits(y, want[0]); err != nil {
-				t.Fatalf("%s, %d workers: %v", name, p.Workers(), err)
+		for _, l := range kernel.ISAs() {
+			for _, p := range pools {
+				y := tensor.New(tensor.Float32, want[0].Shape...)
+				if err := op.Into(&kernel.Ctx{Pool: p, ISA: l}, layer, in, []*tensor.Tensor{y}); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if err := sameBits(y, want[0]); err != nil {
+					t.Fatalf("%s, %v, %d workers: %v", name, l, p.Workers(), err)
+				}
 			}
 		}
 		if (int(w)+1+int(pr)-3)/int(s)+1 >= 8 {

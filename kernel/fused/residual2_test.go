@@ -9,9 +9,7 @@ import (
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/kernel/fused"
-	"github.com/vouchml/vouch/kernel/nn"
 	"github.com/vouchml/vouch/kernel/parallel"
-	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -40,8 +38,6 @@ func TestFusedMatMulTwoAdds(t *testing.T) {
 	acts := []string{"", "Relu", "Gelu"}
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
-		nn.UsePortable(false)
-		vmath.UsePortable(false)
 		for _, p := range pools {
 			p.Close()
 		}
@@ -87,8 +83,6 @@ func TestFusedMatMulTwoAdds(t *testing.T) {
 					} else {
 						nodes[2].Outputs[0] = "out"
 					}
-					nn.UsePortable(true)
-					vmath.UsePortable(true)
 					for _, nd := range nodes {
 						op, err := reg.Lookup(nd)
 						if err != nil {
@@ -98,7 +92,7 @@ func TestFusedMatMulTwoAdds(t *testing.T) {
 						for j, nm := range nd.Inputs {
 							args[j] = vals[nm]
 						}
-						outs, err := op.Run(&kernel.Ctx{}, nd, args)
+						outs, err := op.Run(&kernel.Ctx{ISA: kernel.ISAPortable}, nd, args)
 						if err != nil {
 							t.Fatalf("%s: %s: %v", name, nd.Name, err)
 						}
@@ -110,17 +104,15 @@ func TestFusedMatMulTwoAdds(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					for _, portable := range []bool{false, true} {
-						nn.UsePortable(portable)
-						vmath.UsePortable(portable)
+					for _, portable := range kernel.ISAs() {
 						for _, p := range pools {
 							out := []*tensor.Tensor{tensor.New(tensor.Float32, want.Shape...)}
-							c := &kernel.Ctx{Pool: p}
+							c := &kernel.Ctx{Pool: p, ISA: portable}
 							if err := op.Into(c, f, in, out); err != nil {
 								t.Fatalf("%s: %v", name, err)
 							}
 							if err := sameBits(out[0], want); err != nil {
-								t.Fatalf("%s, portable %v, %d workers: Into: %v", name, portable, p.Workers(), err)
+								t.Fatalf("%s, %v, %d workers: Into: %v", name, portable, p.Workers(), err)
 							}
 							if c.Epilogue.Active() || c.Epilogue.Applied {
 								t.Fatalf("Ctx.Epilogue left set: %+v", c.Epilogue)
@@ -130,9 +122,9 @@ func TestFusedMatMulTwoAdds(t *testing.T) {
 								t.Fatal(err)
 							}
 							if err := sameBits(res[0], want); err != nil {
-								t.Fatalf("%s, portable %v: Run: %v", name, portable, err)
+								t.Fatalf("%s, %v: Run: %v", name, portable, err)
 							}
-							if !portable && p.Workers() == 1 {
+							if portable != kernel.ISAPortable && p.Workers() == 1 {
 								for range 3 {
 									_ = op.Into(c, f, in, out)
 								}
