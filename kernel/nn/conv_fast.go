@@ -17,6 +17,8 @@ func convF32(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 	case dw && pool.fast && dw3x3Vec(s):
 		depthwise3x3(pool, s, x, w, bias, y, ep)
 		return
+	case dw && dwAnyOK(pool, s):
+		dwAny(pool, s, x, w, y)
 	case dw:
 		depthwiseInto(pool, s, x, w, y)
 	case s.tactic == TacticDirect && directOK(pool, s, y, ep):

@@ -1,0 +1,120 @@
+package nn
+
+import (
+	"github.com/vouchml/vouch/kernel/amd64"
+)
+
+// dwAny is the AVX-512 twin of depthwiseInto for any 1-D or 2-D depthwise
+// convolution (group == C == M): any kernel size, stride, dilation and
+// padding. depthwiseInto walks the taps of every output with index
+// arithmetic, one scalar FMA at a time (a 5x5 layer of EfficientNet took
+// 20-40 ms); here each channel plane is first copied into zero-padded
+// phase planes, one per (row, column) residue of the stride, so that the
+// input of tap (ky, kx) for every output (oy, ox) is the element at
+//
+//	phase(ky·dh mod sh, kx·dw mod sw) + (oy + ky·dh div sh)·Wq + (ox + kx·dw div sw)
+//
+// and the outputs, taken as one flat run q = oy·Wq + ox (the columns
+// ox ≥ OW are computed and dropped), read every tap as one contiguous
+// vector load at a fixed offset: amd64.DwTapsZ. Each output is the chain
+// over the taps in row-major order from +0, padding taps included as
+// FMA(0, w, acc), then canon: depthwiseInto's chain, so the bits are the
+// same. The bias and the epilogue are convF32's, after.
+func dwAny(pool machine, s *convSetup, x, w, y []float32) {
+	d := newDwAnyGeom(s.g)
+	P, inSz, kn := prod(s.g.out), prod(s.g.in), len(d.offs)
+	pool.For(s.N*s.C, s.N*s.C*P*kn, func(lo, hi int) {
+		buf := getF32(d.bufLen)
+		out := getF32(d.n16)
+		clear(*buf) // the padding stays zero: only input elements are written
+		for nc := lo; nc < hi; nc++ {
+			c := nc % s.C
+			d.fill(*buf, x[nc*inSz:(nc+1)*inSz])
+			amd64.DwTapsZ(d.n16, kn, &d.offs[0], &w[c*kn], &(*buf)[0], &(*out)[0])
+			yc := y[nc*P : (nc+1)*P]
+			for oy := 0; oy < d.OH; oy++ {
+				copy(yc[oy*d.OW:(oy+1)*d.OW], (*out)[oy*d.Wq:])
+			}
+		}
+		putF32(out)
+		putF32(buf)
+	})
+}
+
+// dwAnyOK reports whether dwAny runs the depthwise convolution s here.
+func dwAnyOK(pool machine, s *convSetup) bool {
+	nd := len(s.g.in)
+	return pool.z && s.Cg == 1 && s.Mg == 1 && (nd == 1 || nd == 2) && prod(s.g.out) > 0 && prod(s.g.k) > 0
+}
+
+// dwAnyGeom is dwAny's layout of one plane (1-D as one row).
+type dwAnyGeom struct {
+	H, W, OH, OW   int
+	sh, sw, pt, pl int
+	Hq, Wq, plane  int     // phase plane rows, columns, size
+	offs           []int32 // per tap, row-major
+	n16            int     // outputs computed: OH·Wq rounded up to 16
+	bufLen         int
+}
+
+func newDwAnyGeom(g *geom) *dwAnyGeom {
+	// Dimensions as 2-D: a 1-D convolution is one row.
+	at := func(v []int, i, def int) int {
+		if len(v) == 1 {
+			if i == 0 {
+				return def
+			}
+			return v[0]
+		}
+		return v[i]
+	}
+	d := &dwAnyGeom{
+		H: at(g.in, 0, 1), W: at(g.in, 1, 1), OH: at(g.out, 0, 1), OW: at(g.out, 1, 1),
+		sh: at(g.stride, 0, 1), sw: at(g.stride, 1, 1), pt: at(g.padB, 0, 0), pl: at(g.padB, 1, 0),
+	}
+	KH, KW, dh, dw := at(g.k, 0, 1), at(g.k, 1, 1), at(g.dil, 0, 1), at(g.dil, 1, 1)
+	// The padded extent the outputs read, in phase-plane units.
+	Hp := (d.OH-1)*d.sh + (KH-1)*dh + 1
+	Wp := (d.OW-1)*d.sw + (KW-1)*dw + 1
+	d.Hq, d.Wq = (Hp+d.sh-1)/d.sh, (Wp+d.sw-1)/d.sw
+	d.plane = d.Hq * d.Wq
+	maxOff := 0
+	for ky := 0; ky < KH; ky++ {
+		for kx := 0; kx < KW; kx++ {
+			r, c := ky*dh, kx*dw
+			off := ((r%d.sh)*d.sw+c%d.sw)*d.plane + (r/d.sh)*d.Wq + c/d.sw
+			d.offs = append(d.offs, int32(off))
+			maxOff = max(maxOff, off)
+		}
+	}
+	d.n16 = (d.OH*d.Wq + 15) &^ 15
+	d.bufLen = max(d.sh*d.sw*d.plane, maxOff+d.n16)
+	return d
+}
+
+// fill writes plane xc (H x W) into its phase planes in buf; the padding
+// and the input elements that no output reads are left as they are (zero).
+func (d *dwAnyGeom) fill(buf, xc []float32) {
+	for iy := 0; iy < d.H; iy++ {
+		pr := iy + d.pt
+		a := pr / d.sh
+		if a >= d.Hq {
+			break
+		}
+		rowBase := (pr % d.sh) * d.sw * d.plane
+		src := xc[iy*d.W : (iy+1)*d.W]
+		if d.sw == 1 {
+			n := min(d.W, d.Wq-d.pl)
+			copy(buf[rowBase+a*d.Wq+d.pl:], src[:max(n, 0)])
+			continue
+		}
+		for ix, v := range src {
+			pc := ix + d.pl
+			b := pc / d.sw
+			if b >= d.Wq {
+				break
+			}
+			buf[rowBase+(pc%d.sw)*d.plane+a*d.Wq+b] = v
+		}
+	}
+}

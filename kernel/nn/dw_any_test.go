@@ -1,0 +1,90 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+)
+
+// TestDwAnyTwin checks dwAny against depthwiseInto, bit for bit, over
+// 1-D and 2-D depthwise convolutions of many kernel sizes, strides,
+// dilations and paddings (symmetric and not), planes narrower than a
+// vector, batches, and inputs with zeros of both signs, infinities and
+// NaNs.
+func TestDwAnyTwin(t *testing.T) {
+	pool := machineOf((*kernel.Ctx)(nil).WithISA(kernel.ISAAVX512))
+	if !pool.z {
+		t.Skip("no AVX-512 on this CPU: dwAny does not run here")
+	}
+	r := rand.New(rand.NewSource(16))
+	type tc struct {
+		in, k, stride, dil, pads []int
+		n, c                     int
+	}
+	cases := []tc{
+		{in: []int{17, 19}, k: []int{5, 5}, stride: []int{1, 1}, dil: []int{1, 1}, pads: []int{2, 2, 2, 2}, n: 1, c: 3},
+		{in: []int{16, 16}, k: []int{5, 5}, stride: []int{2, 2}, dil: []int{1, 1}, pads: []int{1, 2, 2, 1}, n: 2, c: 2},
+		{in: []int{7, 7}, k: []int{7, 7}, stride: []int{1, 1}, dil: []int{1, 1}, pads: []int{3, 3, 3, 3}, n: 1, c: 4},
+		{in: []int{14, 9}, k: []int{3, 3}, stride: []int{1, 1}, dil: []int{2, 3}, pads: []int{2, 3, 2, 3}, n: 1, c: 2},
+		{in: []int{15, 13}, k: []int{3, 5}, stride: []int{3, 2}, dil: []int{1, 1}, pads: []int{0, 0, 0, 0}, n: 1, c: 2},
+		{in: []int{5, 40}, k: []int{1, 9}, stride: []int{1, 1}, dil: []int{1, 1}, pads: []int{0, 4, 0, 4}, n: 1, c: 3},
+		{in: []int{3, 3}, k: []int{3, 3}, stride: []int{2, 2}, dil: []int{1, 1}, pads: []int{1, 1, 1, 1}, n: 1, c: 1},
+		{in: []int{98}, k: []int{9}, stride: []int{1}, dil: []int{1}, pads: []int{4, 4}, n: 1, c: 5},
+		{in: []int{200}, k: []int{7}, stride: []int{2}, dil: []int{1}, pads: []int{3, 3}, n: 2, c: 2},
+		{in: []int{64}, k: []int{3}, stride: []int{1}, dil: []int{4}, pads: []int{4, 4}, n: 1, c: 2},
+		{in: []int{31}, k: []int{4}, stride: []int{3}, dil: []int{2}, pads: []int{0, 5}, n: 1, c: 2},
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("%d_k%v_s%v_d%v", i, c.k, c.stride, c.dil), func(t *testing.T) {
+			n := &ir.Node{OpType: "Conv", Attrs: map[string]*ir.Attr{
+				"group":     {Name: "group", Kind: ir.AttrInts, I: int64(c.c)},
+				"strides":   {Name: "strides", Kind: ir.AttrInts, Ints: int64s(c.stride)},
+				"dilations": {Name: "dilations", Kind: ir.AttrInts, Ints: int64s(c.dil)},
+				"pads":      {Name: "pads", Kind: ir.AttrInts, Ints: int64s(c.pads)},
+			}}
+			n.Attrs["group"].Kind = ir.AttrInt
+			xs := append([]int{c.n, c.c}, c.in...)
+			ws := append([]int{c.c, 1}, c.k...)
+			s, err := setupConv(n, xs, ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !dwAnyOK(pool, s) {
+				t.Fatal("dwAnyOK is false")
+			}
+			x, w := make([]float32, prod(xs)), make([]float32, prod(ws))
+			for j := range x {
+				x[j] = float32(r.NormFloat64())
+			}
+			for j := range w {
+				w[j] = float32(r.NormFloat64())
+			}
+			x[0], x[1], x[len(x)/2] = float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.NaN())
+			w[len(w)-1] = float32(math.Copysign(0, -1))
+			P := prod(s.g.out)
+			want, got := make([]float32, c.n*c.c*P), make([]float32, c.n*c.c*P)
+			depthwiseInto(machine{}, s, x, w, want)
+			for j := range got {
+				got[j] = 12345 // every output must be written
+			}
+			dwAny(pool, s, x, w, got)
+			for j := range want {
+				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+					t.Fatalf("output %d (of %d, out %v): %v (%#x), want %v (%#x)", j, len(want), s.g.out, got[j], math.Float32bits(got[j]), want[j], math.Float32bits(want[j]))
+				}
+			}
+		})
+	}
+}
+
+func int64s(v []int) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
+}
