@@ -25,7 +25,7 @@ import (
 	"net/http"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // the database/sql driver tessera's MySQL storage uses
+	"github.com/go-sql-driver/mysql" // the database/sql driver tessera's MySQL storage uses
 	"github.com/transparency-dev/tessera"
 	tmysql "github.com/transparency-dev/tessera/storage/mysql"
 
@@ -90,7 +90,7 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 		return nil, fmt.Errorf("sqllog: database: %w", err)
 	}
 	for _, q := range schema {
-		if _, err := db.ExecContext(ctx, q); err != nil {
+		if err := retryDeadlock(ctx, func() error { _, err := db.ExecContext(ctx, q); return err }); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("sqllog: creating the tables: %w", err)
 		}
@@ -106,7 +106,8 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 		lg = slog.Default()
 	}
 	if !o.NoIndex {
-		xdb, err := sqlindex.Open(ctx, db)
+		var xdb *sqlindex.DB
+		err := retryDeadlock(ctx, func() (err error) { xdb, err = sqlindex.Open(ctx, db); return err })
 		if err != nil {
 			db.Close()
 			return nil, err
@@ -161,6 +162,25 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 		go l.idx.run(o.IndexTick)
 	}
 	return l, nil
+}
+
+// retryDeadlock runs fn again (up to 10 times) while it fails with
+// InnoDB's deadlock error, which replicas creating the tables at the same
+// moment may meet; the statements are idempotent.
+func retryDeadlock(ctx context.Context, fn func() error) error {
+	var err error
+	for try := range 10 {
+		var me *mysql.MySQLError
+		if err = fn(); err == nil || !errors.As(err, &me) || me.Number != 1213 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(10*(try+1)) * time.Millisecond):
+		}
+	}
+	return err
 }
 
 // Append adds the record's canonical encoding and returns its index and

@@ -219,3 +219,32 @@ func TestAppendRefusesUnindexable(t *testing.T) {
 		t.Fatalf("the log has %d entries (%v), want 0", n, err)
 	}
 }
+
+// TestReplicasStartTogether: replicas that start at the same moment on an
+// empty database all open (tessera's own initialisation of the tree state
+// deadlocked one of three when they did, and it exited).
+func TestReplicasStartTogether(t *testing.T) {
+	dsn := sqltest.Start(t)
+	ctx := context.Background()
+	s := signer(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := Open(ctx, Options{DSN: dsn, Signer: s})
+			if err == nil {
+				_, _, err = l.Append(ctx, rec(fmt.Sprintf("%032x", i+1), "m", "p"))
+				l.Close(ctx)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replica %d: %v", i, err)
+		}
+	}
+}

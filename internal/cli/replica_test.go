@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -389,4 +391,156 @@ func TestSharedAuditAPI(t *testing.T) {
 		t.Fatalf("the shared log does not verify: %v", err)
 	}
 	t.Logf("record of A at index %d (checkpoint %d) shown, queried, exported and searched through B", inc.Index, cp.Size)
+}
+
+// BenchmarkReplicasServe: three real `vouch serve` processes on one shared
+// log in a private MariaDB, each driven by 32 closed-loop HTTP clients
+// (keep-alive, the breast-cancer MLP, JSON) for VOUCH_REPLICA_WINDOW (10s
+// by default) after a 2 s warm-up. It reports the aggregate answered
+// requests a second and the durable appends a second (the log's growth
+// over the window: every answered request's record committed), and how
+// long the shared index took to hold every entry after the load stopped.
+// Run it with -benchtime 1x: b.N is not used.
+func BenchmarkReplicasServe(b *testing.B) {
+	window := 10 * time.Second
+	if v := os.Getenv("VOUCH_REPLICA_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		window = d
+	}
+	dsn := sqltest.Start(b)
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "vouch")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/vouch").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	planFile := filepath.Join(dir, "bc.plan")
+	if out, err := exec.Command(bin, "build", bcModel+"/model.onnx", "-o", planFile).CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	skey, vkey, err := audit.GenerateKey("vouch.test/replicas-bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "log.key")
+	if err := os.WriteFile(keyFile, []byte(skey+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	var urls []string
+	for i := range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		cmd := exec.Command(bin, "serve", "--plan", planFile+",bc", "--data", filepath.Join(dir, "data", string(rune('a'+i))), "--grpc", "",
+			"--access-log", "", "--audit-db", dsn, "--log-key", keyFile, "--listen", addr)
+		logf, _ := os.Create(filepath.Join(dir, fmt.Sprintf("serve%d.log", i)))
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait(); logf.Close() })
+		urls = append(urls, "http://"+addr)
+	}
+	for _, u := range urls {
+		for deadline := time.Now().Add(60 * time.Second); ; {
+			if resp, err := http.Get(u + "/v2/health/ready"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				var logs []byte
+				for i := range 3 {
+					l, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("serve%d.log", i)))
+					logs = append(logs, l...)
+				}
+				b.Fatalf("replica %s not ready:\n%s", u, logs)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	ctx := context.Background()
+	reader, err := sqllog.Open(ctx, sqllog.Options{DSN: dsn, VerifierKeys: []string{vkey}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reader.Close(ctx)
+	size := func() uint64 {
+		var n uint64
+		if err := reader.DB().QueryRowContext(ctx, "SELECT size FROM TreeState WHERE id = 0").Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	body := []byte(`{"inputs":[{"name":"features","datatype":"FP32","shape":[1,30],"data":[` + strings.TrimSuffix(strings.Repeat("0.5,", 30), ",") + `]}]}`)
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	cl := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var ok, failed atomic.Int64
+	var measuring atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, u := range urls {
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					resp, err := cl.Post(u+"/v2/models/bc/infer", "application/json", bytes.NewReader(body))
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if measuring.Load() {
+						if resp.StatusCode == 200 {
+							ok.Add(1)
+						} else {
+							failed.Add(1)
+						}
+					}
+				}
+			}()
+		}
+	}
+	time.Sleep(2 * time.Second)
+	b.ResetTimer()
+	n0, t0 := size(), time.Now()
+	measuring.Store(true)
+	time.Sleep(window)
+	measuring.Store(false)
+	n1, el := size(), time.Since(t0)
+	close(stop)
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(ok.Load())/el.Seconds(), "answered/s")
+	b.ReportMetric(float64(n1-n0)/el.Seconds(), "appends/s")
+	b.ReportMetric(float64(failed.Load()), "errors")
+	// The index catches up with the log once the load stops.
+	final, ts := size(), time.Now()
+	for {
+		var c uint64
+		if err := reader.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM vouch_index").Scan(&c); err != nil {
+			b.Fatal(err)
+		}
+		if c >= final {
+			break
+		}
+		if time.Since(ts) > time.Minute {
+			b.Fatalf("the index holds %d rows a minute after the load stopped; the log %d entries", c, final)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.ReportMetric(float64(time.Since(ts).Milliseconds()), "index-lag-ms")
 }

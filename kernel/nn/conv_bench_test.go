@@ -75,12 +75,13 @@ func BenchmarkConv3x3(b *testing.B) {
 }
 
 // BenchmarkConvZTiles is resnet18's 3x3 stride-1 convolutions through
-// conv.direct with each listed ConvZ tile forced (testZ), one worker.
+// conv.direct with each listed ConvZ tile forced (forced.tileZ), one
+// worker.
 func BenchmarkConvZTiles(b *testing.B) {
 	for _, c := range []struct{ ch, hw int }{{64, 56}, {128, 28}} {
 		for _, z := range []zShape{{1, 14, 2}, {2, 7, 2}, {1, 7, 4}} {
 			b.Run(fmt.Sprintf("%dx%d/%dx%dx%d", c.ch, c.hw, z.R, z.T, z.C), func(b *testing.B) {
-				if !fastKernels {
+				if !fastOK() {
 					b.Skip("no fast kernels")
 				}
 				r := rand.New(rand.NewSource(1))
@@ -90,9 +91,7 @@ func BenchmarkConvZTiles(b *testing.B) {
 				y := tensor.New(tensor.Float32, 1, c.ch, c.hw, c.hw)
 				p := parallel.New(1)
 				defer p.Close()
-				ctx := &kernel.Ctx{Pool: p}
-				testZ = z
-				defer func() { testZ = zShape{} }()
+				ctx := ctxAt(p, kernel.ISABest, &forced{tileZ: z})
 				for i := 0; i < b.N; i++ {
 					if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
 						b.Fatal(err)

@@ -21,14 +21,15 @@ type blockedCase struct {
 
 // runBlocked runs c through convBlocked (from and to planes through
 // ToB16 and FromB16) and checks that the output's ring is zero.
-func runBlocked(t testing.TB, pool *parallel.Pool, c blockedCase, x, w, b, res []float32, lohi *[2]float32) []float32 {
+func runBlocked(t testing.TB, p *parallel.Pool, f *forced, c blockedCase, x, w, b, res []float32, lohi *[2]float32) []float32 {
+	pool := mach(p, kernel.ISABest, f)
 	t.Helper()
 	s, err := setupConv(node("Conv", ints("strides", int64(c.s), int64(c.s)), ints("pads", int64(c.p), int64(c.p), int64(c.p), int64(c.p))),
 		[]int{1, c.c, c.h, c.w}, []int{c.m, c.c, c.k, c.k})
 	if err != nil {
 		t.Fatal(err)
 	}
-	z, ok := convBlockedOK(s)
+	z, ok := convBlockedOK(pool, s)
 	if !ok {
 		t.Fatalf("%+v: convBlockedOK false", c)
 	}
@@ -79,7 +80,6 @@ func TestConvBlockedTwin(t *testing.T) {
 		for _, p := range pools {
 			p.Close()
 		}
-		UsePortable(false)
 	}()
 	cases := []blockedCase{
 		{16, 16, 8, 8, 3, 1, 1, true, false, true},
@@ -97,19 +97,18 @@ func TestConvBlockedTwin(t *testing.T) {
 	}
 	// Every kernel shape the blocked convolution has, forced on one layer
 	// of each stride.
-	defer func() { testZB = zShape{} }()
-	var forced []zShape
+	var tiles []zShape
 	for ci, k := range amd64.ConvZShapes {
 		if k[3] >= 16 {
-			forced = append(forced, zShape{k[0], k[1], k[2]})
+			tiles = append(tiles, zShape{k[0], k[1], k[2]})
 			cases = append(cases, blockedCase{32, 64, 11, 9 + ci%7, 3, k[3] / 16, 1, true, ci%2 == 0, true})
 		}
 	}
-	first := len(cases) - len(forced)
+	first := len(cases) - len(tiles)
 	for ci, c := range cases {
-		testZB = zShape{}
+		var f *forced
 		if ci >= first {
-			testZB = forced[ci-first]
+			f = &forced{tileZB: tiles[ci-first]}
 		}
 		x := specialF32(r, c.c*c.h*c.w, ci%2 == 0)
 		w := specialF32(r, c.m*c.c*c.k*c.k, ci%3 == 0)
@@ -134,18 +133,16 @@ func TestConvBlockedTwin(t *testing.T) {
 		}
 		// The reference: the portable planar convolution, the epilogue
 		// applied by its Into (as a fused layer's).
-		UsePortable(true)
 		want := tensor.New(tensor.Float32, 1, c.m, oh, ow)
-		ctx := &kernel.Ctx{Pool: pools[0], Epilogue: ep}
+		ctx := &kernel.Ctx{Pool: pools[0], ISA: kernel.ISAPortable, Epilogue: ep}
 		if err := intoConv(ctx, n, in, []*tensor.Tensor{want}); err != nil {
 			t.Fatal(err)
 		}
 		if ep.Active() && !ctx.Epilogue.Applied {
 			t.Fatalf("case %d: the reference did not apply the epilogue", ci)
 		}
-		UsePortable(false)
 		for _, p := range pools {
-			got := runBlocked(t, p, c, x, w, b, res, lohi)
+			got := runBlocked(t, p, f, c, x, w, b, res, lohi)
 			if d := sameF32(got, want.Data.([]float32)); d >= 0 {
 				t.Fatalf("case %d %+v, %d workers: y[%d] = %g (%#x), planar %g", ci, c, p.Workers(), d, got[d],
 					math.Float32bits(got[d]), want.Data.([]float32)[d])
@@ -168,7 +165,7 @@ func BenchmarkConvBlocked(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			z, ok := convBlockedOK(s)
+			z, ok := convBlockedOK(machineOf(nil), s)
 			if !ok {
 				b.Skip("no tile")
 			}
@@ -180,7 +177,7 @@ func BenchmarkConvBlocked(b *testing.B) {
 			p := parallel.New(1)
 			defer p.Close()
 			for i := 0; i < b.N; i++ {
-				convBlocked(p, s, z, xb, w, nil, yb, nil, nil)
+				convBlocked(mach(p, kernel.ISABest, nil), s, z, xb, w, nil, yb, nil, nil)
 			}
 			b.ReportMetric(2*float64(c.ch*c.ch*9*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
@@ -218,7 +215,6 @@ func TestBlockedChainTwin(t *testing.T) {
 	var steps []BlockedStep
 	vals := [][]float32{x}
 	shapes := [][]int{{1, 16, H, H}}
-	UsePortable(true)
 	for i, sp := range spec {
 		w := specialF32(r, sp.cout*sp.cin*sp.c.k*sp.c.k, false)
 		b := specialF32(r, sp.cout, false)
@@ -235,7 +231,7 @@ func TestBlockedChainTwin(t *testing.T) {
 			ep.Lo, ep.HasLo = 0, true
 		}
 		y := tensor.New(tensor.Float32, 1, sp.cout, oh, oh)
-		ctx := &kernel.Ctx{Epilogue: ep}
+		ctx := &kernel.Ctx{ISA: kernel.ISAPortable, Epilogue: ep}
 		if err := intoConv(ctx, sp.c.n, []*tensor.Tensor{tensor.From(vals[sp.in], in...), tensor.From(w, ws...), tensor.From(b, sp.cout)}, []*tensor.Tensor{y}); err != nil {
 			t.Fatal(err)
 		}
@@ -246,8 +242,7 @@ func TestBlockedChainTwin(t *testing.T) {
 		shapes = append(shapes, y.Shape)
 		steps = append(steps, BlockedStep{Attrs: sp.c.n, W: w, WShape: ws, B: b, In: sp.in, Res: sp.res, Out: i + 1, Clamp: clamp})
 	}
-	UsePortable(false)
-	ch, err := NewBlockedChain(steps, shapes[0], len(spec))
+	ch, err := NewBlockedChain(nil, steps, shapes[0], len(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +260,7 @@ func TestBlockedChainTwin(t *testing.T) {
 		p := parallel.New(w)
 		for rep := 0; rep < 2; rep++ {
 			got := make([]float32, len(want))
-			ch.Run(p, x, got)
+			ch.Run(&kernel.Ctx{Pool: p}, x, got)
 			if d := sameF32(got, want); d >= 0 {
 				t.Fatalf("%d workers, run %d: y[%d] = %g, planar %g", w, rep, d, got[d], want[d])
 			}

@@ -195,7 +195,7 @@ func (j *directJob) Run(lo, hi int) {
 const pfMax = 32
 
 // pfTiles reports whether tiles tiles per panel prefetch the next panel.
-func (m machine) pfTiles(tiles int) bool { return tiles <= pfMax || m.f().pfAlways }
+func (m machine) pfTiles(tiles int) bool { return tiles <= pfMax && !m.f().noPanelPF }
 
 // zShape is a ConvZ tile: R output rows by T pixels by C vectors of 16
 // output channels.

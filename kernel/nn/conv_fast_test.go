@@ -86,7 +86,7 @@ func convCases(r *rand.Rand) []convCase {
 // portable twin's bits, with specials in the data, at 1, 2 and 8 workers,
 // and Into gives Run's bits.
 func TestConvTwin(t *testing.T) {
-	defer func() { testNoZ = false }()
+	t.Parallel()
 	r := rand.New(rand.NewSource(5))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
@@ -112,9 +112,7 @@ func TestConvTwin(t *testing.T) {
 			if tac != "" {
 				n = node("Conv", append(append([]*ir.Attr{}, c.attrs...), strAttr(kernel.TacticAttr, tac))...)
 			}
-			UsePortable(true)
-			want, err := runConv(nil, n, in)
-			UsePortable(false)
+			want, err := runConv(ctxAt(nil, kernel.ISAPortable, nil), n, in)
 			if err != nil {
 				t.Fatalf("case %d: %v", i, err)
 			}
@@ -124,13 +122,17 @@ func TestConvTwin(t *testing.T) {
 				t.Fatalf("case %d: tactic %q: y[%d] differs from the default tactic's", i, tac, d)
 			}
 			for pi := 0; pi < 2*len(pools); pi++ {
-				// The AVX-512 direct kernels and, with testNoZ, the AVX2 ones.
+				// The AVX-512 direct kernels and, at the AVX2 level, the
+				// AVX2 ones.
 				p := pools[pi%len(pools)]
-				testNoZ = pi >= len(pools)
-				if testNoZ && tac != TacticDirect {
-					continue
+				level := kernel.ISABest
+				if pi >= len(pools) {
+					if tac != TacticDirect {
+						continue
+					}
+					level = kernel.ISAAVX2
 				}
-				got, err := runConv(&kernel.Ctx{Pool: p}, n, in)
+				got, err := runConv(ctxAt(p, level, nil), n, in)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -140,10 +142,7 @@ func TestConvTwin(t *testing.T) {
 				// Run with the direct kernels' panel prefetch where tiles
 				// are few (the test's shapes), Into without it.
 				y := tensor.New(tensor.Float32, want[0].Shape...)
-				saved := pfMax
-				pfMax = 0
-				err = intoConv(&kernel.Ctx{Pool: p}, n, in, []*tensor.Tensor{y})
-				pfMax = saved
+				err = intoConv(ctxAt(p, level, &forced{noPanelPF: true}), n, in, []*tensor.Tensor{y})
 				if err != nil {
 					t.Fatal(err)
 				}

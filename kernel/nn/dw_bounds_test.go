@@ -18,6 +18,7 @@ import (
 // than a vector store whole vectors; the lanes past a plane must be
 // masked, or they land in another worker's plane or past the tensor.
 func TestDepthwiseStaysInBounds(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewSource(31))
 	const G = 64
 	const guard = 0x7f811111
@@ -26,7 +27,6 @@ func TestDepthwiseStaysInBounds(t *testing.T) {
 		for _, p := range pools {
 			p.Close()
 		}
-		testNoDwFlat = false
 	}()
 	for i := 0; i < 300; i++ {
 		c, nb := 1+r.Intn(19), 1+r.Intn(2)
@@ -51,14 +51,13 @@ func TestDepthwiseStaysInBounds(t *testing.T) {
 		in := []*tensor.Tensor{tensor.From(specialF32(r, prod(xs), i%2 == 0), xs...),
 			tensor.From(specialF32(r, prod(ws), false), ws...), tensor.From(specialF32(r, c, false), c)}
 		for _, off := range []bool{false, true} {
-			testNoDwFlat = off
 			for _, p := range pools {
 				buf := make([]float32, ny+2*G)
 				for k := range buf {
 					buf[k] = math.Float32frombits(guard)
 				}
 				y := tensor.From(buf[G:G+ny], append([]int{nb, c}, st.g.out...)...)
-				ctx := &kernel.Ctx{Pool: p}
+				ctx := ctxAt(p, kernel.ISABest, &forced{noDwFlat: off})
 				if i%3 == 1 {
 					ctx.Epilogue = kernel.Epilogue{Lo: 0, Hi: 6, HasLo: true, HasHi: true}
 				}

@@ -13,18 +13,16 @@ import (
 // worker, and stride 2 layers small enough to stay in cache (c8hw112s2,
 // c24hw56s2: the kernels' speed rather than memory's).
 func BenchmarkDepthwise(b *testing.B) {
-	benchDepthwise(b)
+	benchDepthwise(b, nil)
 }
 
 // BenchmarkDepthwiseAVX2 is BenchmarkDepthwise with the AVX-512 kernels
 // switched off (the AVX2 row kernels).
 func BenchmarkDepthwiseAVX2(b *testing.B) {
-	testNoDwFlat, testNoDwZ = true, true
-	defer func() { testNoDwFlat, testNoDwZ = false, false }()
-	benchDepthwise(b)
+	benchDepthwise(b, &forced{noDwFlat: true, noDwZ: true})
 }
 
-func benchDepthwise(b *testing.B) {
+func benchDepthwise(b *testing.B, f *forced) {
 	for _, c := range []struct {
 		name      string
 		ch, hw, s int
@@ -43,7 +41,7 @@ func benchDepthwise(b *testing.B) {
 			y := tensor.New(tensor.Float32, 1, c.ch, oh, oh)
 			pl := parallel.New(1)
 			defer pl.Close()
-			ctx := &kernel.Ctx{Pool: pl}
+			ctx := ctxAt(pl, kernel.ISABest, f)
 			for i := 0; i < b.N; i++ {
 				ctx.Epilogue = kernel.Epilogue{Lo: 0, Hi: 6, HasLo: true, HasHi: true}
 				if err := intoConv(ctx, n, []*tensor.Tensor{x, w, bias}, []*tensor.Tensor{y}); err != nil {

@@ -20,13 +20,13 @@ import (
 // each side, specials in data and weights (non-finite weights included),
 // with and without bias, clamp and residual epilogues, 1 and 3 workers.
 func TestDepthwiseDirectTwin(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewSource(23))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(3)}
 	defer func() {
 		for _, p := range pools {
 			p.Close()
 		}
-		UsePortable(false)
 	}()
 	widths := []int{1, 2, 3, 5, 7, 8, 9, 13, 14, 15, 16, 17, 23, 28, 31, 56, 57, 112}
 	direct, padded := 0, 0
@@ -67,25 +67,25 @@ func TestDepthwiseDirectTwin(t *testing.T) {
 		}
 		oh, ow := s.g.out[0], s.g.out[1]
 		run := dwCaseRun(t, r, i, n, in, nb, c, oh, ow)
-		UsePortable(true)
-		want := run(pools[0])
-		UsePortable(false)
+		want := run(ctxAt(pools[0], kernel.ISAPortable, nil))
 		for _, p := range pools {
-			if d := sameF32(run(p), want); d >= 0 {
+			if got := run(ctxAt(p, kernel.ISABest, nil)); sameF32(got, want) >= 0 {
+				d := sameF32(got, want)
 				t.Fatalf("case %d (x %v, strides %d %d, pads %d %d %d %d, bias %v, epilogue %d), %d workers: y[%d] = %#x, portable %#x",
-					i, xs, sh, sw, pt, pl, pb, pr, len(in) == 3, i%3, p.Workers(), d, math.Float32bits(run(p)[d]), math.Float32bits(want[d]))
+					i, xs, sh, sw, pt, pl, pb, pr, len(in) == 3, i%3, p.Workers(), d, math.Float32bits(got[d]), math.Float32bits(want[d]))
 			}
 		}
 	}
-	if fastKernels && (direct < 60 || padded < 30) {
+	if fastOK() && (direct < 60 || padded < 30) {
 		t.Fatalf("direct kernels in %d cases, padded planes in %d: too few", direct, padded)
 	}
 }
 
 // dwCaseRun returns a function that runs case i's depthwise Conv n on in
-// through Into on a pool, with the case's epilogue (none, Relu6, or a
-// residual and a lower bound, by i % 3), into an [nb, c, oh, ow] output.
-func dwCaseRun(t *testing.T, r *rand.Rand, i int, n *ir.Node, in []*tensor.Tensor, nb, c, oh, ow int) func(*parallel.Pool) []float32 {
+// through Into under a context (pool, level, forced choices), with the
+// case's epilogue (none, Relu6, or a residual and a lower bound, by i %
+// 3), into an [nb, c, oh, ow] output.
+func dwCaseRun(t *testing.T, r *rand.Rand, i int, n *ir.Node, in []*tensor.Tensor, nb, c, oh, ow int) func(*kernel.Ctx) []float32 {
 	t.Helper()
 	var ep kernel.Epilogue
 	switch i % 3 {
@@ -94,10 +94,11 @@ func dwCaseRun(t *testing.T, r *rand.Rand, i int, n *ir.Node, in []*tensor.Tenso
 	case 2:
 		ep = kernel.Epilogue{Residual: specialF32(r, nb*c*oh*ow, true), Lo: -1, HasLo: true}
 	}
-	return func(p *parallel.Pool) []float32 {
+	return func(k *kernel.Ctx) []float32 {
 		y := tensor.New(tensor.Float32, nb, c, oh, ow)
-		ctx := &kernel.Ctx{Pool: p, Epilogue: ep}
-		if err := intoConv(ctx, n, in, []*tensor.Tensor{y}); err != nil {
+		ctx := *k
+		ctx.Epilogue = ep
+		if err := intoConv(&ctx, n, in, []*tensor.Tensor{y}); err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
 		return y.Data.([]float32)
@@ -113,14 +114,13 @@ func dwCaseRun(t *testing.T, r *rand.Rand, i int, n *ir.Node, in []*tensor.Tenso
 // bottom pads 0-2, specials in data and weights, with and without bias,
 // clamp and residual epilogues, 1, 2 and 8 workers.
 func TestDepthwiseZTwin(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewSource(37))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
 		for _, p := range pools {
 			p.Close()
 		}
-		UsePortable(false)
-		testNoDwZ, testDwZRows = false, false
 	}()
 	widths := []int{17, 18, 19, 27, 28, 29, 31, 32, 33, 34, 35, 47, 63, 64, 65, 66, 96, 97, 112, 113, 127, 128, 129, 130, 511, 512, 513, 514, 600}
 	z := 0
@@ -150,25 +150,22 @@ func TestDepthwiseZTwin(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		if dwZOK(s.g) {
+		if dwZOK(machineOf(nil), s.g) {
 			z++
 		}
 		run := dwCaseRun(t, r, i, n, in, nb, c, s.g.out[0], s.g.out[1])
-		UsePortable(true)
-		want := run(pools[0])
-		UsePortable(false)
+		want := run(ctxAt(pools[0], kernel.ISAPortable, nil))
 		// mode 0: DwS2P1PlanesZ, 1: DwS2P1Z per run of rows, 2: AVX2
 		for mode := 0; mode < 3; mode++ {
-			testDwZRows, testNoDwZ = mode == 1, mode == 2
+			f := &forced{dwZRows: mode == 1, noDwZ: mode == 2}
 			for _, p := range pools {
-				if got := run(p); sameF32(got, want) >= 0 {
+				if got := run(ctxAt(p, kernel.ISABest, f)); sameF32(got, want) >= 0 {
 					d := sameF32(got, want)
 					t.Fatalf("case %d (x %v, strides %d 2, pads %d 1 %d %d, bias %v, epilogue %d, mode %d), %d workers: y[%d] = %#x, portable %#x",
 						i, xs, sh, pt, pb, pr, len(in) == 3, i%3, mode, p.Workers(), d, math.Float32bits(got[d]), math.Float32bits(want[d]))
 				}
 			}
 		}
-		testNoDwZ, testDwZRows = false, false
 	}
 	if amd64.EnabledZ && z < 100 {
 		t.Fatalf("AVX-512 row kernel in %d cases: too few", z)

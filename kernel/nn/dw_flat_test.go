@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
@@ -17,14 +18,13 @@ import (
 // or less, rows of 1 to 7), specials in data and weights, with and
 // without bias, clamp and residual epilogues, 1, 2 and 8 workers.
 func TestDepthwiseFlatTwin(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewSource(29))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
 		for _, p := range pools {
 			p.Close()
 		}
-		UsePortable(false)
-		testNoDwFlat = false
 	}()
 	flat := 0
 	for i := 0; i < 160; i++ {
@@ -45,24 +45,20 @@ func TestDepthwiseFlatTwin(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		if dwFlatOK(s.g) {
+		if dwFlatOK(machineOf(nil), s.g) {
 			flat++
 		}
 		run := dwCaseRun(t, r, i, n, in, nb, c, h, w)
-		UsePortable(true)
-		want := run(pools[0])
-		UsePortable(false)
+		want := run(ctxAt(pools[0], kernel.ISAPortable, nil))
 		for _, off := range []bool{false, true} {
-			testNoDwFlat = off
 			for _, p := range pools {
-				if got := run(p); sameF32(got, want) >= 0 {
+				if got := run(ctxAt(p, kernel.ISABest, &forced{noDwFlat: off})); sameF32(got, want) >= 0 {
 					d := sameF32(got, want)
 					t.Fatalf("case %d (x %v, bias %v, epilogue %d, flat off %v), %d workers: y[%d] = %#x, portable %#x",
 						i, xs, len(in) == 3, i%3, off, p.Workers(), d, math.Float32bits(got[d]), math.Float32bits(want[d]))
 				}
 			}
 		}
-		testNoDwFlat = false
 	}
 	if amd64.EnabledZ && flat < 150 {
 		t.Fatalf("flat kernel in %d cases: too few", flat)
@@ -77,14 +73,13 @@ func TestDepthwiseFlatTwin(t *testing.T) {
 // last vector), trailing pads 0-2, specials in data and weights, with and
 // without bias, clamp and residual epilogues, 1, 2 and 8 workers.
 func TestDepthwiseFlatS2Twin(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewSource(31))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
 		for _, p := range pools {
 			p.Close()
 		}
-		UsePortable(false)
-		testNoDwFlat = false
 	}()
 	flat := 0
 	for i := 0; i < 200; i++ {
@@ -112,24 +107,20 @@ func TestDepthwiseFlatS2Twin(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		if dwFlatS2OK(s.g) {
+		if dwFlatS2OK(machineOf(nil), s.g) {
 			flat++
 		}
 		run := dwCaseRun(t, r, i, n, in, nb, c, s.g.out[0], s.g.out[1])
-		UsePortable(true)
-		want := run(pools[0])
-		UsePortable(false)
+		want := run(ctxAt(pools[0], kernel.ISAPortable, nil))
 		for _, off := range []bool{false, true} {
-			testNoDwFlat = off
 			for _, p := range pools {
-				if got := run(p); sameF32(got, want) >= 0 {
+				if got := run(ctxAt(p, kernel.ISABest, &forced{noDwFlat: off})); sameF32(got, want) >= 0 {
 					d := sameF32(got, want)
 					t.Fatalf("case %d (x %v, pads 1 1 %d %d, bias %v, epilogue %d, flat off %v), %d workers: y[%d] = %#x, portable %#x",
 						i, xs, pb, pr, len(in) == 3, i%3, off, p.Workers(), d, math.Float32bits(got[d]), math.Float32bits(want[d]))
 				}
 			}
 		}
-		testNoDwFlat = false
 	}
 	if amd64.EnabledZ && flat < 150 {
 		t.Fatalf("flat kernel in %d cases: too few", flat)

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/parallel"
 )
 
@@ -19,13 +20,13 @@ import (
 // groups and column blocks, NaN/Inf operands and bounds, 1, 2 and 8
 // workers, with and without the column bias.
 func TestSGEMMResidual2Twin(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewSource(31))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
 		for _, p := range pools {
 			p.Close()
 		}
-		UsePortable(false)
 	}()
 	inf := float32(math.Inf(1))
 	bounds := [][2]float32{{-inf, inf}, {0, inf}, {-0.5, 6}}
@@ -41,8 +42,7 @@ func TestSGEMMResidual2Twin(t *testing.T) {
 		cb := specialF32(r, n, salt)
 		r2 := specialF32(r, m*n, salt)
 		base := make([]float32, m*n)
-		UsePortable(true)
-		sgemmP(pools[0], m, n, k, a, k, 1, b, n, 1, base, n)
+		sgemmP(mach(pools[0], kernel.ISAPortable, nil), m, n, k, a, k, 1, b, n, 1, base, n)
 		for bi, lohi := range bounds {
 			for _, withCB := range []bool{true, false} {
 				ep := epi{r2: r2, lo: lohi[0], hi: lohi[1], on: true}
@@ -66,14 +66,16 @@ func TestSGEMMResidual2Twin(t *testing.T) {
 						want[i*n+j] = v
 					}
 				}
-				for _, portable := range []bool{false, true} {
-					UsePortable(portable)
+				for _, portable := range kernel.ISAs() {
 					for pi, p := range pools {
 						got := make([]float32, m*n)
 						for i := range got {
 							got[i] = -7
 						}
-						sgemmEp(p, m, n, k, a, k, 1, b, n, 1, got, n, ep)
+						mp := mach(p, portable, nil)
+						ep := ep
+						ep.fast = mp.fast
+						sgemmEp(mp, m, n, k, a, k, 1, b, n, 1, got, n, ep)
 						if d := sameF32(got, want); d >= 0 {
 							t.Fatalf("%s: c[%d] = %#x, want %#x", fmt.Sprintf("%dx%dx%d bounds %d bias %v portable %v pool %d", m, n, k, bi, withCB, portable, pi),
 								d, math.Float32bits(got[d]), math.Float32bits(want[d]))

@@ -37,6 +37,7 @@ func unfusedEpi(y, r []float32, e kernel.Epilogue) []float32 {
 // Residual NaNs are the canonical NaN: which payload an addition of two
 // NaNs keeps is not fixed by Go (nor by the unfused Add).
 func TestConvEpilogueTwin(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewSource(11))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
@@ -64,9 +65,7 @@ func TestConvEpilogueTwin(t *testing.T) {
 		tactics := append([]string{""}, convTactics(node("Conv", c.attrs...),
 			[]ir.Type{ir.StaticType(tensor.Float32, c.x), ir.StaticType(tensor.Float32, c.w)})...)
 		n := node("Conv", c.attrs...)
-		UsePortable(true)
-		base, err := runConv(nil, n, in)
-		UsePortable(false)
+		base, err := runConv(ctxAt(nil, kernel.ISAPortable, nil), n, in)
 		if err != nil {
 			t.Fatalf("case %d: %v", ci, err)
 		}
@@ -110,16 +109,12 @@ func TestConvEpilogueTwin(t *testing.T) {
 				if tac != "" {
 					n = node("Conv", append(append([]*ir.Attr{}, c.attrs...), strAttr(kernel.TacticAttr, tac))...)
 				}
-				UsePortable(true)
-				check("portable "+tac, &kernel.Ctx{Pool: pools[1]})
-				UsePortable(false)
+				check("portable "+tac, ctxAt(pools[1], kernel.ISAPortable, nil))
 				for _, p := range pools {
-					check("fast "+tac, &kernel.Ctx{Pool: p})
+					check("fast "+tac, ctxAt(p, kernel.ISABest, nil))
 				}
 				if tac == TacticDirect {
-					testNoZ = true
-					check("fast AVX2 "+tac, &kernel.Ctx{Pool: pools[1]})
-					testNoZ = false
+					check("fast AVX2 "+tac, ctxAt(pools[1], kernel.ISAAVX2, nil))
 				}
 			}
 		}
@@ -129,7 +124,7 @@ func TestConvEpilogueTwin(t *testing.T) {
 // TestEpiTwin: amd64.Epi against its portable twin on blocks of odd
 // shapes and strides, with specials in both operands.
 func TestEpiTwin(t *testing.T) {
-	if !fastKernels {
+	if !fastOK() {
 		t.Skip("no AVX2+FMA")
 	}
 	r := rand.New(rand.NewSource(12))

@@ -12,17 +12,16 @@ import (
 
 // TestExpandDepthwiseKernelTwin: nn.ExpandDepthwise gives the bits of the
 // 1x1 and depthwise convolutions run apart on the portable twins, with the
-// stride-2 depthwise rows on AVX-512 (DwS2P1Z) and on AVX2 (testNoDwZ),
+// stride-2 depthwise rows on AVX-512 (DwS2P1Z) and on AVX2 (noDwZ),
 // 1, 2 and 8 workers, widths around the vectors, clamps on both parts.
 func TestExpandDepthwiseKernelTwin(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewSource(41))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
 		for _, p := range pools {
 			p.Close()
 		}
-		testNoDwZ = false
-		UsePortable(false)
 	}()
 	ran := 0
 	for i := 0; i < 40; i++ {
@@ -38,9 +37,8 @@ func TestExpandDepthwiseKernelTwin(t *testing.T) {
 		a := node("Conv")
 		b := node("Conv", intAttr("group", int64(e)), ints("strides", s, s), ints("pads", 1, 1, 1, 1))
 		// The reference: the two convolutions apart, portable.
-		UsePortable(true)
 		mid := tensor.New(tensor.Float32, n, e, h, w)
-		if err := intoConv(&kernel.Ctx{Pool: pools[0], Epilogue: clip}, a, []*tensor.Tensor{x, w1, b1}, []*tensor.Tensor{mid}); err != nil {
+		if err := intoConv(&kernel.Ctx{Pool: pools[0], ISA: kernel.ISAPortable, Epilogue: clip}, a, []*tensor.Tensor{x, w1, b1}, []*tensor.Tensor{mid}); err != nil {
 			t.Fatal(err)
 		}
 		st, err := setupConv(b, mid.Shape, w2.Shape)
@@ -48,18 +46,14 @@ func TestExpandDepthwiseKernelTwin(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := tensor.New(tensor.Float32, append([]int{n, e}, st.g.out...)...)
-		if err := intoConv(&kernel.Ctx{Pool: pools[0], Epilogue: clip}, b, []*tensor.Tensor{mid, w2, b2}, []*tensor.Tensor{want}); err != nil {
+		if err := intoConv(&kernel.Ctx{Pool: pools[0], ISA: kernel.ISAPortable, Epilogue: clip}, b, []*tensor.Tensor{mid, w2, b2}, []*tensor.Tensor{want}); err != nil {
 			t.Fatal(err)
 		}
-		UsePortable(false)
 		for _, noZ := range []bool{false, true} {
-			testNoDwZ = noZ
 			for _, p := range pools {
-				// A fresh attribute node: the setup (and its AVX-512
-				// choice) is kept per node.
 				attrs := node("Conv", intAttr("group", int64(e)), ints("strides", s, s), ints("pads", 1, 1, 1, 1))
 				y := tensor.New(tensor.Float32, want.Shape...)
-				ok := ExpandDepthwise(p, ExpandDW{X: x.Data.([]float32), XShape: x.Shape, W1: w1.Data.([]float32), W1Shape: w1.Shape,
+				ok := ExpandDepthwise(ctxAt(p, kernel.ISABest, &forced{noDwZ: noZ}), ExpandDW{X: x.Data.([]float32), XShape: x.Shape, W1: w1.Data.([]float32), W1Shape: w1.Shape,
 					B1: b1.Data.([]float32), E1: clip, W2: w2.Data.([]float32), W2Shape: w2.Shape, B2: b2.Data.([]float32), E2: clip,
 					Attrs: attrs, Y: y.Data.([]float32), YShape: y.Shape})
 				if !ok {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/parallel"
 )
@@ -50,10 +51,13 @@ func benchSGEMM(b *testing.B, m, n, k, workers int, portable bool) {
 	r := rand.New(rand.NewSource(1))
 	a, bb := randF32(r, m*k), randF32(r, k*n)
 	c := make([]float32, m*n)
-	pool := parallel.New(workers)
-	defer pool.Close()
-	UsePortable(portable)
-	defer UsePortable(false)
+	p := parallel.New(workers)
+	defer p.Close()
+	level := kernel.ISABest
+	if portable {
+		level = kernel.ISAPortable
+	}
+	pool := mach(p, level, nil)
 	sgemmP(pool, m, n, k, a, k, 1, bb, n, 1, c, n)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/parallel"
 )
 
@@ -16,7 +17,8 @@ import (
 // shapes with odd edges, several k blocks, NaN/Inf in every operand and
 // in the bounds, 1, 2 and 8 workers, with and without an epilogue.
 func TestSGEMMStoreTwin(t *testing.T) {
-	if !fastKernels {
+	t.Parallel()
+	if !fastOK() {
 		t.Skip("no AVX2+FMA")
 	}
 	r := rand.New(rand.NewSource(21))
@@ -33,7 +35,6 @@ func TestSGEMMStoreTwin(t *testing.T) {
 	for i := 0; i < 12; i++ {
 		shapes = append(shapes, [3]int{6 + r.Intn(70), 1 + r.Intn(200), 1 + r.Intn(600)})
 	}
-	defer func() { testPackA, testPackB = false, false }()
 	for si, sh := range shapes {
 		m, n, k := sh[0], sh[1], sh[2]
 		salt := si%2 == 0
@@ -47,15 +48,13 @@ func TestSGEMMStoreTwin(t *testing.T) {
 			}
 		}
 		base := make([]float32, m*n)
-		UsePortable(true)
-		sgemmP(pools[0], m, n, k, a, k, 1, b, n, 1, base, n)
-		UsePortable(false)
+		sgemmP(mach(pools[0], kernel.ISAPortable, nil), m, n, k, a, k, 1, b, n, 1, base, n)
 		for ei := 0; ei <= 2*len(bounds); ei++ {
 			var ep epi
 			var bs []float32
 			if ei > 0 {
 				lohi := bounds[(ei-1)%len(bounds)]
-				ep = epi{lo: lohi[0], hi: lohi[1], on: true}
+				ep = epi{lo: lohi[0], hi: lohi[1], on: true, fast: true}
 				if ei > len(bounds) {
 					ep.r = res
 				}
@@ -70,17 +69,18 @@ func TestSGEMMStoreTwin(t *testing.T) {
 			if ep.on {
 				epiPortable(want, ep.r, n, n, m, n, ep.lo, ep.hi)
 			}
-			for mode := 0; mode < 3; mode++ {
-				testPackA, testPackB = mode == 2, mode >= 1
+			for mode := 0; mode < 3*len(vectorLevels()); mode++ {
+				l := vectorLevels()[mode/3]
+				f := &forced{packA: mode%3 == 2, packB: mode%3 >= 1}
 				for pi, p := range pools {
 					got := make([]float32, m*n)
 					for i := range got {
 						got[i] = -7
 					}
 					mb := &matB{b: b, brs: n, bcs: 1}
-					sgemmFastB(p, m, n, k, a, k, 1, mb, bs, ep, got, n)
+					sgemmFastB(mach(p, l, f), m, n, k, a, k, 1, mb, bs, ep, got, n)
 					if d := sameF32(got, want); d >= 0 {
-						t.Fatalf("%s: c[%d] = %#x, portable %#x", fmt.Sprintf("%dx%dx%d epi %d mode %d pool %d", m, n, k, ei, mode, pi),
+						t.Fatalf("%s: c[%d] = %#x, portable %#x", fmt.Sprintf("%dx%dx%d epi %d mode %d (%v) pool %d", m, n, k, ei, mode, l, pi),
 							d, math.Float32bits(got[d]), math.Float32bits(want[d]))
 					}
 				}

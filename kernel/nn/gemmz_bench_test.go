@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/parallel"
 )
@@ -19,13 +20,7 @@ func BenchmarkGemmZ(b *testing.B) {
 	}
 	pool := parallel.New(1)
 	defer pool.Close()
-	type cfg struct {
-		name   string
-		avx2   bool
-		mr, nz int
-		kc     int
-	}
-	cfgs := []cfg{{"avx2", true, 0, 0, 0}, {"z8x32", false, 8, 2, 256}, {"z12x32", false, 12, 2, 256}, {"z14x32", false, 14, 2, 256},
+	cfgs := []gemmZCfg{{"avx2", true, 0, 0, 0}, {"z8x32", false, 8, 2, 256}, {"z12x32", false, 12, 2, 256}, {"z14x32", false, 14, 2, 256},
 		{"z16x16", false, 16, 1, 256}, {"z8x32kc128", false, 8, 2, 128}, {"z16x16kc128", false, 16, 1, 128}}
 	for _, sh := range [][3]int{{64, 384, 128}, {64, 128, 128}, {64, 512, 128}, {64, 128, 512}} {
 		m, n, k := sh[0], sh[1], sh[2]
@@ -34,20 +29,30 @@ func BenchmarkGemmZ(b *testing.B) {
 		c := make([]float32, m*n)
 		for _, cf := range cfgs {
 			b.Run(fmt.Sprintf("%dx%dx%d/%s", m, n, k, cf.name), func(b *testing.B) {
-				testAVX2 = cf.avx2
-				omr, onz, okc := gemmZMR, gemmZNZ, gemmZKC
-				if !cf.avx2 {
-					gemmZMR, gemmZNZ, gemmZKC = cf.mr, cf.nz, cf.kc
-				}
-				defer func() { testAVX2, gemmZMR, gemmZNZ, gemmZKC = false, omr, onz, okc }()
-				ep := epi{r: cb, col: true, lo: -1e30, hi: 1e30, on: true}
+				mc := cf.machine(pool)
+				ep := epi{r: cb, col: true, lo: -1e30, hi: 1e30, on: true, fast: true}
 				for i := 0; i < b.N; i++ {
-					sgemmEp(pool, m, n, k, a, k, 1, bb, n, 1, c, n, ep)
+					sgemmEp(mc, m, n, k, a, k, 1, bb, n, 1, c, n, ep)
 				}
 				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
 	}
+}
+
+// gemmZCfg is one GEMM configuration timed below: the AVX2 kernels, or
+// the AVX-512 ones with the register blocking mr x nz panels, k blocks kc.
+type gemmZCfg struct {
+	name       string
+	avx2       bool
+	mr, nz, kc int
+}
+
+func (cf gemmZCfg) machine(p *parallel.Pool) machine {
+	if cf.avx2 {
+		return mach(p, kernel.ISAAVX2, nil)
+	}
+	return mach(p, kernel.ISABest, &forced{gemmZ: &gemmZShape{cf.mr, cf.nz, cf.kc}})
 }
 
 // TestGemmZTune (VOUCH_GEMMZ_TUNE=1) times the configurations of
@@ -59,12 +64,7 @@ func TestGemmZTune(t *testing.T) {
 	}
 	pool := parallel.New(1)
 	defer pool.Close()
-	type cfg struct {
-		name       string
-		avx2       bool
-		mr, nz, kc int
-	}
-	cfgs := []cfg{{"avx2", true, 0, 0, 0}, {"z8x32", false, 8, 2, 256}, {"z12x32", false, 12, 2, 256}, {"z14x32", false, 14, 2, 256},
+	cfgs := []gemmZCfg{{"avx2", true, 0, 0, 0}, {"z8x32", false, 8, 2, 256}, {"z12x32", false, 12, 2, 256}, {"z14x32", false, 14, 2, 256},
 		{"z16x16", false, 16, 1, 256}, {"z8x16", false, 8, 1, 256}, {"z8x32kc128", false, 8, 2, 128}, {"z16x16kc128", false, 16, 1, 128}}
 	for _, sh := range [][3]int{{64, 64, 64}, {64, 384, 128}, {64, 128, 128}, {64, 512, 128}, {64, 128, 512}} {
 		m, n, k := sh[0], sh[1], sh[2]
@@ -74,24 +74,19 @@ func TestGemmZTune(t *testing.T) {
 		best := make([]time.Duration, len(cfgs))
 		for round := 0; round < 40; round++ {
 			for ci, cf := range cfgs {
-				testAVX2 = cf.avx2
-				omr, onz, okc := gemmZMR, gemmZNZ, gemmZKC
-				if !cf.avx2 {
-					gemmZMR, gemmZNZ, gemmZKC = cf.mr, cf.nz, cf.kc
-				}
-				ep := epi{r: cb, col: true, lo: -1e30, hi: 1e30, on: true}
+				mc := cf.machine(pool)
+				ep := epi{r: cb, col: true, lo: -1e30, hi: 1e30, on: true, fast: true}
 				if k == 64 {
 					ep = epi{}
 				}
 				t0 := time.Now()
 				for i := 0; i < 50; i++ {
-					sgemmEp(pool, m, n, k, a, k, 1, bb, n, 1, c, n, ep)
+					sgemmEp(mc, m, n, k, a, k, 1, bb, n, 1, c, n, ep)
 				}
 				d := time.Since(t0) / 50
 				if best[ci] == 0 || d < best[ci] {
 					best[ci] = d
 				}
-				testAVX2, gemmZMR, gemmZNZ, gemmZKC = false, omr, onz, okc
 			}
 		}
 		for ci, cf := range cfgs {

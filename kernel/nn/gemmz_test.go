@@ -6,38 +6,37 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/kernel/vmath"
 )
 
 // TestGemmZTwin: the AVX-512 GEMM (amd64.GemmZ16 / GemmZ32 from unitZ)
 // gives the bits of the portable GEMM followed by the row bias and the
-// unfused epilogue, and so do the AVX2 kernels forced (testAVX2): random
+// unfused epilogue, and so do the AVX2 kernels (the AVX2 level): random
 // shapes with odd M, N and K, several k blocks (gemmZKC lowered too),
 // every tile shape (MR x 16 and MR x 32, remainder rows, masked column
-// edges), A and B read in place, packed (testPackA / testPackB) and
+// edges), A and B read in place, packed (forced.packA / packB) and
 // transposed, a row bias, a residual laid out as C, a column bias, a
 // second residual, bounds with NaN and Inf, an activation, NaN/Inf in
 // every operand, 1, 2 and 8 workers. Bit equality only.
 func TestGemmZTwin(t *testing.T) {
+	t.Parallel()
 	if !amd64.EnabledZ {
 		t.Skip("no AVX-512")
 	}
 	r := rand.New(rand.NewSource(77))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
-	omr, onz, okc := gemmZMR, gemmZNZ, gemmZKC
 	defer func() {
 		for _, p := range pools {
 			p.Close()
 		}
-		gemmZMR, gemmZNZ, gemmZKC = omr, onz, okc
-		testPackA, testPackB, testAVX2 = false, false, false
-		UsePortable(false)
 	}()
 	inf := float32(math.Inf(1))
 	nan := float32(math.NaN())
 	bounds := [][2]float32{{-inf, inf}, {0, inf}, {-0.5, 6}, {nan, nan}, {inf, -inf}, {0.25, -0.25}}
-	act := func(dst, src []float32) {
+	act := func(_ vmath.Vec, dst, src []float32) {
 		for i, v := range src {
 			dst[i] = v*v - 0.5*v
 		}
@@ -46,7 +45,7 @@ func TestGemmZTwin(t *testing.T) {
 	shapes := [][3]int{{64, 128, 128}, {64, 384, 128}, {64, 128, 512}, {64, 64, 64}, {6, 16, 1}, {7, 17, 5},
 		{13, 40, 300}, {100, 300, 37}, {101, 33, 513}, {9, 47, 260}, {30, 24, 1}, {17, 1, 70}, {8, 32, 3},
 		// several row groups with one k block: tiles prefetch the next
-		// group's A (gemmPF)
+		// group's A (unless forced.noPF)
 		{250, 70, 96}, {217, 33, 13}}
 	for i := 0; i < 20; i++ {
 		shapes = append(shapes, [3]int{6 + r.Intn(90), 1 + r.Intn(150), 1 + r.Intn(600)})
@@ -73,9 +72,7 @@ func TestGemmZTwin(t *testing.T) {
 			}
 		}
 		base := make([]float32, m*n)
-		UsePortable(true)
-		sgemmP(pools[0], m, n, k, a, k, 1, b, n, 1, base, n)
-		UsePortable(false)
+		sgemmP(mach(pools[0], kernel.ISAPortable, nil), m, n, k, a, k, 1, b, n, 1, base, n)
 		for ei := 0; ei < 8; ei++ {
 			var ep epi
 			var bs []float32
@@ -85,11 +82,11 @@ func TestGemmZTwin(t *testing.T) {
 			lohi := bounds[(si+ei)%len(bounds)]
 			switch ei / 2 {
 			case 1: // residual laid out as C
-				ep = epi{r: res, lo: lohi[0], hi: lohi[1], on: true}
+				ep = epi{r: res, lo: lohi[0], hi: lohi[1], on: true, fast: true}
 			case 2: // column bias and a second residual (MatMul's)
-				ep = epi{r: cb, col: true, r2: r2, lo: lohi[0], hi: lohi[1], on: true}
+				ep = epi{r: cb, col: true, r2: r2, lo: lohi[0], hi: lohi[1], on: true, fast: true}
 			case 3: // column bias, bounds and an activation
-				ep = epi{r: cb, col: true, lo: lohi[0], hi: lohi[1], on: true, act: act}
+				ep = epi{r: cb, col: true, lo: lohi[0], hi: lohi[1], on: true, act: act, fast: true}
 			}
 			want := append([]float32{}, base...)
 			if bs != nil {
@@ -101,12 +98,15 @@ func TestGemmZTwin(t *testing.T) {
 			}
 			for mode := 0; mode < 5; mode++ {
 				tl := tiles[(si+ei+mode)%len(tiles)]
-				gemmZMR, gemmZNZ = tl[0], tl[1]
-				gemmZKC = okc
+				zs := gemmZShape{tl[0], tl[1], gemmZKC}
 				if mode == 1 {
-					gemmZKC = 1 + r.Intn(100) // many k blocks
+					zs.kc = 1 + r.Intn(100) // many k blocks
 				}
-				testPackA, testPackB, testAVX2 = mode == 2, mode == 3, mode == 4
+				f := &forced{packA: mode == 2, packB: mode == 3, gemmZ: &zs}
+				level := kernel.ISABest
+				if mode == 4 {
+					level = kernel.ISAAVX2
+				}
 				ta, tb := mode == 2 && si%2 == 0, mode == 3 && si%2 == 1
 				for pi, p := range pools {
 					got := make([]float32, m*n)
@@ -121,14 +121,13 @@ func TestGemmZTwin(t *testing.T) {
 					if tb {
 						mb = &matB{b: bt, brs: 1, bcs: k}
 					}
-					sgemmFastB(p, m, n, k, av, ars, acs, mb, bs, ep, got, n)
+					sgemmFastB(mach(p, level, f), m, n, k, av, ars, acs, mb, bs, ep, got, n)
 					if d := sameF32(got, want); d >= 0 {
-						t.Fatalf("%s: c[%d] = %#x, portable %#x", fmt.Sprintf("%dx%dx%d epi %d mode %d tile %v kc %d pool %d", m, n, k, ei, mode, tl, gemmZKC, pi),
+						t.Fatalf("%s: c[%d] = %#x, portable %#x", fmt.Sprintf("%dx%dx%d epi %d mode %d tile %v kc %d pool %d", m, n, k, ei, mode, tl, zs.kc, pi),
 							d, math.Float32bits(got[d]), math.Float32bits(want[d]))
 					}
 				}
 			}
-			testPackA, testPackB, testAVX2 = false, false, false
 		}
 	}
 }
@@ -218,17 +217,6 @@ func TestGemmZKernels(t *testing.T) {
 	}
 }
 
-// TestGemmAVX2Forced runs the GEMM twin tests again with the AVX2
-// kernels forced where the AVX-512 ones would run, so that both vector
-// paths stay proven on this CPU.
-func TestGemmAVX2Forced(t *testing.T) {
-	if !amd64.EnabledZ {
-		t.Skip("no AVX-512: the other tests run the AVX2 path already")
-	}
-	testAVX2 = true
-	defer func() { testAVX2 = false }()
-	t.Run("SGEMMTwin", TestSGEMMTwin)
-	t.Run("SGEMMWorkersInvariant", TestSGEMMWorkersInvariant)
-	t.Run("SGEMMStoreTwin", TestSGEMMStoreTwin)
-	t.Run("SGEMMResidual2Twin", TestSGEMMResidual2Twin)
-}
+// The AVX2 kernels where the AVX-512 ones would run: TestSGEMMTwin,
+// TestSGEMMWorkersInvariant, TestSGEMMStoreTwin and TestSGEMMResidual2Twin
+// run at every level the CPU has (kernel.ISAs), AVX2 included.

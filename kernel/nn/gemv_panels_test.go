@@ -15,10 +15,10 @@ import (
 // plain or transposed, widths around the panel, NaN and Inf, bias and
 // alpha/beta, 1, 2 and 8 workers, and a second call on the same packed B.
 func TestGemvPanelsTwin(t *testing.T) {
-	if !fastKernels {
+	t.Parallel()
+	if !fastOK() {
 		t.Skip("no vector kernels")
 	}
-	defer UsePortable(false)
 	r := rand.New(rand.NewSource(64))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
 	defer func() {
@@ -50,12 +50,10 @@ func TestGemvPanelsTwin(t *testing.T) {
 			attrs = append(attrs, floatAttr("alpha", 0.5), floatAttr("beta", 2))
 		}
 		n := node("Gemm", attrs...)
-		UsePortable(true)
 		want := tensor.New(tensor.Float32, m, nc)
-		if err := intoGemm(&kernel.Ctx{}, n, in, []*tensor.Tensor{want}); err != nil {
+		if err := intoGemm(ctxAt(nil, kernel.ISAPortable, nil), n, in, []*tensor.Tensor{want}); err != nil {
 			t.Fatal(err)
 		}
-		UsePortable(false)
 		for rep, p := range append(pools, pools[0]) {
 			got := tensor.New(tensor.Float32, m, nc)
 			if err := intoGemm(&kernel.Ctx{Pool: p}, n, in, []*tensor.Tensor{got}); err != nil {

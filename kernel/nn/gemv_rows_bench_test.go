@@ -3,6 +3,7 @@ package nn
 import (
 	"testing"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/parallel"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkGemvMClassifier(b *testing.B) {
 	}{{"rows", n, 1}, {"transB", 1, k}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				sgemmP(pool, 1, n, k, x, k, 1, w, tc.brs, tc.bcs, y, n)
+				sgemmP(mach(pool, kernel.ISABest, nil), 1, n, k, x, k, 1, w, tc.brs, tc.bcs, y, n)
 			}
 		})
 		b.Run(tc.name+"/cold", func(b *testing.B) {
@@ -36,7 +37,7 @@ func BenchmarkGemvMClassifier(b *testing.B) {
 					junk[j]++
 				}
 				b.StartTimer()
-				sgemmP(pool, 1, n, k, x, k, 1, w, tc.brs, tc.bcs, y, n)
+				sgemmP(mach(pool, kernel.ISABest, nil), 1, n, k, x, k, 1, w, tc.brs, tc.bcs, y, n)
 			}
 		})
 	}
@@ -58,7 +59,7 @@ func BenchmarkGemvMClassifier(b *testing.B) {
 					}
 					b.StartTimer()
 				}
-				gemvPanels(pool, g, x, p, y)
+				gemvPanels(mach(pool, kernel.ISABest, nil), g, x, p, y)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/parallel"
 )
 
@@ -14,7 +15,8 @@ import (
 // bits and the chain's, with specials, k not a multiple of 4, A read with
 // a stride (transA), a row stride of C wider than n, 1 and 3 workers.
 func TestGemvRowsTwin(t *testing.T) {
-	if !fastKernels {
+	t.Parallel()
+	if !fastOK() {
 		t.Skip("no AVX2+FMA: only the portable path exists here")
 	}
 	r := rand.New(rand.NewSource(31))
@@ -47,10 +49,8 @@ func TestGemvRowsTwin(t *testing.T) {
 			for j := range fast {
 				fast[j], port[j] = 7, 7
 			}
-			sgemmP(p, m, n, k, av, ars, acs, b, n, 1, fast, ldc)
-			UsePortable(true)
-			sgemmP(p, m, n, k, av, ars, acs, b, n, 1, port, ldc)
-			UsePortable(false)
+			sgemmP(mach(p, kernel.ISABest, nil), m, n, k, av, ars, acs, b, n, 1, fast, ldc)
+			sgemmP(mach(p, kernel.ISAPortable, nil), m, n, k, av, ars, acs, b, n, 1, port, ldc)
 			if d := sameF32(fast, port); d >= 0 {
 				t.Fatalf("case %d (%dx%dx%d), %d workers: C[%d] fast %#x, portable %#x", i, m, n, k, p.Workers(), d, math.Float32bits(fast[d]), math.Float32bits(port[d]))
 			}

@@ -38,10 +38,9 @@ type forced struct {
 	packA, packB bool
 	// tileZ and tileZB force a ConvZ tile (conv.direct, blocked).
 	tileZ, tileZB zShape
-	// noPF turns unitZ's prefetch of the next row group's A off;
-	// pfAlways turns the direct kernels' panel prefetch on at any tile
-	// count (pfMax 0).
-	noPF, pfAlways bool
+	// noPF turns unitZ's prefetch of the next row group's A off, noPanelPF
+	// the direct kernels' prefetch of the next panel (as pfMax 0 would).
+	noPF, noPanelPF bool
 	// gemmZ, when set, overrides the AVX-512 GEMM's register blocking
 	// (benchmarks of the tile choice).
 	gemmZ *gemmZShape

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/builtin"
-	"github.com/vouchml/vouch/kernel/nn"
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -37,27 +37,32 @@ func loadModel(tb testing.TB, name string) (*exec.Executor, map[string]*tensor.T
 	return ex, feeds
 }
 
-// TestModelsTwin runs whole models on the vector kernels and on the forced
-// portable twins: the outputs must be the same bits.
+// TestModelsTwin runs whole models at every instruction-set level (the
+// portable twins, AVX2, AVX-512): the outputs must be the same bits.
 func TestModelsTwin(t *testing.T) {
 	if testing.Short() || !amd64.Enabled {
 		t.Skip("slow (portable path), or no vector kernels here")
 	}
+	t.Parallel()
 	for _, name := range []string{"mobilenet_v2", "resnet18"} {
 		ex, feeds := loadModel(t, name)
-		fast, err := ex.Run(feeds)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nn.UsePortable(true)
-		port, err := ex.Run(feeds)
-		nn.UsePortable(false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range fast {
-			if !bytes.Equal(onnx.RawBytes(v), onnx.RawBytes(port[k])) {
-				t.Errorf("%s: output %s differs between the vector kernels and the portable twins", name, k)
+		var port map[string]*tensor.Tensor
+		for _, l := range kernel.ISAs() {
+			if err := ex.SetCPU(exec.CPU{ISA: l}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ex.Run(feeds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if port == nil {
+				port = got
+				continue
+			}
+			for k, v := range got {
+				if !bytes.Equal(tensor.RawBytes(v), tensor.RawBytes(port[k])) {
+					t.Errorf("%s: output %s differs between %v and the portable twins", name, k, l)
+				}
 			}
 		}
 	}

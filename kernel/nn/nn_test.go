@@ -62,7 +62,7 @@ func TestGEMMDeterminism(t *testing.T) {
 		m, n, k := sh[0], sh[1], sh[2]
 		a, b := randF32(r, m*k), randF32(r, k*n)
 		c := make([]float32, m*n)
-		sgemm(m, n, k, a, k, 1, b, n, 1, c, n)
+		sgemmP(machineOf(nil), m, n, k, a, k, 1, b, n, 1, c, n)
 		// The same product with A stored transposed and B transposed.
 		at, bt := make([]float32, m*k), make([]float32, k*n)
 		for i := 0; i < m; i++ {
@@ -76,10 +76,10 @@ func TestGEMMDeterminism(t *testing.T) {
 			}
 		}
 		c2 := make([]float32, m*n)
-		sgemm(m, n, k, at, 1, m, bt, 1, k, c2, n)
+		sgemmP(machineOf(nil), m, n, k, at, 1, m, bt, 1, k, c2, n)
 		for i := 0; i < m; i++ {
 			row := make([]float32, n)
-			sgemm(1, n, k, a[i*k:], k, 1, b, n, 1, row, n)
+			sgemmP(machineOf(nil), 1, n, k, a[i*k:], k, 1, b, n, 1, row, n)
 			for j := 0; j < n; j++ {
 				want := refChain(k, func(kk int) float32 { return a[i*k+kk] }, func(kk int) float32 { return b[kk*n+j] })
 				for _, got := range []float32{c[i*n+j], c2[i*n+j], row[j]} {

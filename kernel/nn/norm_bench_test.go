@@ -3,6 +3,8 @@ package nn
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/vouchml/vouch/kernel/vmath"
 )
 
 // BenchmarkLayerNorm32 is tiny_bert's LayerNormalization: 64 rows of 128.
@@ -18,6 +20,6 @@ func BenchmarkLayerNorm32(b *testing.B) {
 	}
 	y, mean, inv := make([]float32, R*D), make([]float32, R), make([]float32, R)
 	for b.Loop() {
-		layerNorm32(x, sc, bs, nil, nil, D, 1e-5, y, mean, inv)
+		layerNorm32(vmath.Vector(true), x, sc, bs, nil, nil, D, 1e-5, y, mean, inv)
 	}
 }

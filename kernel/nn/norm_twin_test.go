@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/vmath"
 )
 
@@ -40,7 +41,7 @@ func layerNorm32Ref(x, scale, bias []float32, si, bi []int, D int, eps float32, 
 // and column tails), with and without bias and index maps, with NaN, ±Inf
 // and ±0 mixed in.
 func TestLayerNorm32Twins(t *testing.T) {
-	defer vmath.UsePortable(false)
+	t.Parallel()
 	r := rand.New(rand.NewPCG(11, 12))
 	sp := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), 3e38}
 	gen := func(n int, special bool) []float32 {
@@ -71,17 +72,16 @@ func TestLayerNorm32Twins(t *testing.T) {
 		want, wm, wi := make([]float32, R*D), make([]float32, R), make([]float32, R)
 		layerNorm32Ref(x, sc, bias, si, bi, D, 1e-5, want, wm, wi)
 		canonNaNs(want, wm, wi) // the contract: NaN results are the canonical NaN
-		for _, portable := range []bool{true, false} {
-			vmath.UsePortable(portable)
+		for _, portable := range kernel.ISAs() {
 			y, m, iv := make([]float32, R*D), make([]float32, R), make([]float32, R)
-			layerNorm32(x, sc, bias, si, bi, D, 1e-5, y, m, iv)
+			layerNorm32(ctxAt(nil, portable, nil).Vec(), x, sc, bias, si, bi, D, 1e-5, y, m, iv)
 			for _, c := range []struct {
 				what      string
 				got, want []float32
 			}{{"y", y, want}, {"mean", m, wm}, {"inv", iv, wi}} {
 				for i := range c.want {
 					if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
-						t.Fatalf("R=%d D=%d portable=%v: %s[%d] = %#08x, want %#08x", R, D, portable, c.what, i, math.Float32bits(c.got[i]), math.Float32bits(c.want[i]))
+						t.Fatalf("R=%d D=%d %v: %s[%d] = %#08x, want %#08x", R, D, portable, c.what, i, math.Float32bits(c.got[i]), math.Float32bits(c.want[i]))
 					}
 				}
 			}

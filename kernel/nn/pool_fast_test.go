@@ -8,6 +8,7 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -36,6 +37,7 @@ func tieF32(r *rand.Rand, n int) []float32 {
 // the portable twin, gives the bits of the window-table reference
 // (maxPoolInto), at 1 and 3 workers; Into gives Run's bits.
 func TestMaxPoolTwin(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewSource(7))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(3)}
 	defer func() {
@@ -72,19 +74,18 @@ func TestMaxPoolTwin(t *testing.T) {
 		NC := xs[0] * xs[1]
 		want := make([]float32, NC*prod(g.out))
 		maxPoolInto(xv, windowTable(g), NC, want, nil)
-		for _, portable := range []bool{true, false} {
-			UsePortable(portable)
+		for _, portable := range kernel.ISAs() {
 			for _, p := range pools {
-				got, err := runMaxPool(&kernel.Ctx{Pool: p}, n, []*tensor.Tensor{x})
+				got, err := runMaxPool(ctxAt(p, portable, nil), n, []*tensor.Tensor{x})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if d := sameF32(got[0].Data.([]float32), want); d >= 0 {
-					t.Fatalf("case %d (x %v, k %v s %v pads %v %v out %v), portable %v, %d workers: y[%d] = %x, want %x", i, xs, g.k, g.stride, g.padB, g.padE, g.out, portable, p.Workers(), d,
+					t.Fatalf("case %d (x %v, k %v s %v pads %v %v out %v), %v, %d workers: y[%d] = %x, want %x", i, xs, g.k, g.stride, g.padB, g.padE, g.out, portable, p.Workers(), d,
 						math.Float32bits(got[0].Data.([]float32)[d]), math.Float32bits(want[d]))
 				}
 				y := tensor.New(tensor.Float32, got[0].Shape...)
-				if err := intoMaxPool(&kernel.Ctx{Pool: p}, n, []*tensor.Tensor{x}, []*tensor.Tensor{y}); err != nil {
+				if err := intoMaxPool(ctxAt(p, portable, nil), n, []*tensor.Tensor{x}, []*tensor.Tensor{y}); err != nil {
 					t.Fatal(err)
 				}
 				if d := sameF32(y.Data.([]float32), want); d >= 0 {
@@ -92,7 +93,6 @@ func TestMaxPoolTwin(t *testing.T) {
 				}
 			}
 		}
-		UsePortable(false)
 	}
 }
 
@@ -137,7 +137,7 @@ func TestLayerNorm32Twin(t *testing.T) {
 			canonNaNs(w)
 		}
 		y, m, iv := make([]float32, R*D), make([]float32, R), make([]float32, R)
-		layerNorm32(x, sc, b, nil, nil, D, 1e-5, y, m, iv)
+		layerNorm32(vmath.Vector(true), x, sc, b, nil, nil, D, 1e-5, y, m, iv)
 		for k, got := range [][]float32{y, m, iv} {
 			if d := sameF32(got, want[k]); d >= 0 {
 				t.Fatalf("case %d (R %d, D %d): output %d [%d] = %#x, want %#x", i, R, D, k, d, math.Float32bits(got[d]), math.Float32bits(want[k][d]))

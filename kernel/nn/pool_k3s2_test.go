@@ -50,28 +50,26 @@ func TestMaxPoolK3S2Twin(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		if _, _, ok := maxPoolK3S2OK(g); ok {
+		if _, _, ok := maxPoolK3S2OK(fastOK(), g); ok {
 			fired++
 		}
 		NC := xs[0] * xs[1]
 		want := make([]float32, NC*prod(g.out))
 		maxPoolInto(xv, windowTable(g), NC, want, nil)
-		for _, portable := range []bool{true, false} {
-			UsePortable(portable)
+		for _, portable := range kernel.ISAs() {
 			for _, p := range pools {
 				y := tensor.New(tensor.Float32, xs[0], xs[1], g.out[0], g.out[1])
-				if err := intoMaxPool(&kernel.Ctx{Pool: p}, n, []*tensor.Tensor{x}, []*tensor.Tensor{y}); err != nil {
+				if err := intoMaxPool(ctxAt(p, portable, nil), n, []*tensor.Tensor{x}, []*tensor.Tensor{y}); err != nil {
 					t.Fatal(err)
 				}
 				if d := sameF32(y.Data.([]float32), want); d >= 0 {
-					t.Fatalf("case %d (x %v, k %v s %v pads %v %v out %v), portable %v, %d workers: y[%d] = %x, want %x", i, xs, g.k, g.stride, g.padB, g.padE, g.out, portable, p.Workers(), d,
+					t.Fatalf("case %d (x %v, k %v s %v pads %v %v out %v), %v, %d workers: y[%d] = %x, want %x", i, xs, g.k, g.stride, g.padB, g.padE, g.out, portable, p.Workers(), d,
 						math.Float32bits(y.Data.([]float32)[d]), math.Float32bits(want[d]))
 				}
 			}
 		}
-		UsePortable(false)
 	}
-	if fastKernels && fired < 50 {
+	if fastOK() && fired < 50 {
 		t.Fatalf("only %d cases took the MaxPoolK3S2 path", fired)
 	}
 }
