@@ -18,30 +18,39 @@ import (
 // float32/float16/bfloat16 data, float64 for float64 and integer data).
 // Integer results are rounded to nearest (ties to even) and saturated.
 // Nearest mode copies elements and works for every dtype.
-func interpolate(a *resizeAttrs, x *tensor.Tensor, g *geometry) (*tensor.Tensor, error) {
-	r := len(x.Shape)
-	tp := make([]taps, r)
-	for d := 0; d < r; d++ {
+//
+// A float32 Resize of the last two axes takes the separable path
+// (separable32; z selects its AVX-512 kernel), which stores NaNs as
+// 0x7fc00000; interpInto's result is canonicalised the same way wherever
+// that path applies, so that every level gives the same bits.
+func interpolate(a *resizeAttrs, x *tensor.Tensor, g *geometry, z bool) (*tensor.Tensor, error) {
+	for d := range x.Shape {
 		if g.out[d] > 0 && x.Shape[d] == 0 {
 			return nil, fmt.Errorf("cannot resize an empty axis %d to %d", d, g.out[d])
 		}
-		lenR := float64(g.out[d])
-		if !g.fromSize[d] {
-			lenR = g.scale[d] * float64(x.Shape[d])
-		}
-		tp[d] = axisTaps(a, x.Shape[d], g.out[d], lenR, g.scale[d], g.roiStart[d], g.roiEnd[d])
 	}
 	out := tensor.New(x.DType, g.out...)
 	if out.Len() == 0 {
 		return out, nil
 	}
-	w := &walker{in: x.Shape, strides: tensor.Strides(x.Shape), out: g.out, tp: tp}
+	w := walkerOf(a, x, g)
 	if a.mode == "nearest" {
 		return out, nearestInto(w, x, out, a.extrap)
 	}
 	switch src := x.Data.(type) {
 	case []float32:
 		dst := out.Data.([]float32)
+		if separableOK(w) {
+			if z {
+				separable32(w, src, dst, true)
+				break
+			}
+			interpInto(w, src, dst, float32(a.extrap), vmath.FMA32)
+			for i, v := range dst {
+				dst[i] = canon32(v)
+			}
+			break
+		}
 		interpInto(w, src, dst, float32(a.extrap), vmath.FMA32)
 	case []float64:
 		interpInto(w, src, out.Data.([]float64), a.extrap, math.FMA)
@@ -77,6 +86,20 @@ func interpolate(a *resizeAttrs, x *tensor.Tensor, g *geometry) (*tensor.Tensor,
 		out = tensor.FromFloat64s(x.DType, g.out, dst)
 	}
 	return out, nil
+}
+
+// walkerOf computes every axis' stencils (no axis may be empty).
+func walkerOf(a *resizeAttrs, x *tensor.Tensor, g *geometry) *walker {
+	r := len(x.Shape)
+	tp := make([]taps, r)
+	for d := 0; d < r; d++ {
+		lenR := float64(g.out[d])
+		if !g.fromSize[d] {
+			lenR = g.scale[d] * float64(x.Shape[d])
+		}
+		tp[d] = axisTaps(a, x.Shape[d], g.out[d], lenR, g.scale[d], g.roiStart[d], g.roiEnd[d])
+	}
+	return &walker{in: x.Shape, strides: tensor.Strides(x.Shape), out: g.out, tp: tp}
 }
 
 func intRange(dt tensor.DType) (float64, float64) {

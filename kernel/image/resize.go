@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"github.com/vouchml/vouch/kernel/amd64"
 	"math"
 
 	"github.com/vouchml/vouch/ir"
@@ -403,7 +404,7 @@ func nearestIndex(mode string, x, scale float64) int {
 	return int(x)
 }
 
-func runResize(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runResize(kc *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	x := kernel.Input(in, 0)
 	if x == nil {
 		return nil, fmt.Errorf("%s: input X is missing", n.OpType)
@@ -441,7 +442,7 @@ func runResize(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", n.OpType, err)
 	}
-	out, err := interpolate(&a, x, g)
+	out, err := interpolate(&a, x, g, kc.AVX512() && amd64.EnabledZ)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", n.OpType, err)
 	}
