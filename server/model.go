@@ -84,6 +84,9 @@ type PlanOptions struct {
 	// Explain is the bundle's explanation data (feature names, background
 	// set); see server/explain.go.
 	Explain *explain.Data
+	// Device runs the plan there: "cpu" (the default) or "cuda:N" (a GPU
+	// plan, exact mode; see exec.NewPlanEngine).
+	Device string
 }
 
 // PlanRunner runs an engine plan with vouch's executor.
@@ -110,7 +113,7 @@ func LoadPlan(path string, o PlanOptions) (*PlanRunner, error) {
 // NewPlanRunner prepares a decoded plan; digest is its "sha256:" digest and
 // path names it in errors and as the fallback model name.
 func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunner, error) {
-	eng, err := exec.NewEngine(p.Graph, builtin.Registry(), exec.Options{})
+	eng, err := exec.NewPlanEngine(p, builtin.Registry(), exec.Options{Device: o.Device})
 	if err != nil {
 		return nil, fmt.Errorf("server: %s: %w", path, err)
 	}
@@ -131,6 +134,10 @@ func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunne
 		// The label of the layers that run, not the precision the build
 		// asked for (a build whose precision pass was disabled is fp32).
 		Precision: string(p.Precision()),
+	}
+	if eng.Backend() != exec.DeviceCPU {
+		// What actually runs: "cuda-exact" on "cuda:0 NVIDIA H200 (...)".
+		info.Backend, info.Device = eng.Backend(), eng.DeviceName()
 	}
 	for _, v := range p.Graph.Inputs {
 		s := TensorSpec{Name: v.Name, DType: v.Type.DType}

@@ -33,6 +33,7 @@ type BenchOptions struct {
 	Layers  bool
 	ORTLib  string
 	GEMM    []int // m, n, k: the GEMM microbenchmark instead of a model
+	Device  string
 }
 
 func runBench(ctx context.Context, m *Main, args []string) error {
@@ -69,6 +70,7 @@ Example:
 	peers := fs.String("peer", "", "comma-separated peers to compare with: "+strings.Join(bench.Peers, ", "))
 	fs.IntVar(&o.Runs, "runs", o.Runs, "timed runs per engine")
 	fs.IntVar(&o.Warmup, "warmup", o.Warmup, "untimed warm-up runs per engine")
+	deviceFlag(fs, &o.Device)
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated inputs")
 	fs.BoolVar(&o.JSON, "json", false, "print the results as JSON")
 	fs.BoolVar(&o.Layers, "layers", false, "also print the plan's per-layer time profile")
@@ -198,7 +200,7 @@ func (m *Main) bench(ctx context.Context, o BenchOptions) error {
 		rep.PlanDigest = planDigest(o.Model, model)
 	}
 	loaded := time.Since(start)
-	vouch, err := bench.NewVouch(model)
+	vouch, err := benchEngine(model, o.Device, m.Stdout)
 	if err != nil {
 		return err
 	}

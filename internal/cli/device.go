@@ -1,18 +1,24 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/vouchml/vouch/bench"
 	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/engine"
 	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // deviceUsage is the --device flag's help, shared by run, serve, replay
@@ -113,4 +119,83 @@ func errNoGPU(d exec.Device, err error) error {
 		return fmt.Errorf("--device %s: %w (run on a machine with an NVIDIA GPU, or without --device: a GPU plan runs on any CPU with the same bits)", d, err)
 	}
 	return err
+}
+
+// newEngine returns the engine that runs a model on device: the CPU
+// engine for "cpu" (an ONNX model, a CPU plan or a GPU plan), else the
+// plan's GPU program.
+func newEngine(g *ir.Graph, p *plan.Plan, reg *kernel.Registry, device string) (*exec.Engine, error) {
+	d, err := parseDevice(device)
+	if err != nil {
+		return nil, err
+	}
+	if d.Kind == exec.DeviceCPU {
+		return exec.NewEngine(g, reg, exec.Options{})
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%w: --device %s runs engine plans: build one with vouch build MODEL.onnx --device %s", ErrUsage, d, d)
+	}
+	e, err := exec.NewPlanEngine(p, reg, exec.Options{Device: d.String()})
+	return e, errNoGPU(d, err)
+}
+
+// gpuBench is `vouch bench --device cuda:N`'s engine: the serving engine
+// on the GPU, run on the seeded inputs.
+type gpuBench struct {
+	eng    *exec.Engine
+	inputs map[string]*tensor.Tensor
+	name   string
+}
+
+func (b *gpuBench) Name() string { return b.name }
+func (b *gpuBench) Run() error {
+	_, err := b.eng.Run(context.Background(), b.inputs)
+	return err
+}
+func (b *gpuBench) Close() error { return b.eng.Close() }
+
+// benchEngine returns bench's vouch engine on device. A model compiled in
+// memory gets its GPU section in memory too (NVRTC, as vouch build
+// --device would); a plan file must be a GPU plan.
+func benchEngine(model *bench.Model, device string, w io.Writer) (bench.Engine, error) {
+	d, err := parseDevice(device)
+	if err != nil {
+		return nil, err
+	}
+	if d.Kind == exec.DeviceCPU {
+		return bench.NewVouch(model)
+	}
+	p := model.Plan
+	if p.Header.GPU == nil && model.Built {
+		if p, err = gpuPlanInMemory(p, d); err != nil {
+			return nil, err
+		}
+	}
+	eng, err := newEngine(p.Graph, p, builtin.Registry(), device)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "device  %s, %d of %d layers on the GPU\n", eng.DeviceName(), p.Header.GPU.GPULayers(), len(p.Graph.Nodes))
+	return &gpuBench{eng: eng, inputs: model.Inputs, name: "vouch-" + d.String()}, nil
+}
+
+// gpuPlanInMemory adds a GPU section, compiled here, to a plan built in
+// memory.
+func gpuPlanInMemory(p *plan.Plan, d exec.Device) (*plan.Plan, error) {
+	info := map[string]plan.LayerInfo{}
+	for _, l := range p.Header.Graph.Layers {
+		info[l.Name] = plan.LayerInfo{Origin: l.Origin, Tactic: l.Tactic, Precision: l.Precision, FLOPs: l.FLOPs}
+	}
+	cpu, err := plan.Encode(p.Header, p.Graph, info)
+	if err != nil {
+		return nil, err
+	}
+	if err := ir.Infer(p.Graph, builtin.Registry(), nil); err != nil {
+		return nil, err
+	}
+	res := &compile.Result{Plan: cpu, Graph: p.Graph}
+	if err := gpuBuild(GPUBuild{Device: d.String()}, res, buildlog.New(io.Discard), io.Discard); err != nil {
+		return nil, err
+	}
+	return plan.Decode(res.Plan)
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/vouchml/vouch/bundle"
-	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/npy"
@@ -28,6 +27,7 @@ type RunOptions struct {
 	OutDir string
 	JSON   bool
 	Keys   string // trusted public keys, for bundles
+	Device string // --device (device.go)
 }
 
 func runRun(ctx context.Context, m *Main, args []string) error {
@@ -49,6 +49,7 @@ Example:
 	fs.StringVar(&o.OutDir, "out", "", "write each output as DIR/<output name>.pb (TensorProto)")
 	fs.BoolVar(&o.JSON, "json", false, "print the outputs as JSON (all values)")
 	fs.StringVar(&o.Keys, "key", "", "trusted public key(s) for a bundle (.vouch): it is verified before it is loaded")
+	deviceFlag(fs, &o.Device)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -66,10 +67,11 @@ func (m *Main) run(o RunOptions) error {
 		return err
 	}
 	reg := builtin.Registry()
-	eng, err := exec.NewEngine(g, reg, exec.Options{})
+	eng, err := newEngine(g, pl, reg, o.Device)
 	if err != nil {
 		return err
 	}
+	defer eng.Close()
 	if len(o.Inputs) == 0 {
 		var b strings.Builder
 		for _, v := range g.Inputs {
@@ -108,7 +110,7 @@ func (m *Main) run(o RunOptions) error {
 	for _, v := range g.Outputs {
 		fmt.Fprintln(m.Stdout, describe(v.Name, outs[v.Name]))
 	}
-	fmt.Fprintf(m.Stdout, "ran in %v%s\n", elapsed.Round(time.Microsecond), profile)
+	fmt.Fprintf(m.Stdout, "ran in %v%s on %s\n", elapsed.Round(time.Microsecond), profile, eng.DeviceName())
 	if o.OutDir != "" {
 		fmt.Fprintf(m.Stdout, "outputs written to %s\n", o.OutDir)
 	}

@@ -33,6 +33,7 @@ type ServeOptions struct {
 	Bundles         []string // signed bundle files
 	Models          []string // NAME@REF in the registry
 	Registry        string   // a registry directory (default DATA/registry); alone, serves every model
+	Device          string   // --device: where the plans run (device.go)
 	Keys            string   // trusted public keys
 	DataDir         string
 	Labels          []string // MODEL=FILE, one label a line
@@ -127,6 +128,7 @@ Example:
 	fs.Var(&bundles, "bundle", "a signed bundle to serve (verified with --key first); repeat for each")
 	fs.Var(&models, "model", "a model from the registry as NAME@VERSION or NAME@ALIAS (verified with --key); repeat")
 	fs.StringVar(&o.Registry, "registry", "", "a registry directory (default DATA/registry); without --model, serve each model's prod alias, else its newest version")
+	deviceFlag(fs, &o.Device)
 	fs.StringVar(&o.Keys, "key", "", "trusted public key(s) that bundles must be signed by")
 	fs.StringVar(&o.DataDir, "data", defaultDataDir(), "vouch's data directory (the registry for --model)")
 	fs.Var(&labels, "labels", "class labels as MODEL=FILE (one label a line, in output order); repeat")
@@ -217,7 +219,7 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 	for _, spec := range o.Plans {
 		file, nv, _ := strings.Cut(spec, ",")
 		name, version, _ := strings.Cut(nv, "@")
-		po := server.PlanOptions{Name: name, Version: version}
+		po := server.PlanOptions{Name: name, Version: version, Device: o.Device}
 		r, err := server.LoadPlan(file, po)
 		if err != nil {
 			return err
@@ -430,7 +432,7 @@ func (m *Main) bundleRunners(ctx context.Context, o ServeOptions, labels map[str
 		if err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
-		po := server.PlanOptions{Name: meta.Model.Name, Version: meta.Model.Version, BundleDigest: bundleDigest, Labels: labels[meta.Model.Name]}
+		po := server.PlanOptions{Name: meta.Model.Name, Version: meta.Model.Version, BundleDigest: bundleDigest, Labels: labels[meta.Model.Name], Device: o.Device}
 		if b, ok := l.Bundle.File(bundle.ExplainFile); ok {
 			// The signed explanation data: feature names, background rows
 			// (tree covers, KernelSHAP), so that reasons name the features.
