@@ -8,7 +8,8 @@ import (
 	"testing"
 
 	"github.com/vouchml/vouch/compile"
-	"github.com/vouchml/vouch/kernel/q8"
+	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/quant"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -48,15 +49,13 @@ func TestReducedPrecisionInvariance(t *testing.T) {
 			var first *tensor.Tensor
 			prev := runtime.GOMAXPROCS(0)
 			for _, procs := range []int{1, 2, 8} {
-				for _, portable := range []bool{false, true} {
+				for _, isa := range kernel.ISAs() {
 					runtime.GOMAXPROCS(procs)
-					q8.UsePortable(portable)
-					_, out := runPlan(t, res.Plan, map[string]*tensor.Tensor{inName: bt})
-					q8.UsePortable(false)
+					out := runPlanOn(t, res.Plan, map[string]*tensor.Tensor{inName: bt}, exec.CPU{ISA: isa, Threads: procs})
 					if first == nil {
 						first = out[outName]
 					} else if !sameBits(out[outName], first) {
-						t.Errorf("%s %s: output differs at GOMAXPROCS=%d portable=%v", name, prec, procs, portable)
+						t.Errorf("%s %s: output differs at GOMAXPROCS=%d %v", name, prec, procs, isa)
 					}
 				}
 			}

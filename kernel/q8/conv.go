@@ -233,14 +233,14 @@ func (g *geom2) paddedLen(Hp, Wp int) int {
 
 // packDirect packs the full 16-column panels of virtual positions
 // [v0, v0+16·np) straight from pad (B[kk, j] = pad[offs[kk] + v0 + j]).
-func packDirect(dst []int16, pad []int16, offs []int, v0, np, k int) {
+func packDirect(c twins, dst []int16, pad []int16, offs []int, v0, np, k int) {
 	kp := pairs(k)
 	full := k / 2
 	for q := 0; q < np; q++ {
 		d := dst[q*kp*2*tileN : (q+1)*kp*2*tileN]
 		src := pad[v0+q*tileN:]
 		kk := 0
-		if fast && full > 0 {
+		if c.fast && full > 0 {
 			// Bounds: every row read lies inside pad (paddedLen).
 			_ = src[offs[2*full-1]+tileN-1]
 			gatherPairs(&d[0], &src[0], &offs[0], full)

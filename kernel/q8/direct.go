@@ -1,7 +1,5 @@
 package q8
 
-import "github.com/vouchml/vouch/kernel/parallel"
-
 // The AVX-512 direct convolution (the orientation of the float32
 // conv.direct tactic): 16 output channels are the int32 lanes of one zmm
 // accumulator, one accumulator per output pixel of a tile of R rows by T
@@ -20,18 +18,16 @@ import "github.com/vouchml/vouch/kernel/parallel"
 // sequence of float32 operations, so the output bits are those of the
 // portable path.
 
-// directQ8 enables the direct convolution (tests turn it off to compare).
-var directQ8 = true
-
 // dtileMax is the number of pixels (accumulators) of a tile.
 const dtileMax = 16
 
 // useDirect reports whether a convolution runs through the direct kernels:
-// the AVX-512 path is on, the column stride is 1 or 2, the groups' output
+// the AVX-512 path is on (and no test turns it off: forced.noDirectQ8),
+// the column stride is 1 or 2, the groups' output
 // channels fill 16-lane blocks to at least 7/8, and rows are wide enough
 // to fill the tiles.
-func (g *geom2) useDirect() bool {
-	return directQ8 && fast && vnni && hasDirect && (g.sw == 1 || g.sw == 2) &&
+func (g *geom2) useDirect(pool machine) bool {
+	return !pool.f().noDirectQ8 && pool.fast && pool.vnni && hasDirect && (g.sw == 1 || g.sw == 2) &&
 		g.Mg >= 16 && 7*16*((g.Mg+15)/16) <= 8*g.Mg && g.OW >= 5 && g.OH >= 1
 }
 
@@ -148,7 +144,7 @@ func (g *geom2) padPairs(d *dgrid, xg []float32, inv float32, xp []int16, zero [
 
 // computeDirect runs the convolution through the direct kernels (x: the
 // float32 input, quantized while it is padded).
-func (l *layer) computeDirect(pool *parallel.Pool, g *geom2, x []float32, y []float32, p post, sc *scratch) {
+func (l *layer) computeDirect(pool machine, g *geom2, x []float32, y []float32, p post, sc *scratch) {
 	d := g.dgrid()
 	w := l.dpacked(g)
 	P := g.P()

@@ -72,19 +72,16 @@ func runVariants(t *testing.T, reg *kernel.Registry, r *rand.Rand, s dcase) bool
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { UsePortable(false); directQ8 = true }()
 	var want []float32
 	for v, name := range []string{"portable", "avx2", "vnni", "direct"} {
 		for _, threads := range []int{1, 2, 8} {
 			if v == 0 && threads > 1 {
 				continue
 			}
-			UsePortable(v == 0)
-			if v == 1 {
-				vnni = false
-			}
-			directQ8 = v == 3
-			ctx := &kernel.Ctx{Pool: parallel.New(threads)}
+			// portable; AVX2 (no VNNI: the AVX2 tile); VNNI with the
+			// direct kernels off; everything.
+			l := []kernel.ISA{kernel.ISAPortable, kernel.ISAAVX2, kernel.ISABest, kernel.ISABest}[v]
+			ctx := ctxAt(parallel.New(threads), l, &forced{noDirectQ8: v != 3})
 			out := []*tensor.Tensor{tensor.New(tensor.Float32, s.n, s.m, oh, ow)}
 			err := op.Into(ctx, node, in, out)
 			ctx.Pool.Close()
@@ -103,10 +100,8 @@ func runVariants(t *testing.T, reg *kernel.Registry, r *rand.Rand, s dcase) bool
 			}
 		}
 	}
-	UsePortable(false)
-	directQ8 = true
 	g := &geom2{sw: s.sw, Mg: s.m / s.group, OW: ow, OH: oh}
-	return g.useDirect()
+	return g.useDirect(machineOf(nil))
 }
 
 // TestDirectQ8Twins compares the direct kernels with the portable twins
@@ -200,15 +195,14 @@ func BenchmarkDirectQ8(b *testing.B) {
 		op, _ := reg.Lookup(node)
 		oh := (s.h+2*s.pad-s.k)/s.stride + 1
 		out := []*tensor.Tensor{tensor.New(tensor.Float32, 1, s.m, oh, oh)}
-		ctx := &kernel.Ctx{Pool: parallel.New(1)}
+		p := parallel.New(1)
 		for _, d := range []bool{false, true} {
+			ctx := ctxAt(p, kernel.ISABest, &forced{noDirectQ8: !d})
 			name := s.name + "/gemm"
 			if d {
 				name = s.name + "/direct"
 			}
 			b.Run(name, func(b *testing.B) {
-				directQ8 = d
-				defer func() { directQ8 = true }()
 				for i := 0; i < b.N; i++ {
 					if err := op.Into(ctx, node, in, out); err != nil {
 						b.Fatal(err)
@@ -218,7 +212,7 @@ func BenchmarkDirectQ8(b *testing.B) {
 				b.ReportMetric(macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 			})
 		}
-		ctx.Pool.Close()
+		p.Close()
 	}
 }
 
@@ -275,9 +269,7 @@ func TestEpi16Twins(t *testing.T) {
 						if rr != nil {
 							ri = rr[i*ldy : i*ldy+n]
 						}
-						UsePortable(true)
-						epilogueRow(want[i*ldy:i*ldy+n], col, mult[i], bi, ri, mode&2 != 0)
-						UsePortable(false)
+						epilogueRow(portableTwins, want[i*ldy:i*ldy+n], col, mult[i], bi, ri, mode&2 != 0)
 					}
 					for i := range got {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {

@@ -20,7 +20,8 @@
 // integers, so its output bits are those of the GEMM path and of the
 // portable twins. fp16 weights are converted to float32 with F16C
 // or the identical portable conversion, and computed in float32 by the nn
-// kernels. UsePortable forces the twins (tests, and machines without AVX2).
+// kernels. The kernel.Ctx level chooses the twins (ISAPortable: the portable
+// ones, as on a machine without AVX2; ISAAVX2: no VNNI or direct kernels).
 package q8
 
 //go:generate python3 gen_asm.py

@@ -38,14 +38,12 @@ type halfLayer struct {
 	bufs  [][]*tensor.Tensor // free argument lists (a warm call allocates none)
 }
 
-// fastHalf selects F16C conversion.
-var fastHalf = hasF16C
-
-// HalfToFloat32 converts h to float32 exactly; a NaN gets its quiet bit
-// set (as F16C does), so both twins agree on every input.
-func HalfToFloat32(dst []float32, h []tensor.Half) {
+// HalfToFloat32 converts h to float32 exactly, through F16C where c's
+// level allows it; a NaN gets its quiet bit set (as F16C does), so both
+// twins agree on every input.
+func HalfToFloat32(c *kernel.Ctx, dst []float32, h []tensor.Half) {
 	i := 0
-	if fastHalf && len(h) >= 8 {
+	if twinsOf(c).half && len(h) >= 8 {
 		n8 := len(h) &^ 7
 		_ = dst[n8-1]
 		halfToFloat(&dst[0], (*uint16)(unsafe.Pointer(&h[0])), n8)
@@ -84,7 +82,7 @@ func innerNode(n *ir.Node) (*ir.Node, []int, error) {
 	return in, half, nil
 }
 
-func (f *f16Op) layer(n *ir.Node, in []*tensor.Tensor) (*halfLayer, error) {
+func (f *f16Op) layer(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*halfLayer, error) {
 	if l, ok := f.nodes.get(n); ok {
 		same := true
 		for j, i := range l.half {
@@ -114,7 +112,7 @@ func (f *f16Op) layer(n *ir.Node, in []*tensor.Tensor) (*halfLayer, error) {
 			return nil, fmt.Errorf("q8: F16 layer: input %d is %v, want float16", i, in[i].DType)
 		}
 		t := tensor.New(tensor.Float32, in[i].Shape...)
-		HalfToFloat32(t.Data.([]float32), h)
+		HalfToFloat32(c, t.Data.([]float32), h)
 		l.src = append(l.src, in[i])
 		l.conv = append(l.conv, t)
 	}
@@ -132,7 +130,7 @@ func (l *halfLayer) args(in []*tensor.Tensor, buf []*tensor.Tensor) []*tensor.Te
 }
 
 func (f *f16Op) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	l, err := f.layer(n, in)
+	l, err := f.layer(c, n, in)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +138,7 @@ func (f *f16Op) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.T
 }
 
 func (f *f16Op) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-	l, err := f.layer(n, in)
+	l, err := f.layer(c, n, in)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,6 @@ package q8
 import (
 	"math"
 	"sync"
-
-	"github.com/vouchml/vouch/kernel/parallel"
 )
 
 // The integer GEMM: C[m×n] (int32) = A[m×k] · B[k×n] over int16 values in
@@ -25,20 +23,6 @@ const (
 	// MaxK bounds the reduction length: 127·127·MaxK < 2³¹.
 	MaxK = 131072
 )
-
-// fast selects the vector twins; UsePortable overrides it. vnni selects
-// the AVX512_VNNI integer tile among them (its sums are the same exact
-// integers as the AVX2 tile's).
-var fast, vnni = hasAVX2, hasVNNI
-
-// UsePortable forces the portable twins when on (as on a CPU without
-// AVX2/F16C) and restores the CPU's choice when off. Both give the same
-// bits. It must not be called while kernels run.
-func UsePortable(on bool) {
-	fast = hasAVX2 && !on
-	vnni = hasVNNI && !on
-	fastHalf = hasF16C && !on
-}
 
 func pairs(k int) int { return (k + 1) / 2 }
 
@@ -68,7 +52,7 @@ func packAPanel(d []int16, a []int16, p, m, k, lda int) {
 }
 
 // packB packs B[kk,j] = b[kk*ldb+j] (k rows, n columns), panels [q0, q1).
-func packB(dst []int16, b []int16, n, k, ldb, q0, q1 int) {
+func packB(c twins, dst []int16, b []int16, n, k, ldb, q0, q1 int) {
 	kp := pairs(k)
 	for q := q0; q < q1; q++ {
 		d := dst[q*kp*2*tileN : (q+1)*kp*2*tileN]
@@ -78,7 +62,7 @@ func packB(dst []int16, b []int16, n, k, ldb, q0, q1 int) {
 			clear(d)
 		}
 		kk := 0
-		if fast && cols == tileN && k >= 2 {
+		if c.fast && cols == tileN && k >= 2 {
 			full := k / 2
 			_ = b[(2*full-1)*ldb+j0+tileN-1]
 			interleave(&d[0], &b[j0], ldb, full)
@@ -124,12 +108,13 @@ type gemmJob struct {
 	ldc      int
 	mb, nb   int
 	mc       int // row panels per macro tile
+	twins    twins
 }
 
 var gemmJobs = sync.Pool{New: func() any { return new(gemmJob) }}
 
 // igemm computes c[i*ldc+j] for i < m, j < n from packed panels.
-func igemm(pool *parallel.Pool, m, n, k int, ap, bp []int16, c []int32, ldc int) {
+func igemm(pool machine, m, n, k int, ap, bp []int16, c []int32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -142,7 +127,7 @@ func igemm(pool *parallel.Pool, m, n, k int, ap, bp []int16, c []int32, ldc int)
 		mc = mp
 	}
 	*j = gemmJob{m: m, n: n, kp: pairs(k), ap: ap, bp: bp, c: c, ldc: ldc,
-		mb: (mp + mc - 1) / mc, nb: (np + ncP - 1) / ncP, mc: mc}
+		mb: (mp + mc - 1) / mc, nb: (np + ncP - 1) / ncP, mc: mc, twins: pool.twins}
 	pool.Run(j.mb*j.nb, m*n*k/2, j)
 	*j = gemmJob{}
 	gemmJobs.Put(j)
@@ -170,10 +155,10 @@ func (j *gemmJob) Run(lo, hi int) {
 					rows := min(tileM, j.m-p*tileM)
 					off := p*tileM*j.ldc + q*tileN
 					if rows == tileM && cols == tileN {
-						runTile(kb, apan, bpan, j.c[off:], j.ldc, load)
+						runTile(j.twins, kb, apan, bpan, j.c[off:], j.ldc, load)
 						continue
 					}
-					runTile(kb, apan, bpan, tile[:], tileN, 0)
+					runTile(j.twins, kb, apan, bpan, tile[:], tileN, 0)
 					for ii := 0; ii < rows; ii++ {
 						dst := j.c[off+ii*j.ldc : off+ii*j.ldc+cols]
 						src := tile[ii*tileN : ii*tileN+cols]
@@ -191,12 +176,12 @@ func (j *gemmJob) Run(lo, hi int) {
 	}
 }
 
-func runTile(kb int, ap, bp []int16, c []int32, ldc, load int) {
-	if fast {
+func runTile(cp twins, kb int, ap, bp []int16, c []int32, ldc, load int) {
+	if cp.fast {
 		_ = ap[kb*2*tileM-1]
 		_ = bp[kb*2*tileN-1]
 		_ = c[(tileM-1)*ldc+tileN-1]
-		if vnni {
+		if cp.vnni {
 			tile6x16vnni(kb, &ap[0], &bp[0], &c[0], ldc, load)
 			return
 		}
@@ -234,9 +219,9 @@ func tilePortable(kb int, ap, bp []int16, c []int32, ldc, load int) {
 
 // quantize writes q[i] = clamp(roundHalfEven(float32(x[i]·inv)), −127,
 // 127), NaN → 0, as int16.
-func quantize(q []int16, x []float32, inv float32) {
+func quantize(c twins, q []int16, x []float32, inv float32) {
 	i := 0
-	if fast && len(x) >= 8 {
+	if c.fast && len(x) >= 8 {
 		n8 := len(x) &^ 7
 		_ = q[n8-1]
 		quant8(&q[0], &x[0], inv, n8)

@@ -3,7 +3,6 @@ package q8
 import (
 	"fmt"
 
-	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -18,7 +17,7 @@ type post struct {
 
 // compute runs the base op into y (float32, the base output's shape) and
 // applies p.
-func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p post) error {
+func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) error {
 	xd, ok := x.Data.([]float32)
 	if !ok {
 		return fmt.Errorf("q8: X is %v, want float32", x.DType)
@@ -32,12 +31,12 @@ func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p po
 	}
 	sc := l.getScratch()
 	defer l.putScratch(sc)
-	if g != nil && g.useDirect() {
+	if g != nil && g.useDirect(pool) {
 		l.computeDirect(pool, g, xd, y, p, sc)
 		return nil
 	}
 	xq := grow16(&sc.xq, len(xd))
-	quantize(*xq, xd, l.inv)
+	quantize(pool.twins, *xq, xd, l.inv)
 	e := &sc.epi
 	if g == nil {
 		N, K := l.wShape[0], l.wShape[1]
@@ -50,7 +49,7 @@ func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p po
 		packA(*ap, *xq, R, K, K)
 		acc := grow32(&sc.acc, R*N)
 		igemm(pool, R, N, K, *ap, l.packed[0], *acc, N)
-		*e = epiJob{acc: *acc, y: y, cols: N, mult: l.mult, bias: l.bias, post: p}
+		*e = epiJob{acc: *acc, y: y, cols: N, mult: l.mult, bias: l.bias, post: p, twins: pool.twins}
 		pool.Run(R, R*N, e)
 		*e = epiJob{}
 		return nil
@@ -81,14 +80,14 @@ func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p po
 		for gi := 0; gi < g.G; gi++ {
 			xg := (*xq)[(ni*g.C+gi*g.Cg)*g.H*g.W : (ni*g.C+(gi+1)*g.Cg)*g.H*g.W]
 			o := (ni*g.M + gi*g.Mg) * P
-			*e = epiJob{y: y[o : o+g.Mg*P], cols: P, mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], byRow: true, post: p}
+			*e = epiJob{y: y[o : o+g.Mg*P], cols: P, mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], byRow: true, post: p, twins: pool.twins}
 			if l.bias != nil {
 				e.bias = l.bias[gi*g.Mg : (gi+1)*g.Mg]
 			}
 			if p.res != nil {
 				e.post.res = p.res[o : o+g.Mg*P]
 			}
-			if Hp, Wp, ok := g.directPads(); ok && cw > 0 && !swap && direct {
+			if Hp, Wp, ok := g.directPads(); ok && cw > 0 && !swap && !pool.f().noDirect {
 				// Chunks of virtual positions packed straight from
 				// the padded input (no im2col).
 				pad := *grow16(&sc.ph, g.paddedLen(Hp, Wp))
@@ -129,7 +128,7 @@ func (l *layer) compute(pool *parallel.Pool, x *tensor.Tensor, y []float32, p po
 			} else {
 				_, bl := packedLen(0, P, K)
 				bp := grow16(&sc.bp, bl)
-				*pk = packJob{dst: *bp, b: b, n: P, k: K}
+				*pk = packJob{dst: *bp, b: b, n: P, k: K, twins: pool.twins}
 				pool.Run((P+tileN-1)/tileN, K*P, pk)
 				*pk = packJob{}
 				igemm(pool, g.Mg, P, K, packed[gi], *bp, *acc, P)
@@ -168,9 +167,6 @@ type convJob struct {
 	Wp   int
 }
 
-// direct enables the direct stride-1 path (tests turn it off to compare).
-var direct = true
-
 func (j *convJob) Run(lo, hi int) {
 	g := j.g
 	K, P := g.K(), g.P()
@@ -194,8 +190,8 @@ func (j *convJob) Run(lo, hi int) {
 			g.im2col(j.src, j.W, col, p0, p1)
 			b, ldb = col, n
 		}
-		packB(bp, b, n, K, ldb, 0, (n+tileN-1)/tileN)
-		igemm(nil, g.Mg, n, K, j.a, bp, acc, n)
+		packB(e.twins, bp, b, n, K, ldb, 0, (n+tileN-1)/tileN)
+		igemm(machine{twins: e.twins}, g.Mg, n, K, j.a, bp, acc, n)
 		for i := 0; i < g.Mg; i++ {
 			var bias float32
 			if e.bias != nil {
@@ -205,7 +201,7 @@ func (j *convJob) Run(lo, hi int) {
 			if e.post.res != nil {
 				r = e.post.res[i*P+p0 : i*P+p1]
 			}
-			epilogueRow(e.y[i*P+p0:i*P+p1], acc[i*n:(i+1)*n], e.mult[i], bias, r, e.post.relu)
+			epilogueRow(e.twins, e.y[i*P+p0:i*P+p1], acc[i*n:(i+1)*n], e.mult[i], bias, r, e.post.relu)
 		}
 	}
 }
@@ -219,8 +215,8 @@ func (j *convJob) runDirect(lo, hi int, bp []int16, acc []int32) {
 		v0 := c * j.cw
 		np := (min(Pv, v0+j.cw) - v0 + tileN - 1) / tileN
 		n := np * tileN
-		packDirect(bp, j.src, j.offs, v0, np, K)
-		igemm(nil, g.Mg, n, K, j.a, bp, acc, n)
+		packDirect(e.twins, bp, j.src, j.offs, v0, np, K)
+		igemm(machine{twins: e.twins}, g.Mg, n, K, j.a, bp, acc, n)
 		for oy := v0 / Wp; oy < g.OH && oy*Wp < v0+n; oy++ {
 			a, b := max(v0, oy*Wp), min(v0+n, oy*Wp+g.OW)
 			if a >= b {
@@ -236,7 +232,7 @@ func (j *convJob) runDirect(lo, hi int, bp []int16, acc []int32) {
 				if e.post.res != nil {
 					r = e.post.res[i*P+yo : i*P+yo+b-a]
 				}
-				epilogueRow(e.y[i*P+yo:i*P+yo+b-a], acc[i*n+a-v0:i*n+b-v0], e.mult[i], bias, r, e.post.relu)
+				epilogueRow(e.twins, e.y[i*P+yo:i*P+yo+b-a], acc[i*n+a-v0:i*n+b-v0], e.mult[i], bias, r, e.post.relu)
 			}
 		}
 	}
@@ -303,9 +299,10 @@ func transpose32(dst, src []int32, rows, cols int) {
 type packJob struct {
 	dst, b []int16
 	n, k   int
+	twins  twins
 }
 
-func (j *packJob) Run(lo, hi int) { packB(j.dst, j.b, j.n, j.k, j.n, lo, hi) }
+func (j *packJob) Run(lo, hi int) { packB(j.twins, j.dst, j.b, j.n, j.k, j.n, lo, hi) }
 
 // epiJob dequantizes acc [rows×cols] into y over rows [lo, hi):
 // y = float32(float32(acc)·mult) + bias, then + res, then Relu; mult and
@@ -318,6 +315,7 @@ type epiJob struct {
 	bias  []float32
 	byRow bool
 	post  post
+	twins twins
 }
 
 func (j *epiJob) Run(lo, hi int) {
@@ -333,7 +331,7 @@ func (j *epiJob) Run(lo, hi int) {
 			if j.bias != nil {
 				b = j.bias[i]
 			}
-			epilogueRow(o, a, j.mult[i], b, r, j.post.relu)
+			epilogueRow(j.twins, o, a, j.mult[i], b, r, j.post.relu)
 			continue
 		}
 		for jj, v := range a {
@@ -355,10 +353,10 @@ func (j *epiJob) Run(lo, hi int) {
 
 // epilogueRow is one row of a per-row epilogue; epiRow is its vector twin
 // (the same rounded multiply, then the adds, then the Relu comparison).
-func epilogueRow(y []float32, a []int32, m, b float32, res []float32, relu bool) {
+func epilogueRow(c twins, y []float32, a []int32, m, b float32, res []float32, relu bool) {
 	y = y[:len(a)]
 	i := 0
-	if fast && len(a) >= 8 {
+	if c.fast && len(a) >= 8 {
 		n8 := len(a) &^ 7
 		var rp *float32
 		if res != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
-	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -240,13 +239,6 @@ func (l *layer) baseShape(x []int) ([]int, *geom2, error) {
 	return out, g, nil
 }
 
-func poolOf(c *kernel.Ctx) *parallel.Pool {
-	if c != nil && c.Pool != nil {
-		return c.Pool
-	}
-	return parallel.Default()
-}
-
 // fusedPost returns the Add and Relu parts that the epilogue can apply
 // (a residual of the output's shape, a Relu without inputs) and the index
 // of the first input the remaining parts read; rest reports whether parts
@@ -288,7 +280,7 @@ func (q *q8Op) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Te
 	}
 	y := tensor.New(tensor.Float32, slices.Clone(shape)...)
 	p, i, rest := l.fusedPost(in, shape)
-	if err := l.compute(poolOf(c), in[0], y.Data.([]float32), p); err != nil {
+	if err := l.compute(machineOf(c), in[0], y.Data.([]float32), p); err != nil {
 		return nil, err
 	}
 	if !rest {
@@ -339,7 +331,7 @@ func (q *q8Op) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 		reflect.Copy(reflect.ValueOf(out[0].Data), reflect.ValueOf(res[0].Data))
 		return nil
 	}
-	if err := l.compute(poolOf(c), in[0], out[0].Data.([]float32), p); err != nil {
+	if err := l.compute(machineOf(c), in[0], out[0].Data.([]float32), p); err != nil {
 		return err
 	}
 	if !rest {

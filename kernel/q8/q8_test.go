@@ -52,12 +52,11 @@ func TestIGemmTwins(t *testing.T) {
 			// CPU has it; else the AVX2 tile again).
 			var got [3][]int32
 			for v := range got {
-				UsePortable(v == 0)
-				vnni = v == 2 && hasVNNI
+				tw := at([]kernel.ISA{kernel.ISAPortable, kernel.ISAAVX2, kernel.ISABest}[v])
 				al, bl := packedLen(m, n, k)
 				ap, bp := make([]int16, al), make([]int16, bl)
 				packA(ap, a, m, k, k)
-				packB(bp, b, n, k, n, 0, (n+tileN-1)/tileN)
+				packB(tw, bp, b, n, k, n, 0, (n+tileN-1)/tileN)
 				c := make([]int32, m*n)
 				for i := range c {
 					c[i] = -1
@@ -65,10 +64,9 @@ func TestIGemmTwins(t *testing.T) {
 				if k == 0 {
 					clear(c)
 				}
-				igemm(pool, m, n, k, ap, bp, c, n)
+				igemm(machine{Pool: pool, twins: tw}, m, n, k, ap, bp, c, n)
 				got[v] = c
 			}
-			UsePortable(false)
 			for v, g := range got {
 				if !slices.Equal(g, want) {
 					t.Fatalf("shape %v: mode %d (portable, avx2, vnni) differs from the exact sums", s, v)
@@ -90,12 +88,10 @@ func TestQuantizeTwins(t *testing.T) {
 	copy(x[500:], specials)
 	for _, inv := range []float32{1, 10, 0.37, 1e-3, 1e38} {
 		var got [2][]int16
-		for v, portable := range []bool{true, false} {
-			UsePortable(portable)
+		for v, tw := range []twins{portableTwins, best} {
 			got[v] = make([]int16, len(x))
-			quantize(got[v], x, inv)
+			quantize(tw, got[v], x, inv)
 		}
-		UsePortable(false)
 		if !slices.Equal(got[0], got[1]) {
 			for i := range x {
 				if got[0][i] != got[1][i] {
@@ -112,12 +108,10 @@ func TestHalfTwins(t *testing.T) {
 		h[i] = tensor.Half(i)
 	}
 	var got [2][]float32
-	for v, portable := range []bool{true, false} {
-		UsePortable(portable)
+	for v, l := range []kernel.ISA{kernel.ISAPortable, kernel.ISABest} {
 		got[v] = make([]float32, len(h))
-		HalfToFloat32(got[v], h)
+		HalfToFloat32(&kernel.Ctx{ISA: l}, got[v], h)
 	}
-	UsePortable(false)
 	for i := range h {
 		if math.Float32bits(got[0][i]) != math.Float32bits(got[1][i]) {
 			t.Fatalf("half %#04x: portable %#08x fast %#08x", uint16(h[i]), math.Float32bits(got[0][i]), math.Float32bits(got[1][i]))
@@ -174,15 +168,13 @@ func checkTwins(t *testing.T, reg *kernel.Registry, node *ir.Node, in []*tensor.
 		t.Fatal(err)
 	}
 	var outs [2]*tensor.Tensor
-	for v, portable := range []bool{true, false} {
-		UsePortable(portable)
-		o, err := op.Run(&kernel.Ctx{}, node, in)
+	for v, l := range []kernel.ISA{kernel.ISAPortable, kernel.ISABest} {
+		o, err := op.Run(&kernel.Ctx{ISA: l}, node, in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		outs[v] = o[0]
 	}
-	UsePortable(false)
 	a, b := outs[0].Data.([]float32), outs[1].Data.([]float32)
 	for i := range a {
 		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {

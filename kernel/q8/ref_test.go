@@ -106,10 +106,9 @@ func TestQ8ConvReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, portable := range []bool{true, false} {
+			for _, portable := range kernel.ISAs() {
 				for _, threads := range []int{1, 3} {
-					UsePortable(portable)
-					ctx := &kernel.Ctx{Pool: parallel.New(threads)}
+					ctx := ctxAt(parallel.New(threads), portable, nil)
 					o, err := op.Run(ctx, node, in)
 					if err != nil {
 						t.Fatal(err)
@@ -123,14 +122,12 @@ func TestQ8ConvReference(t *testing.T) {
 					for k, got := range [][]float32{o[0].Data.([]float32), out[0].Data.([]float32)} {
 						for i := range want {
 							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-								UsePortable(false)
-								t.Fatalf("conv %+v mode %d portable %v threads %d path %d: y[%d] = %v, want %v", s, mode, portable, threads, k, i, got[i], want[i])
+								t.Fatalf("conv %+v mode %d %v threads %d path %d: y[%d] = %v, want %v", s, mode, portable, threads, k, i, got[i], want[i])
 							}
 						}
 					}
 				}
 			}
-			UsePortable(false)
 		}
 	}
 }
@@ -156,12 +153,10 @@ func TestEpilogueTwins(t *testing.T) {
 					rr = res
 				}
 				var got [2][]float32
-				for v, portable := range []bool{true, false} {
-					UsePortable(portable)
+				for v, tw := range []twins{portableTwins, best} {
 					got[v] = make([]float32, n)
-					epilogueRow(got[v], a, m, b, rr, mode&2 != 0)
+					epilogueRow(tw, got[v], a, m, b, rr, mode&2 != 0)
 				}
-				UsePortable(false)
 				for i := range got[0] {
 					if math.Float32bits(got[0][i]) != math.Float32bits(got[1][i]) {
 						t.Fatalf("m %v b %v mode %d: [%d] portable %v fast %v", m, b, mode, i, got[0][i], got[1][i])
@@ -218,16 +213,16 @@ func TestDirectConv(t *testing.T) {
 		}
 		var outs [4][]float32
 		for v := range outs {
-			UsePortable(v&1 == 1)
-			direct = v&2 == 0
-			o, err := op.Run(&kernel.Ctx{}, node, in)
+			l := kernel.ISABest
+			if v&1 == 1 {
+				l = kernel.ISAPortable
+			}
+			o, err := op.Run(ctxAt(nil, l, &forced{noDirect: v&2 != 0}), node, in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			outs[v] = o[0].Data.([]float32)
 		}
-		UsePortable(false)
-		direct = true
 		for v := 1; v < 4; v++ {
 			for i := range outs[0] {
 				if math.Float32bits(outs[v][i]) != math.Float32bits(outs[0][i]) {

@@ -8,14 +8,15 @@ func BenchmarkTileHot(b *testing.B) {
 	bp := make([]int16, kb*2*tileN)
 	c := make([]int32, tileM*tileN)
 	for _, v := range []bool{false, true} {
-		vnni = v && hasVNNI
+		tw := best
+		tw.vnni = v && hasVNNI
 		name := "avx2"
-		if vnni {
+		if tw.vnni {
 			name = "vnni"
 		}
 		b.Run(name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				runTile(kb, ap, bp, c, tileN, 0)
+				runTile(tw, kb, ap, bp, c, tileN, 0)
 			}
 			b.ReportMetric(float64(kb*2*tileM*tileN)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 		})
