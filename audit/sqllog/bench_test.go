@@ -15,13 +15,20 @@ import (
 // BenchmarkSharedAppend: three replicas' handles on one MariaDB log, each
 // with 64 concurrent appenders (a server's request goroutines), append
 // durable records; the figure is aggregate acknowledged records a second.
+// index: each handle also writes its rows to the shared index (the
+// default); noindex: the log alone.
 func BenchmarkSharedAppend(b *testing.B) {
+	b.Run("index", func(b *testing.B) { benchSharedAppend(b, false) })
+	b.Run("noindex", func(b *testing.B) { benchSharedAppend(b, true) })
+}
+
+func benchSharedAppend(b *testing.B, noIndex bool) {
 	dsn := sqltest.Start(b)
 	ctx := context.Background()
 	s := signer(b)
 	var logs []*Log
 	for range 3 {
-		l, err := Open(ctx, Options{DSN: dsn, Signer: s})
+		l, err := Open(ctx, Options{DSN: dsn, Signer: s, NoIndex: noIndex})
 		if err != nil {
 			b.Fatal(err)
 		}
