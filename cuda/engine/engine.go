@@ -470,6 +470,37 @@ func (s *state) gpu(n *ir.Node) error {
 		}
 		s.vals[n.Outputs[0]] = &val{ptr: x, shape: []int{tensor.NumElems(shape[:ax]), tensor.NumElems(shape[ax:])}}
 		return nil
+	case "LayerNormalization":
+		x, shape, err := s.dev(n.Inputs[0])
+		if err != nil {
+			return err
+		}
+		if len(shape) == 0 {
+			return fmt.Errorf("LayerNormalization of a scalar")
+		}
+		D := shape[len(shape)-1]
+		scale, ss, err := s.dev(n.Inputs[1])
+		if err != nil {
+			return err
+		}
+		var bias uint64
+		if n.Input(2) != "" {
+			var bs []int
+			if bias, bs, err = s.dev(n.Inputs[2]); err != nil {
+				return err
+			}
+			if tensor.NumElems(bs) != D {
+				return fmt.Errorf("LayerNormalization bias of shape %v over rows of %d", bs, D)
+			}
+		}
+		if tensor.NumElems(ss) != D {
+			return fmt.Errorf("LayerNormalization scale of shape %v over rows of %d", ss, D)
+		}
+		y, err := s.out(n.Outputs[0], shape)
+		if err != nil {
+			return err
+		}
+		return e.LayerNorm(nil, x, scale, bias, n.Float("epsilon", 1e-5), y, int64(tensor.NumElems(shape)/max(D, 1)), D)
 	case "Softmax":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {

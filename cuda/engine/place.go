@@ -98,6 +98,16 @@ func kernelFor(n *ir.Node, types map[string]ir.Type, chain bool) (kernel, reason
 		return kernels.GlobalAvg, ""
 	case "Flatten":
 		return "view", ""
+	case "LayerNormalization":
+		if len(n.Outputs) > 1 && (n.Outputs[1] != "" || len(n.Outputs) > 2 && n.Outputs[2] != "") {
+			return "", "LayerNormalization with Mean or InvStdDev outputs"
+		}
+		if ax := n.Int("axis", -1); ax != -1 {
+			if t, ok := types[n.Input(0)]; !ok || !t.RankKnown || ax != int64(len(t.Shape)-1) {
+				return "", "LayerNormalization over more than the last axis"
+			}
+		}
+		return kernels.LayerNorm, ""
 	case "Softmax":
 		if n.Version < 13 {
 			return "", "Softmax before opset 13 (2-D coercion)"
