@@ -17,8 +17,9 @@ import (
 
 // serveSharedAudit opens the transparency log that several replicas share
 // in MariaDB/MySQL (--audit-db DSN). Every replica must hold the same
-// signing key (--log-key FILE, made beforehand: `vouch audit keygen` or
-// audit.GenerateKey); a missing key is an error, never a new key, so two
+// signing key (--log-key FILE, made beforehand: the DATA/keys/audit-log.key
+// a single server makes on its first start, or audit.GenerateKey's); a
+// missing key is an error, never a new key, so two
 // replicas cannot start one log with two keys. The public log (/log/) is
 // served from the database; the per-record audit API (/v1/audit) and the
 // console read the shared index in the same database (package
