@@ -66,6 +66,13 @@ type Options struct {
 	Limits Limits
 	// HTTP bounds connections: timeouts and connection limits.
 	HTTP HTTPLimits
+	// Journal, when set, receives the record of each accepted inference
+	// request before the engine runs it (see Journal), so that a process
+	// that dies during a run leaves that request's record behind. A
+	// request whose entry cannot be written is refused (503), unless
+	// AuditFailOpen.
+	Journal *Journal
+
 	// RequestTimeout bounds an inference request from its arrival to its
 	// answer (0: none). A request past it is answered 504 and recorded,
 	// even when the engine is still busy with it (a hung kernel).
@@ -317,6 +324,8 @@ type outcome struct {
 	audited    bool
 	index      uint64
 	leaf       [32]byte
+	// journaled marks the request's in-flight journal entry done.
+	journaled func()
 }
 
 // infer serves one inference request, whichever protocol carried it, and
@@ -341,6 +350,9 @@ func (s *Server) infer(ctx context.Context, c *call, decode func() (*inferReques
 	}
 	out := &outcome{}
 	aerr := s.serve(ctx, c, rec, out, draining, decode)
+	if done := out.journaled; done != nil {
+		defer done() // once the outcome's record is appended (or refused)
+	}
 	if aerr == nil && s.opt.Capture != nil && out.req != nil {
 		if err := s.opt.Capture.Put(rec.Model, rec.InputDigest, out.req.Inputs); err != nil {
 			s.m.captureErrs.Inc()
@@ -462,6 +474,17 @@ func (s *Server) serve(ctx context.Context, c *call, rec *audit.Record, out *out
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadlineCause(ctx, c.start.Add(d), errRequestTimeout)
 		defer cancel()
+	}
+	if j := s.opt.Journal; j != nil {
+		// The accepted record, before the risky part: see Journal.
+		done, err := j.Accept(bounded(rec))
+		if err != nil {
+			if !s.auditFailed(rec, err) {
+				return errf(503, "in-flight journal unavailable; request refused so that a crash during its run cannot leave it unrecorded")
+			}
+		} else {
+			out.journaled = done
+		}
 	}
 	res := p.submit(ctx, req.Inputs)
 	if res.err == nil || res.queue > 0 {

@@ -276,6 +276,11 @@ func (m *Main) serve(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 	defer closeAudit()
+	closeJournal, err := m.serveJournal(ctx, o, &so)
+	if err != nil {
+		return err
+	}
+	defer closeJournal()
 	if o.OTLPEndpoint != "" {
 		tx, err := tracing.New(ctx, tracing.Options{Endpoint: o.OTLPEndpoint, Insecure: o.OTLPInsecure, Version: Version})
 		if err != nil {
