@@ -53,6 +53,9 @@ type step struct {
 	// check its results against (RankKnown false where not static).
 	want []ir.Type
 	sub  bool // the node has subgraphs
+	// state is the node's prepared kernel state for this binding
+	// (kernel.Prepared: packed weights, geometry), freed with the Bound.
+	state *kernel.State
 }
 
 const (
@@ -120,7 +123,7 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 		b.cells[name] = &tensor.Tensor{DType: t.DType, Shape: shape, Data: carve(b.buf, t.DType, s.Offset, tensor.NumElems(shape))}
 	}
 	for i, n := range gc.Nodes {
-		s := step{n: n, op: e.ops[n], in: make([]*tensor.Tensor, len(n.Inputs)), out: make([]*tensor.Tensor, len(n.Outputs))}
+		s := step{n: n, op: e.ops[n], in: make([]*tensor.Tensor, len(n.Inputs)), out: make([]*tensor.Tensor, len(n.Outputs)), state: new(kernel.State)}
 		for j, name := range n.Inputs {
 			if name == "" {
 				continue
@@ -319,6 +322,7 @@ func (b *Bound) run() (err error) {
 		switch s.mode {
 		case runView:
 		case runInto:
+			b.ctx.State = s.state
 			if err := s.op.Into(&b.ctx, s.n, s.in, s.out); err != nil {
 				return fmt.Errorf("exec: %s: %w", s.n.Label(), err)
 			}

@@ -38,12 +38,16 @@ type Executor struct {
 	isInput  map[string]bool // the top-level graph's inputs
 	limits   Limits
 	cpu      CPU // how kernels run (cpu.go)
+	// state is each node's prepared kernel state (kernel.State), for
+	// Run; a Bound keeps its own per step. Both go with their owner.
+	state map[*ir.Node]*kernel.State
 }
 
 // New prepares g for execution with the kernels of reg. It fails if any
 // node, including in subgraphs, has no kernel.
 func New(g *ir.Graph, reg *kernel.Registry) (*Executor, error) {
-	e := &Executor{g: g, reg: reg, ops: map[*ir.Node]*kernel.Op{}, lastUse: map[string]int{}, keepOuts: map[string]bool{}, limits: Limits{}.withDefaults()}
+	e := &Executor{g: g, reg: reg, ops: map[*ir.Node]*kernel.Op{}, lastUse: map[string]int{}, keepOuts: map[string]bool{}, limits: Limits{}.withDefaults(),
+		state: map[*ir.Node]*kernel.State{}}
 	if err := e.resolve(g); err != nil {
 		return nil, err
 	}
@@ -83,6 +87,7 @@ func (e *Executor) resolve(g *ir.Graph) error {
 			return fmt.Errorf("exec: %s: %w", n.Label(), err)
 		}
 		e.ops[n] = op
+		e.state[n] = new(kernel.State)
 		for _, i := range kernel.ConstInputs(n) {
 			name := n.Input(i)
 			if _, ok := g.Initializers[name]; !ok {
@@ -263,6 +268,7 @@ func (e *Executor) runNode(n *ir.Node, in []*tensor.Tensor, scope map[string]*te
 	}
 	ctx := e.kernelCtx()
 	ctx.Sub = &subRunner{e: e, scope: scope, run: r}
+	ctx.State = e.state[n]
 	outs, err = op.Run(&ctx, n, in)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %s: %w", n.Label(), err)

@@ -88,6 +88,10 @@ type SubgraphRunner interface {
 type Ctx struct {
 	// Sub runs subgraphs; nil where the caller provides none.
 	Sub SubgraphRunner
+	// State is the node's prepared state (see State and Prepared), owned
+	// by the executor and freed with the plan; nil where the caller keeps
+	// none, and kernels then prepare on every call.
+	State *State
 	// ISA caps the instruction set (see Level); the zero value, ISABest,
 	// is the CPU's best. Every level gives the same bits, so it is a speed
 	// and test knob, never part of a plan.

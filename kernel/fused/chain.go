@@ -2,7 +2,6 @@ package fused
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -24,8 +23,7 @@ func chainOps(base *kernel.Registry) kernel.Table {
 }
 
 type chainOp struct {
-	reg   *kernel.Registry
-	cache sync.Map // *ir.Node -> *chainEntry (see into)
+	reg *kernel.Registry
 }
 
 func body(n *ir.Node) (*ir.Graph, error) {

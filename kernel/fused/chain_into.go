@@ -28,7 +28,7 @@ func (c *chainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) er
 	if len(out) == 0 || out[0] == nil {
 		return fmt.Errorf("%s layer: no output slot", n.OpType)
 	}
-	e := c.entry(n)
+	e := c.entry(ctx, n)
 	r := e.get(in)
 	if r == nil {
 		var err error
@@ -54,12 +54,14 @@ type chainEntry struct {
 	viaRun bool
 }
 
-func (c *chainOp) entry(n *ir.Node) *chainEntry {
-	if e, ok := c.cache.Load(n); ok {
-		return e.(*chainEntry)
-	}
-	e, _ := c.cache.LoadOrStore(n, &chainEntry{})
-	return e.(*chainEntry)
+// chainKey keys a chain's prepared runs in its node's kernel.State.
+type chainKey struct{ n *ir.Node }
+
+// entry returns n's prepared runs, kept in ctx's kernel.State (none are
+// kept where ctx keeps no State: every call prepares its own).
+func (c *chainOp) entry(ctx *kernel.Ctx, n *ir.Node) *chainEntry {
+	e, _ := kernel.Prepared(ctx, chainKey{n}, nil, func() (*chainEntry, error) { return &chainEntry{}, nil })
+	return e
 }
 
 // get pops a prepared run for inputs of in's types and shapes, or nil.
@@ -160,7 +162,7 @@ func (c *chainOp) build(ctx *kernel.Ctx, n *ir.Node, in []*tensor.Tensor, y *ten
 	if err != nil {
 		return nil, err
 	}
-	e := c.entry(n)
+	e := c.entry(ctx, n)
 	e.mu.Lock()
 	viaRun := e.viaRun
 	e.mu.Unlock()

@@ -2,10 +2,8 @@ package fused
 
 import (
 	"math"
-	"runtime"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -26,9 +24,11 @@ import (
 const ConvChain = "ConvChain"
 
 type convChainOp struct {
-	c     *chainOp
-	cache sync.Map // weak.Pointer[ir.Node] -> *ccEntry
+	c *chainOp
 }
+
+// ccKey keys a ConvChain node's blocked plan in its kernel.State.
+type ccKey struct{ n *ir.Node }
 
 // ccEntry is a ConvChain node's blocked plan, built for one input shape.
 type ccEntry struct {
@@ -70,18 +70,9 @@ func (o *convChainOp) into(ctx *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor
 // of shape y, and the body node of each step, or nil where the body does
 // not run blocked. nn.Blocked(ctx) must hold.
 func (o *convChainOp) blocked(ctx *kernel.Ctx, n *ir.Node, x, y [4]int) (*nn.BlockedChain, []*ir.Node) {
-	// Entries are keyed weakly: a plan's chains (and their buffers) go
-	// when its graph does.
-	key := weak.Make(n)
-	v, ok := o.cache.Load(key)
-	if !ok {
-		var loaded bool
-		v, loaded = o.cache.LoadOrStore(key, &ccEntry{})
-		if !loaded {
-			runtime.AddCleanup(n, func(k weak.Pointer[ir.Node]) { o.cache.Delete(k) }, key)
-		}
-	}
-	e := v.(*ccEntry)
+	// The plan (and its buffers) is kept in the node's kernel.State, so
+	// it goes with the bound plan; without a State it is made per call.
+	e, _ := kernel.Prepared(ctx, ccKey{n}, nil, func() (*ccEntry, error) { return &ccEntry{}, nil })
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.shape != x {

@@ -40,8 +40,7 @@ import (
 const BlockSize = 4096
 
 type ewOp struct {
-	reg   *kernel.Registry
-	cache sync.Map // *ir.Node -> *ewEntry
+	reg *kernel.Registry
 }
 
 // ewEntry is a layer's body, analysed once.
@@ -86,13 +85,14 @@ func (f *freeList[T]) put(v *T) {
 	f.mu.Unlock()
 }
 
-func (e *ewOp) entry(n *ir.Node) *ewEntry {
-	if v, ok := e.cache.Load(n); ok {
-		return v.(*ewEntry)
-	}
-	en := e.analyse(n)
-	v, _ := e.cache.LoadOrStore(n, en)
-	return v.(*ewEntry)
+// ewKey keys an elementwise chain's analysis in its node's kernel.State.
+type ewKey struct{ n *ir.Node }
+
+// entry returns n's analysis, kept in c's kernel.State (made on every
+// call where c keeps none).
+func (e *ewOp) entry(c *kernel.Ctx, n *ir.Node) *ewEntry {
+	en, _ := kernel.Prepared(c, ewKey{n}, nil, func() (*ewEntry, error) { return e.analyse(n), nil })
+	return en
 }
 
 // analyse maps the body's values to indices and block buffers. A body that
@@ -247,7 +247,7 @@ func (e *ewOp) outShape(n *ir.Node, en *ewEntry, in []*tensor.Tensor) ([]int, er
 }
 
 func (e *ewOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	en := e.entry(n)
+	en := e.entry(c, n)
 	if en.err == nil {
 		if shape, err := e.outShape(n, en, in); err == nil {
 			out := tensor.New(tensor.Float32, shape...)
@@ -263,7 +263,7 @@ func (e *ewOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if len(out) == 0 || out[0] == nil {
 		return fmt.Errorf("elementwise layer: no output slot")
 	}
-	en := e.entry(n)
+	en := e.entry(c, n)
 	if en.err == nil {
 		if ok, err := e.blocked(c, en, in, out[0]); ok || err != nil {
 			return err

@@ -202,7 +202,7 @@ func TestElementwiseBits(t *testing.T) {
 			}
 			want := unfused(t, reg, n.Attrs["body"].G, in)
 			for _, pool := range pools {
-				c := &kernel.Ctx{Pool: pool}
+				c := &kernel.Ctx{Pool: pool, State: new(kernel.State)}
 				got, err := op.Run(c, n, in)
 				if err != nil {
 					t.Fatalf("%s %v: Run: %v", bc.name, shape, err)
@@ -251,7 +251,7 @@ func TestElementwiseIntoAllocs(t *testing.T) {
 		want := unfused(t, reg, n.Attrs["body"].G, in)
 		out := []*tensor.Tensor{tensor.New(tensor.Float32, want.Shape...)}
 		for _, pool := range pools {
-			c := &kernel.Ctx{Pool: pool}
+			c := &kernel.Ctx{Pool: pool, State: new(kernel.State)}
 			for range 5 { // warm-up, on every worker
 				if err := op.Into(c, n, in, out); err != nil {
 					t.Fatal(err)
@@ -422,7 +422,7 @@ func TestFusedSiLU(t *testing.T) {
 			t.Fatalf("%s: Infer gave %v, %v; want %v", tc.base, ts, err, ir.TensorType(want))
 		}
 		out := []*tensor.Tensor{tensor.New(tensor.Float32, want.Shape...)}
-		c := &kernel.Ctx{}
+		c := &kernel.Ctx{State: new(kernel.State)}
 		for range 5 { // warm-up, on every worker
 			if err := op.Into(c, f, in, out); err != nil {
 				t.Fatal(err)

@@ -146,7 +146,7 @@ func TestFusedMatMulEpilogue(t *testing.T) {
 				for _, portable := range kernel.ISAs() {
 					for _, p := range pools {
 						out := []*tensor.Tensor{tensor.New(tensor.Float32, want.Shape...)}
-						c := &kernel.Ctx{Pool: p, ISA: portable}
+						c := &kernel.Ctx{Pool: p, ISA: portable, State: new(kernel.State)}
 						if err := op.Into(c, f, in, out); err != nil {
 							t.Fatalf("%s: %v", name, err)
 						}

@@ -126,7 +126,7 @@ func TestFusedEpilogue(t *testing.T) {
 						t.Fatal(err)
 					}
 					out := []*tensor.Tensor{tensor.New(tensor.Float32, want.Shape...)}
-					c := &kernel.Ctx{ISA: portable}
+					c := &kernel.Ctx{ISA: portable, State: new(kernel.State)}
 					if err := op.Into(c, f, in, out); err != nil {
 						t.Fatal(err)
 					}

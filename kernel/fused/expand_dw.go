@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -105,8 +104,7 @@ func edwSplit(n *ir.Node) (*edwParts, error) {
 }
 
 type edwOp struct {
-	reg   *kernel.Registry
-	cache sync.Map // *ir.Node -> *edwEntry
+	reg *kernel.Registry
 }
 
 type edwEntry struct {
@@ -114,17 +112,21 @@ type edwEntry struct {
 	err error
 }
 
-func (o *edwOp) entry(n *ir.Node) *edwEntry {
-	if e, ok := o.cache.Load(n); ok {
-		return e.(*edwEntry)
-	}
-	p, err := edwSplit(n)
-	e, _ := o.cache.LoadOrStore(n, &edwEntry{p: p, err: err})
-	return e.(*edwEntry)
+// edwEntryKey keys an ExpandDepthwise node's parts in its kernel.State.
+type edwEntryKey struct{ n *ir.Node }
+
+// entry returns n's parts, kept in c's kernel.State (split on every call
+// where c keeps none: shape inference).
+func (o *edwOp) entry(c *kernel.Ctx, n *ir.Node) *edwEntry {
+	e, _ := kernel.Prepared(c, edwEntryKey{n}, nil, func() (*edwEntry, error) {
+		p, err := edwSplit(n)
+		return &edwEntry{p: p, err: err}, nil
+	})
+	return e
 }
 
 func (o *edwOp) infer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
-	e := o.entry(n)
+	e := o.entry(nil, n)
 	if e.err != nil {
 		return nil, e.err
 	}
@@ -154,7 +156,7 @@ func (o *edwOp) infer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 // run is the layer as its two parts, one after the other (the portable
 // path, and the reference the fast one is tested against).
 func (o *edwOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	e := o.entry(n)
+	e := o.entry(c, n)
 	if e.err != nil {
 		return nil, e.err
 	}
@@ -181,7 +183,7 @@ func (o *edwOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.T
 }
 
 func (o *edwOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-	e := o.entry(n)
+	e := o.entry(c, n)
 	if e.err != nil {
 		return e.err
 	}

@@ -32,7 +32,6 @@ package fused
 import (
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -59,9 +58,8 @@ func Ops(base *kernel.Registry) kernel.Table {
 }
 
 type fusedOp struct {
-	reg   *kernel.Registry
-	ew    *ewOp
-	cache sync.Map // *ir.Node -> *entry (see into.go)
+	reg *kernel.Registry
+	ew  *ewOp
 }
 
 // parts splits a fused node into its base, add and activation nodes and
@@ -159,7 +157,7 @@ func pick[T any](all []T, idx []int) []T {
 func (f *fusedOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	// The parts are cached with n, so the base node is the same on every
 	// call (kernels keep per-node setups, such as packed weights).
-	e := f.entry(n)
+	e := f.entry(c, n)
 	p, err := e.p, e.err
 	if err != nil {
 		return nil, err

@@ -41,13 +41,17 @@ type memo struct {
 	base []int
 }
 
-func (f *fusedOp) entry(n *ir.Node) *entry {
-	if e, ok := f.cache.Load(n); ok {
-		return e.(*entry)
-	}
-	p, err := split(n)
-	e, _ := f.cache.LoadOrStore(n, &entry{p: p, err: err})
-	return e.(*entry)
+// entryKey keys a Fused node's parsed parts in its kernel.State.
+type entryKey struct{ n *ir.Node }
+
+// entry returns n's parsed parts, kept in c's kernel.State (parsed on
+// every call where c keeps none: shape inference).
+func (f *fusedOp) entry(c *kernel.Ctx, n *ir.Node) *entry {
+	e, _ := kernel.Prepared(c, entryKey{n}, nil, func() (*entry, error) {
+		p, err := split(n)
+		return &entry{p: p, err: err}, nil
+	})
+	return e
 }
 
 // baseShape returns the base op's output shape for its inputs in.
@@ -99,7 +103,7 @@ func equalInts(a, b []int) bool {
 }
 
 func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-	e := f.entry(n)
+	e := f.entry(c, n)
 	if e.err != nil {
 		return e.err
 	}

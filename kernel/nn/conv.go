@@ -153,7 +153,7 @@ func runConv(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, 
 	var err error
 	if kernel.Tactic(n) == TacticDirect {
 		// The setup keeps the packed weights: cache it with the node.
-		s, err = cached(n, in, setup)
+		s, err = cached(c, n, in, setup)
 	} else {
 		s, err = setup()
 	}

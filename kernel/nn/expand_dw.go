@@ -42,7 +42,9 @@ type edwSetup struct {
 	mz     amd64.DwMasksZ
 }
 
-var edwSetups sync.Map // *ir.Node -> *edwSetup
+// edwKey keys an ExpandDepthwise layer's depthwise geometry in its
+// kernel.State (by the node that holds the depthwise attributes).
+type edwKey struct{ attrs *ir.Node }
 
 // ExpandDepthwise computes the layer on the vector kernels and reports
 // true, or reports false (doing nothing) where they do not apply: the
@@ -111,11 +113,13 @@ func epiFrom(pool machine, e *kernel.Epilogue) epi {
 // pads, rows narrower than a vector).
 func edwSetupOf(pool machine, attrs *ir.Node, x, w2 [4]int) *edwSetup {
 	zOK := pool.z && !pool.f().noDwZ
-	if v, ok := edwSetups.Load(attrs); ok {
-		if s := v.(*edwSetup); s.x == x && s.w2 == w2 && s.zOK == zOK {
-			return s
-		}
-	}
+	s, _ := kernel.Prepared(pool.k, edwKey{attrs}, func(s *edwSetup) bool {
+		return s != nil && s.x == x && s.w2 == w2 && s.zOK == zOK
+	}, func() (*edwSetup, error) { return newEdwSetup(pool, attrs, x, w2, zOK), nil })
+	return s
+}
+
+func newEdwSetup(pool machine, attrs *ir.Node, x, w2 [4]int, zOK bool) *edwSetup {
 	g, err := convGeom(attrs, x[2:], w2[2:], false)
 	if err != nil || g.stride[0] != g.stride[1] || g.stride[0] > 2 || g.dil[0] != 1 || g.dil[1] != 1 ||
 		g.padB[0] > 1 || g.out[1] < 8 {
@@ -129,7 +133,6 @@ func edwSetupOf(pool machine, attrs *ir.Node, x, w2 [4]int) *edwSetup {
 	if s.z {
 		s.mz = dwMasksZ(g.in[1], g.out[1])
 	}
-	edwSetups.Store(attrs, s)
 	return s
 }
 

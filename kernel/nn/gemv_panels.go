@@ -2,11 +2,8 @@ package nn
 
 import (
 	"math"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"unsafe"
-	"weak"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -59,32 +56,25 @@ type gemvPack struct {
 	panels []float32
 }
 
-// gemvPacks keeps each Gemm node's packed B (weakly keyed: it goes when
-// the node's graph does).
-var gemvPacks sync.Map // weak.Pointer[ir.Node] -> *atomic.Pointer[gemvPack]
+// gemvPackKey keys a Gemm node's packed B in its kernel.State.
+type gemvPackKey struct{ n *ir.Node }
 
-func gemvPackOf(n *ir.Node, g gemmShape, b []float32) *gemvPack {
-	key := weak.Make(n)
-	v, ok := gemvPacks.Load(key)
-	if !ok {
-		var loaded bool
-		v, loaded = gemvPacks.LoadOrStore(key, new(atomic.Pointer[gemvPack]))
-		if !loaded {
-			runtime.AddCleanup(n, func(k weak.Pointer[ir.Node]) { gemvPacks.Delete(k) }, key)
+// gemvPackOf returns n's B packed into panels, kept in c's kernel.State
+// (packed again for another B or shape, and on every call without a
+// State).
+func gemvPackOf(c *kernel.Ctx, n *ir.Node, g gemmShape, b []float32) *gemvPack {
+	p, _ := kernel.Prepared(c, gemvPackKey{n}, func(p *gemvPack) bool {
+		return p.b == unsafe.Pointer(&b[0]) && p.brs == g.brs && p.bcs == g.bcs && p.k == g.k && p.n == g.n
+	}, func() (*gemvPack, error) {
+		np := (g.n + 63) / 64
+		p := &gemvPack{b: unsafe.Pointer(&b[0]), brs: g.brs, bcs: g.bcs, k: g.k, n: g.n, panels: make([]float32, np*g.k*64)}
+		for kk := 0; kk < g.k; kk++ {
+			for j := 0; j < g.n; j++ {
+				p.panels[(j/64*g.k+kk)*64+j%64] = b[kk*g.brs+j*g.bcs]
+			}
 		}
-	}
-	ap := v.(*atomic.Pointer[gemvPack])
-	if p := ap.Load(); p != nil && p.b == unsafe.Pointer(&b[0]) && p.brs == g.brs && p.bcs == g.bcs && p.k == g.k && p.n == g.n {
-		return p
-	}
-	np := (g.n + 63) / 64
-	p := &gemvPack{b: unsafe.Pointer(&b[0]), brs: g.brs, bcs: g.bcs, k: g.k, n: g.n, panels: make([]float32, np*g.k*64)}
-	for kk := 0; kk < g.k; kk++ {
-		for j := 0; j < g.n; j++ {
-			p.panels[(j/64*g.k+kk)*64+j%64] = b[kk*g.brs+j*g.bcs]
-		}
-	}
-	ap.Store(p)
+		return p, nil
+	})
 	return p
 }
 

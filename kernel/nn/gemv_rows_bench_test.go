@@ -43,7 +43,7 @@ func BenchmarkGemvMClassifier(b *testing.B) {
 	}
 	// TacticGemvPanels: B packed into 64-column panels, hot and cold.
 	g := gemmShape{m: 1, n: n, k: k, ars: k, acs: 1, brs: n, bcs: 1}
-	p := gemvPackOf(node("Gemm"), g, w)
+	p := gemvPackOf(nil, node("Gemm"), g, w)
 	for _, cold := range []bool{false, true} {
 		name := "panels"
 		if cold {

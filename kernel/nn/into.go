@@ -2,9 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
-	"weak"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -13,16 +10,17 @@ import (
 
 // Into forms. Each computes exactly Run's bits (Run and Into share the
 // float32 code below) and, for float32 data, allocates nothing once warm:
-// shape-derived geometry is cached per node and input shapes, scratch
-// comes from sync.Pools. Other dtypes go through Run and a copy.
+// shape-derived geometry is prepared once per node and input shapes and
+// kept in the node's kernel.State (the bound plan's), scratch comes from
+// sync.Pools. Other dtypes go through Run and a copy.
 
-// setupCache maps a node (weakly held: the entry goes when the graph does)
-// to the geometry computed for the last input shapes it saw.
-var setupCache sync.Map // weak.Pointer[ir.Node] -> *cachedSetup
+// setupKey keys a node's geometry in its kernel.State.
+type setupKey struct{ n *ir.Node }
 
-type cachedSetup struct {
+// cachedSetup is a geometry with the input shapes it was computed for.
+type cachedSetup[T any] struct {
 	shapes [][]int
-	v      any
+	v      T
 }
 
 func sameShapes(a [][]int, in []*tensor.Tensor) bool {
@@ -43,29 +41,30 @@ func sameShapes(a [][]int, in []*tensor.Tensor) bool {
 	return true
 }
 
-// cached returns build()'s value for n and in's shapes, computing it on a
-// miss. Values are immutable once built, so concurrent runs may share them.
-func cached[T any](n *ir.Node, in []*tensor.Tensor, build func() (T, error)) (T, error) {
-	key := weak.Make(n)
-	if e, ok := setupCache.Load(key); ok {
-		if c := e.(*cachedSetup); sameShapes(c.shapes, in) {
-			return c.v.(T), nil
-		}
-	}
-	v, err := build()
+// cached returns build()'s value for n and in's shapes, kept in c's
+// kernel.State (computed again for other shapes, and on every call where
+// c keeps no State). Values are immutable once built, so concurrent runs
+// may share them.
+func cached[T any](c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor, build func() (T, error)) (T, error) {
+	e, err := kernel.Prepared(c, setupKey{n}, func(e *cachedSetup[T]) bool { return sameShapes(e.shapes, in) },
+		func() (*cachedSetup[T], error) {
+			v, err := build()
+			if err != nil {
+				return nil, err
+			}
+			e := &cachedSetup[T]{shapes: make([][]int, len(in)), v: v}
+			for i, t := range in {
+				if t != nil {
+					e.shapes[i] = append([]int{}, t.Shape...)
+				}
+			}
+			return e, nil
+		})
 	if err != nil {
-		return v, err
+		var zero T
+		return zero, err
 	}
-	c := &cachedSetup{shapes: make([][]int, len(in)), v: v}
-	for i, t := range in {
-		if t != nil {
-			c.shapes[i] = append([]int{}, t.Shape...)
-		}
-	}
-	if _, loaded := setupCache.Swap(key, c); !loaded {
-		runtime.AddCleanup(n, func(k weak.Pointer[ir.Node]) { setupCache.Delete(k) }, key)
-	}
-	return v, nil
+	return e.v, nil
 }
 
 // viaRun is the Into of dtypes without an allocation-free path: Run, then
@@ -150,7 +149,7 @@ func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if !allF32(a, b, out[0]) {
 		return viaRun(runMatMul)(c, n, in, out)
 	}
-	s, err := cached(n, in, func() (*mmShape, error) {
+	s, err := cached(c, n, in, func() (*mmShape, error) {
 		s, err := matmulShape(a.Shape, b.Shape)
 		if err != nil {
 			return nil, err
@@ -283,7 +282,7 @@ func gemmGeom(n *ir.Node, as, bs []int, c *tensor.Tensor) (gemmShape, error) {
 // (the conversions forbid fusion); alpha == 1 skips its product.
 func gemmF32(pool machine, n *ir.Node, g gemmShape, af, bf, cf, y []float32) {
 	if gemvPanelsOK(pool, n, g) {
-		gemvPanels(pool, g, af, gemvPackOf(n, g, bf), y)
+		gemvPanels(pool, g, af, gemvPackOf(pool.k, n, g, bf), y)
 	} else {
 		sgemmP(pool, g.m, g.n, g.k, af, g.ars, g.acs, bf, g.brs, g.bcs, y, g.n)
 	}
@@ -315,7 +314,7 @@ func intoConv(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if !allF32(x, w, b, out[0]) {
 		return viaRun(runConv)(c, n, in, out)
 	}
-	s, err := cached(n, in, func() (*convSetup, error) {
+	s, err := cached(c, n, in, func() (*convSetup, error) {
 		s, err := setupConv(n, x.Shape, w.Shape)
 		if err != nil {
 			return nil, err
@@ -360,8 +359,8 @@ type poolWindows struct {
 	nPad        []int
 }
 
-func cachedPool(n *ir.Node, in []*tensor.Tensor) (*poolWindows, error) {
-	return cached(n, in[:1], func() (*poolWindows, error) {
+func cachedPool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*poolWindows, error) {
+	return cached(c, n, in[:1], func() (*poolWindows, error) {
 		g, err := poolSetup(n, in[0].Shape)
 		if err != nil {
 			return nil, err
@@ -390,7 +389,7 @@ func intoMaxPool(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if !allF32(x, out[0]) || (wantIdx && n.Int("storage_order", 0) != 0) {
 		return viaRun(runMaxPool)(c, n, in, out)
 	}
-	pw, err := cachedPool(n, in)
+	pw, err := cachedPool(c, n, in)
 	if err != nil {
 		return err
 	}
@@ -421,7 +420,7 @@ func intoAveragePool(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error 
 	if !allF32(x, out[0]) {
 		return viaRun(runAveragePool)(c, n, in, out)
 	}
-	pw, err := cachedPool(n, in)
+	pw, err := cachedPool(c, n, in)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func TestIntoMatchesRun(t *testing.T) {
 				d[k] = 42
 			}
 		}
-		ctx := &kernel.Ctx{}
+		ctx := &kernel.Ctx{State: new(kernel.State)}
 		if err := op.Into(ctx, n, c.in, out); err != nil {
 			t.Fatalf("case %d %s: Into: %v", i, c.op, err)
 		}

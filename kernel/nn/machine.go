@@ -22,6 +22,8 @@ type machine struct {
 	// force is what a test of this package forces (Ctx.Test); nil
 	// everywhere else.
 	force *forced
+	// k is the call's context, for its kernel.State (nil: none).
+	k *kernel.Ctx
 }
 
 // forced holds the choices between same-bits code paths that only this
@@ -48,7 +50,7 @@ type forced struct {
 
 // machineOf reads c's pool and instruction set (c may be nil).
 func machineOf(c *kernel.Ctx) machine {
-	m := machine{Pool: c.Workers(), fast: c.AVX2() && amd64.Enabled, vec: c.Vec()}
+	m := machine{Pool: c.Workers(), fast: c.AVX2() && amd64.Enabled, vec: c.Vec(), k: c}
 	m.z = m.fast && c.AVX512() && amd64.EnabledZ
 	if c != nil {
 		m.force, _ = c.Test.(*forced)

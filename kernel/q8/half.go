@@ -24,9 +24,11 @@ import (
 // unwrapped layer would on the rounded weights).
 
 type f16Op struct {
-	reg   *kernel.Registry
-	nodes nodeCache[*halfLayer]
+	reg *kernel.Registry
 }
+
+// halfKey keys an F16 node's converted layer in its kernel.State.
+type halfKey struct{ n *ir.Node }
 
 type halfLayer struct {
 	inner *ir.Node
@@ -82,18 +84,21 @@ func innerNode(n *ir.Node) (*ir.Node, []int, error) {
 	return in, half, nil
 }
 
+// layer returns n's inner layer with its float16 inputs converted, kept
+// in c's kernel.State (converted again for other inputs, and on every
+// call where c keeps no State).
 func (f *f16Op) layer(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*halfLayer, error) {
-	if l, ok := f.nodes.get(n); ok {
-		same := true
+	return kernel.Prepared(c, halfKey{n}, func(l *halfLayer) bool {
 		for j, i := range l.half {
 			if i >= len(in) || in[i] != l.src[j] {
-				same = false
+				return false
 			}
 		}
-		if same {
-			return l, nil
-		}
-	}
+		return true
+	}, func() (*halfLayer, error) { return f.convert(c, n, in) })
+}
+
+func (f *f16Op) convert(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*halfLayer, error) {
 	inner, half, err := innerNode(n)
 	if err != nil {
 		return nil, err
@@ -116,7 +121,7 @@ func (f *f16Op) layer(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*halfLaye
 		l.src = append(l.src, in[i])
 		l.conv = append(l.conv, t)
 	}
-	return f.nodes.put(n, l), nil
+	return l, nil
 }
 
 // args returns in with the float16 inputs replaced by their conversions

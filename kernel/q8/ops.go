@@ -41,9 +41,11 @@ func Ops(base *kernel.Registry) kernel.Table {
 }
 
 type q8Op struct {
-	reg    *kernel.Registry
-	layers nodeCache[*layer]
+	reg *kernel.Registry
 }
+
+// layerKey keys a Q8 node's parsed layer in its kernel.State.
+type layerKey struct{ n *ir.Node }
 
 // layer is a Q8 node's parsed form and its derived weights.
 type layer struct {
@@ -71,15 +73,12 @@ type layer struct {
 	outShape     []int
 }
 
-func (q *q8Op) layer(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
-	if l, ok := q.layers.get(n); ok && len(in) > 1 && l.w == in[1] {
-		return l, nil
-	}
-	l, err := q.parse(n, in)
-	if err != nil {
-		return nil, err
-	}
-	return q.layers.put(n, l), nil
+// layer returns n's parsed layer and derived weights, kept in c's
+// kernel.State (parsed again for other weights, and on every call where c
+// keeps no State).
+func (q *q8Op) layer(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*layer, error) {
+	return kernel.Prepared(c, layerKey{n}, func(l *layer) bool { return len(in) > 1 && l.w == in[1] },
+		func() (*layer, error) { return q.parse(n, in) })
 }
 
 func (q *q8Op) parse(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
@@ -267,7 +266,7 @@ func (l *layer) fusedPost(in []*tensor.Tensor, shape []int) (p post, next int, r
 }
 
 func (q *q8Op) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	l, err := q.layer(n, in)
+	l, err := q.layer(c, n, in)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +304,7 @@ func (q *q8Op) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Te
 }
 
 func (q *q8Op) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-	l, err := q.layer(n, in)
+	l, err := q.layer(c, n, in)
 	if err != nil {
 		return err
 	}
