@@ -7,3 +7,6 @@ var haveZ = amd64.EnabledZ
 
 //go:noescape
 func chainRowsZ(k int, x *float32, b *float32, ldb int, y *float32, n int)
+
+//go:noescape
+func chainRows8Z(k int, xp *float32, b *float32, ldb int, y *float32, ldy int, n int)

@@ -8,3 +8,7 @@ const haveZ = false
 func chainRowsZ(k int, x *float32, b *float32, ldb int, y *float32, n int) {
 	panic("rnn: chainRowsZ without AVX-512")
 }
+
+func chainRows8Z(k int, xp *float32, b *float32, ldb int, y *float32, ldy int, n int) {
+	panic("rnn: chainRows8Z without AVX-512")
+}

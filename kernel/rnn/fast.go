@@ -94,19 +94,19 @@ func act32s(s actSpec, v vmath.Vec) func(dst, src []float32) {
 
 // fast32 is one direction of a float32 node, its weights transposed.
 type fast32 struct {
-	c        config
-	z        bool
-	wt, rt   []float32 // [input, G], [hidden, G]
-	init     []float32 // [G]: each gate row's chain start for P
-	rbh      []float32 // GRU linear_before_reset: Rb of the h~ block, or zeros
-	p        []float32 // peepholes (i, o, f) or nil
-	acts     []func(dst, src []float32)
-	pre      []float32 // [seq, G]: the chains
-	h, cs    []float32
-	g1, g2   []float32 // gate values
-	g3, g4   []float32
-	hb       []float32 // GRU: the h~ block's recurrent chain (linear_before_reset)
-	xin, rin []float32
+	c      config
+	z      bool
+	wt, rt []float32 // [input, G], [hidden, G]
+	init   []float32 // [G]: each gate row's chain start for P
+	rbh    []float32 // GRU linear_before_reset: Rb of the h~ block, or zeros
+	p      []float32 // peepholes (i, o, f) or nil
+	acts   []func(dst, src []float32)
+	pre    []float32 // [seq, G]: the chains
+	h, cs  []float32
+	g1, g2 []float32 // gate values
+	g3, g4 []float32
+	hb     []float32 // GRU: the h~ block's recurrent chain (linear_before_reset)
+	xin    []float32 // eight steps of x, packed step-major (project)
 }
 
 func newFast32(c config, d int, pk *pack, b, p []float32, z bool, v vmath.Vec) *fast32 {
@@ -149,13 +149,37 @@ func (e *fast32) clip(v []float32) {
 }
 
 // project computes the input chains P[t] of steps t < L of one batch row
-// (x(t) is step t's input).
+// (x(t) is step t's input). On AVX-512, eight steps at a time share each
+// row of Wᵀ (chainRows8Z: Wᵀ is read L/8 times, not L times, which is
+// what a large input projection is bound by); the columns past the last
+// multiple of 32 and the last steps go one step at a time. Every chain is
+// the same either way.
 func (e *fast32) project(L int, x func(t int) []float32) {
-	G := len(e.init)
+	G, I := len(e.init), e.c.input
 	for t := 0; t < L; t++ {
-		row := e.pre[t*G : (t+1)*G]
-		copy(row, e.init)
-		chainRows(e.z, x(t), e.wt, G, row)
+		copy(e.pre[t*G:(t+1)*G], e.init)
+	}
+	t, n32 := 0, G&^31
+	if e.z && I > 0 && n32 > 0 {
+		if len(e.xin) < 8*I {
+			e.xin = make([]float32, 8*I)
+		}
+		for ; t+8 <= L; t += 8 {
+			for r := 0; r < 8; r++ {
+				for kk, v := range x(t + r)[:I] {
+					e.xin[kk*8+r] = v
+				}
+			}
+			chainRows8Z(I, &e.xin[0], &e.wt[0], G, &e.pre[t*G], G, n32)
+			if n32 < G {
+				for r := 0; r < 8; r++ {
+					chainRows(e.z, x(t+r), e.wt[n32:], G, e.pre[(t+r)*G+n32:(t+r+1)*G])
+				}
+			}
+		}
+	}
+	for ; t < L; t++ {
+		chainRows(e.z, x(t), e.wt, G, e.pre[t*G:(t+1)*G])
 	}
 }
 

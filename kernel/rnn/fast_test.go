@@ -42,6 +42,11 @@ func TestFast32Twins(t *testing.T) {
 		{op: "GRU", dir: "forward", seq: 3, batch: 1, in: 5, hidden: 7, layout: 1, lbr: 0},
 		{op: "RNN", dir: "bidirectional", seq: 6, batch: 2, in: 20, hidden: 200, lens: true},
 		{op: "RNN", dir: "forward", seq: 5, batch: 1, in: 3, hidden: 17, acts: []string{"Relu"}, noState: true},
+		// Eight steps at a time in the input projection (chainRows8Z),
+		// with column tails past the multiples of 32 and a last partial group.
+		{op: "LSTM", dir: "bidirectional", seq: 19, batch: 2, in: 21, hidden: 37, lens: true},
+		{op: "GRU", dir: "forward", seq: 16, batch: 1, in: 64, hidden: 48, lbr: 1},
+		{op: "RNN", dir: "reverse", seq: 9, batch: 1, in: 8, hidden: 64, layout: 1},
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%d_%s_%s_h%d", i, c.op, c.dir, c.hidden), func(t *testing.T) {
