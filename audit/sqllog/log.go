@@ -13,6 +13,13 @@
 // The log reads back as an fs.FS at the C2SP paths ([Log.FS]), so that
 // audit.Verify, the exporters (package stream) and the public /log/
 // handler work on it exactly as on a log directory.
+//
+// Beside the log, in tables of its own, every replica keeps the shared
+// query index (package audit/sqlindex; see index.go for how it stays
+// complete when replicas die), and [Log.Records] answers what
+// *audit.Log answers of a log directory — show, query and export, with
+// inclusion proofs from the shared log — for the server's /v1/audit and
+// the console on every replica.
 package sqllog
 
 import (
