@@ -16,7 +16,6 @@ import (
 // the entry goes.
 var pending = map[string]string{
 	"kernel/tree": "its prepared ensembles live in a package map keyed by node and its kernels fall back to parallel.Default (owner: the lead; move them to kernel.State and kernel.Ctx.Workers)",
-	"kernel/rnn":  "packOf keeps transposed weights in a package map keyed weakly by node (owner: H16; move it to kernel.Prepared)",
 }
 
 // TestNoKernelGlobals walks kernel/... and enforces DESIGN.md's rule that

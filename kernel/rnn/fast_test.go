@@ -218,8 +218,8 @@ func BenchmarkLSTM32(b *testing.B) {
 }
 
 // TestPackedTactic: a node with TacticPacked gives the default path's
-// bits, keeps its transposed weights between runs, and repacks when it
-// runs on other weights.
+// bits, keeps its transposed weights in its kernel.State between runs, and
+// repacks when it runs on other weights.
 func TestPackedTactic(t *testing.T) {
 	r := rand.New(rand.NewSource(5))
 	for _, op := range []string{"RNN", "GRU", "LSTM"} {
@@ -227,19 +227,45 @@ func TestPackedTactic(t *testing.T) {
 		plain := node(op, intA("hidden_size", 40), str("direction", "bidirectional"))
 		packed := node(op, intA("hidden_size", 40), str("direction", "bidirectional"), str(kernel.TacticAttr, TacticPacked))
 		want := runOp(t, plain, in...)
+		kc := &kernel.Ctx{State: new(kernel.State)}
+		var first *pack
 		for run := 0; run < 2; run++ {
-			got := runOp(t, packed, in...)
+			got, err := Ops()[op].Run(kc, packed, in)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for k := range want {
 				sameBits(t, fmt.Sprintf("%s run %d output %d", op, run, k), got[k], want[k])
 			}
+			p := packOf(kc, packed, mustConfig(t, op, packed, in), in[1].Data.([]float32), in[2].Data.([]float32))
+			if first == nil {
+				first = p
+			} else if p != first {
+				t.Errorf("%s: the pack was rebuilt for the same weights", op)
+			}
+		}
+		if kc.State.Len() != 1 {
+			t.Errorf("%s: the State holds %d values, want 1", op, kc.State.Len())
 		}
 		// Other weights (a new W and R) through the same node.
 		in2 := append([]*tensor.Tensor{}, in...)
 		in2[1], in2[2] = random(r, in[1].Shape...), random(r, in[2].Shape...)
 		want2 := runOp(t, plain, in2...)
-		got2 := runOp(t, packed, in2...)
+		got2, err := Ops()[op].Run(kc, packed, in2)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for k := range want2 {
 			sameBits(t, op+" other weights", got2[k], want2[k])
 		}
 	}
+}
+
+func mustConfig(t *testing.T, op string, n *ir.Node, in []*tensor.Tensor) config {
+	t.Helper()
+	c, err := newConfig(map[string]cellKind{"RNN": cellRNN, "GRU": cellGRU, "LSTM": cellLSTM}[op], n, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -1,11 +1,7 @@
 package rnn
 
 import (
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"unsafe"
-	"weak"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -13,10 +9,10 @@ import (
 )
 
 // TacticPacked runs a float32 RNN, GRU or LSTM with its W and R (inputs 1
-// and 2, which must be initializers) transposed once per node and kept,
-// rather than on every run: the transposes cost more than the 32 steps of
-// a zoo LSTM (hidden 128). The arithmetic is the default path's (fast32),
-// so the bits are the same.
+// and 2, which must be initializers) transposed once per node and kept in
+// the node's kernel.State, rather than on every run: the transposes cost
+// more than the 32 steps of a zoo LSTM (hidden 128). The arithmetic is the
+// default path's (fast32), so the bits are the same.
 const TacticPacked = "rnn.packed"
 
 func init() { kernel.RegisterConstInputs(TacticPacked, 1, 2) }
@@ -37,29 +33,20 @@ type pack struct {
 	wt, rt [][]float32
 }
 
-// packs keeps each node's pack, weakly keyed: it goes when the node's
-// graph does.
-var packs sync.Map // weak.Pointer[ir.Node] -> *atomic.Pointer[pack]
+// packKey keys a node's pack in its kernel.State.
+type packKey struct{ n *ir.Node }
 
-// packOf returns n's transposed W and R, transposing them on first use
-// (or when n now runs on other weights).
-func packOf(n *ir.Node, c config, w, r []float32) *pack {
-	key := weak.Make(n)
-	v, ok := packs.Load(key)
-	if !ok {
-		var loaded bool
-		v, loaded = packs.LoadOrStore(key, new(atomic.Pointer[pack]))
-		if !loaded {
-			runtime.AddCleanup(n, func(k weak.Pointer[ir.Node]) { packs.Delete(k) }, key)
-		}
-	}
-	ap := v.(*atomic.Pointer[pack])
-	if p := ap.Load(); p != nil && p.w == unsafe.Pointer(&w[0]) && p.r == unsafe.Pointer(&r[0]) && p.nw == len(w) && p.nr == len(r) {
-		return p
-	}
-	p := transposeAll(c, w, r)
-	p.w, p.r, p.nw, p.nr = unsafe.Pointer(&w[0]), unsafe.Pointer(&r[0]), len(w), len(r)
-	ap.Store(p)
+// packOf returns n's transposed W and R from kc's State, transposing them
+// on first use (or when n now runs on other weights; every call without a
+// State).
+func packOf(kc *kernel.Ctx, n *ir.Node, c config, w, r []float32) *pack {
+	p, _ := kernel.Prepared(kc, packKey{n}, func(p *pack) bool {
+		return p.w == unsafe.Pointer(&w[0]) && p.r == unsafe.Pointer(&r[0]) && p.nw == len(w) && p.nr == len(r)
+	}, func() (*pack, error) {
+		p := transposeAll(c, w, r)
+		p.w, p.r, p.nw, p.nr = unsafe.Pointer(&w[0]), unsafe.Pointer(&r[0]), len(w), len(r)
+		return p, nil
+	})
 	return p
 }
 

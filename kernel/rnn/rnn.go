@@ -220,7 +220,7 @@ func run(k cellKind) kernel.RunFunc {
 		case tensor.Float32:
 			var pk *pack
 			if kernel.Tactic(n) == TacticPacked {
-				pk = packOf(n, c, in[1].Data.([]float32), in[2].Data.([]float32))
+				pk = packOf(kc, n, c, in[1].Data.([]float32), in[2].Data.([]float32))
 			}
 			return compute32(c, in, lens, pk, kc)
 		case tensor.Float64:
