@@ -24,12 +24,18 @@ type Options struct {
 	// backend knows is an error at NewEngine, never a silent fall-back to
 	// the CPU.
 	Device string
+	// CPU is how the CPU kernels run (instruction set, threads, pool;
+	// cpu.go): the kernel.Ctx every CPU layer gets, on any device.
+	CPU CPU
 }
 
 // DeviceCPU is the name of the CPU backend, the default.
 const DeviceCPU = "cpu"
 
 func (o Options) valid() error {
+	if err := o.CPU.valid(); err != nil {
+		return err
+	}
 	switch o.Device {
 	case "", DeviceCPU:
 		return nil
@@ -65,6 +71,9 @@ func NewEngine(g *ir.Graph, reg *kernel.Registry, o Options) (*Engine, error) {
 	}
 	ex.SetLimits(o.Limits)
 	o.Limits = ex.Limits()
+	if err := ex.SetCPU(o.CPU); err != nil {
+		return nil, err
+	}
 	if o.Device == "" {
 		o.Device = DeviceCPU
 	}
