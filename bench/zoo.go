@@ -80,10 +80,13 @@ type ZooRow struct {
 	Nodes  int    `json:"onnx_nodes"`
 	Layers int    `json:"layers,omitempty"`
 	// MaxAbsErr is the largest |vouch - reference| over float outputs.
-	MaxAbsErr float64       `json:"max_abs_err"`
-	Runs      int           `json:"runs,omitempty"`
-	Vouch     time.Duration `json:"vouch_median_ns,omitempty"`
-	Peer      time.Duration `json:"peer_median_ns,omitempty"`
+	MaxAbsErr float64 `json:"max_abs_err"`
+	// PeerMaxAbsErr is the same for the peer's outputs (0 when it did not
+	// run): where both engines are off alike, it is float32 rounding.
+	PeerMaxAbsErr float64       `json:"peer_max_abs_err,omitempty"`
+	Runs          int           `json:"runs,omitempty"`
+	Vouch         time.Duration `json:"vouch_median_ns,omitempty"`
+	Peer          time.Duration `json:"peer_median_ns,omitempty"`
 	// Ratio is Vouch/Peer (0 when the peer did not run).
 	Ratio float64 `json:"ratio,omitempty"`
 }
@@ -234,6 +237,11 @@ func zooModel(ctx context.Context, dir, name string, o ZooOptions) (row ZooRow) 
 		} else {
 			defer p.Close()
 			engines = append(engines, p)
+			if pout, err := peerOutputs(p); err == nil && len(pout) == len(want) {
+				for i := range want {
+					row.PeerMaxAbsErr = max(row.PeerMaxAbsErr, maxAbsErr(pout[i], want[i]))
+				}
+			}
 		}
 	}
 	row.Runs = o.Runs

@@ -15,7 +15,7 @@ func WriteZooTable(w io.Writer, rows []ZooRow, peer string) error {
 		peer = "peer"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| model | ONNX nodes → layers | vouch ms | %s ms | ratio | max abs err | note |\n|---|---|---|---|---|---|---|\n", peer)
+	fmt.Fprintf(&b, "| model | ONNX nodes → layers | vouch ms | %s ms | ratio | max abs err vouch / %s | note |\n|---|---|---|---|---|---|---|\n", peer, peer)
 	for _, r := range rows {
 		layers := "—"
 		if r.Layers > 0 {
@@ -64,6 +64,9 @@ func ratio(r float64) string {
 func errString(r ZooRow) string {
 	if r.Status == ZooFailed {
 		return "—"
+	}
+	if r.PeerMaxAbsErr > 0 {
+		return fmt.Sprintf("%.1e / %.1e", r.MaxAbsErr, r.PeerMaxAbsErr)
 	}
 	return fmt.Sprintf("%.1e", r.MaxAbsErr)
 }
