@@ -46,14 +46,9 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 // NewHTTPServer returns an http.Server for Handler with the timeouts of
 // Options.HTTP. Serve it on Listen(l) to apply the connection limits.
 func (s *Server) NewHTTPServer() *http.Server {
-	l := s.opt.HTTP.withDefaults()
-	return &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: l.ReadHeaderTimeout,
-		ReadTimeout:       l.ReadTimeout,
-		IdleTimeout:       l.IdleTimeout,
-		MaxHeaderBytes:    l.MaxHeaderBytes,
-	}
+	hs := &http.Server{Handler: s.Handler()}
+	s.ConfigureHTTP(hs)
+	return hs
 }
 
 // Listener wraps l (a TCP listener, beneath any TLS) with the connection
@@ -87,6 +82,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.open >= l.max || l.byIP[ip] >= l.perIP {
 			l.mu.Unlock()
 			l.s.m.connRefused.Inc()
+			l.s.refused("conn", refusedConnLimit, "from "+ip)
 			c.Close()
 			continue
 		}

@@ -37,6 +37,7 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		grpc.MaxRecvMsgSize(int(min(s.opt.MaxGRPCBytes, math.MaxInt32))),
 		grpc.MaxSendMsgSize(1 << 30),
 		grpc.UnaryInterceptor(s.grpcAccessLog),
+		grpc.StatsHandler(grpcRefusals{s}),
 	}, opts...)
 	g := grpc.NewServer(opts...)
 	oippb.RegisterGRPCInferenceServiceServer(g, &grpcService{s: s})
@@ -48,6 +49,7 @@ type grpcStateKey struct{}
 
 func (s *Server) grpcAccessLog(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
+	grpcReached(ctx)
 	md, _ := metadata.FromIncomingContext(ctx)
 	st := &reqState{trace: newTrace(first(md, "traceparent"))}
 	grpc.SetHeader(ctx, metadata.Pairs("traceparent", st.trace.Traceparent(), "vouch-trace-id", st.trace.TraceID))

@@ -25,6 +25,9 @@ type metrics struct {
 	auditDepth    prometheus.Gauge
 	connOpen      prometheus.Gauge
 	connRefused   prometheus.Counter
+	// refusedBelow counts requests refused before any handler saw them
+	// (refused.go), by protocol and reason.
+	refusedBelow *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -76,13 +79,18 @@ func newMetrics() *metrics {
 		connRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vouch_connections_refused_total", Help: "Connections closed on accept because a connection limit was reached.",
 		}),
+		refusedBelow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vouch_refused_below_handler_total", Help: "Requests refused before any handler saw them, so without an audit record, by protocol (conn, http, grpc) and reason.",
+		}, []string{"protocol", "reason"}),
 	}
 	// Present from the start, so that an alert on them has a series to
 	// watch before the first failure.
 	m.auditFailures.WithLabelValues("refused")
 	m.auditFailures.WithLabelValues("served")
+	m.refusedBelow.WithLabelValues("conn", refusedConnLimit)
+	m.refusedBelow.WithLabelValues("http", refusedHTTP)
 	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.audit, m.auditErrs, m.auditFailures, m.auditAlarm, m.captureErrs,
-		m.inflight, m.batch, m.queueDepth, m.auditDepth, m.connOpen, m.connRefused,
+		m.inflight, m.batch, m.queueDepth, m.auditDepth, m.connOpen, m.connRefused, m.refusedBelow,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -99,6 +99,9 @@ type Server struct {
 	log     *slog.Logger
 	alarm   *slog.Logger
 	inflght sync.WaitGroup
+	// refusals rate-limits the alarms of requests refused below the
+	// handler (refused.go).
+	refusals refusals
 
 	mu       sync.RWMutex
 	models   map[string]map[string]*modelEntry // name → version → entry

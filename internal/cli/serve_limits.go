@@ -66,8 +66,7 @@ func (l serveLimits) apply(so *server.Options) error {
 // configure sets an HTTP server's timeouts and header limit from l (the
 // same defaults as server.HTTPLimits).
 func (l serveLimits) configure(hs *http.Server, s *server.Server) {
-	ref := s.NewHTTPServer()
-	hs.ReadHeaderTimeout, hs.ReadTimeout, hs.IdleTimeout, hs.MaxHeaderBytes = ref.ReadHeaderTimeout, ref.ReadTimeout, ref.IdleTimeout, ref.MaxHeaderBytes
+	s.ConfigureHTTP(hs) // also counts and alarms on what net/http refuses itself
 }
 
 // bindListeners binds --listen and --grpc before anything is written (keys
