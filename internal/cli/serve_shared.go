@@ -44,6 +44,14 @@ func (m *Main) serveSharedAudit(ctx context.Context, o ServeOptions, so *server.
 	default:
 		return nil, fmt.Errorf("%w: --audit-failure %q: want closed or open", ErrUsage, o.AuditFailure)
 	}
+	if o.DataDir != "" {
+		// The log is in the database; a replica's own state stays in its
+		// data directory (exporters' cursors, the in-flight journal, the
+		// console's key).
+		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("--data: %w", err)
+		}
+	}
 	skey, err := audit.LoadKeyFile(o.LogKey, "", "")
 	if err != nil {
 		return nil, err
