@@ -118,20 +118,10 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 		rep.Layers = append(rep.Layers, buildlog.LayerReport{Name: n.Name, Kind: kind, FusedFrom: li.Origin, Tactic: li.Tactic, Precision: li.Precision, Output: out, FLOPs: li.FLOPs})
 		rep.TotalFLOPs += li.FLOPs
 	}
-	for _, r := range log.Records {
-		switch {
-		case r.Event == "fused" || (strings.HasPrefix(r.Pass, "fold-batchnorm") || r.Pass == "fold-layout") && r.Event == "folded":
-			k := r.Pass
-			if kk, ok := r.Fields["kind"].(string); ok {
-				k = r.Pass + ":" + kk
-			}
-			rep.Fusions[k]++
-		case (r.Pass == "fold-constants" || r.Pass == "fold-constants-2" || r.Pass == "fold-shapes") && r.Event == "folded":
-			rep.FoldedConsts++
-		case r.Event == "removed":
-			rep.Removed++
-		}
+	for k, n := range st.did.fusions {
+		rep.Fusions[k] = n
 	}
+	rep.FoldedConsts, rep.Removed = st.did.folded, st.did.removed
 	st.finishReport(&rep)
 	if err := checkBudget(g, maxTypes, opts.MaxBytes); err != nil {
 		return nil, err

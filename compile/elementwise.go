@@ -115,7 +115,7 @@ func fuseElementwise(s *state) error {
 		}
 		*root = *layer
 		s.origin[root.Name] = origin
-		s.log.Info(s.pass, "fused", map[string]any{"layer": root.Name, "from": origin, "kind": "elementwise", "ops": ops})
+		s.fused("fused", map[string]any{"layer": root.Name, "from": origin, "kind": "elementwise", "ops": ops})
 	}
 	g.Nodes = without(g.Nodes, removed)
 	return nil

@@ -133,7 +133,7 @@ func fuseActivation(s *state) error {
 		if a := f.String(fused.AttrActivation, ""); a != "" {
 			fields["activation"] = a
 		}
-		s.log.Info("fuse-activation", "fused", fields)
+		s.fused("fused", fields)
 	}
 	var keep []*ir.Node
 	for _, n := range g.Nodes {
@@ -238,7 +238,7 @@ func foldBatchNorm(s *state) error {
 		conv.Outputs = []string{bn.Outputs[0]}
 		removed[bn] = true
 		s.origin[conv.Name] = append(s.origin[conv.Name], s.origin[bn.Name]...)
-		s.log.Info("fold-batchnorm", "folded", map[string]any{"conv": conv.Name, "batchnorm": bn.Name, "channels": w.Shape[0]})
+		s.fused("folded", map[string]any{"conv": conv.Name, "batchnorm": bn.Name, "channels": w.Shape[0]})
 	}
 	var keep []*ir.Node
 	for _, n := range g.Nodes {
@@ -343,7 +343,7 @@ func foldBatchNormGemm(s *state) error {
 		mm.Outputs = []string{bn.Outputs[0]}
 		removed[bn] = true
 		s.origin[mm.Name] = append(s.origin[mm.Name], s.origin[bn.Name]...)
-		s.log.Info(s.pass, "folded", map[string]any{"layer": mm.Name, "batchnorm": bn.Name, "features": n})
+		s.fused("folded", map[string]any{"layer": mm.Name, "batchnorm": bn.Name, "features": n})
 	}
 	g.Nodes = without(g.Nodes, removed)
 	return nil

@@ -131,7 +131,7 @@ func fuseConvChain(s *state) error {
 		}
 		*last = *layer
 		s.origin[layer.Name] = origin
-		s.log.Info(s.pass, "fused", map[string]any{"layer": layer.Name, "from": origin, "kind": "conv chain", "convolutions": len(members)})
+		s.fused("fused", map[string]any{"layer": layer.Name, "from": origin, "kind": "conv chain", "convolutions": len(members)})
 	}
 	g.Nodes = without(g.Nodes, removed)
 	// The weights now live in the chains' bodies.

@@ -49,7 +49,7 @@ func fuseExpandDepthwise(s *state) error {
 		removed[b] = true
 		*a = *f
 		s.origin[a.Name] = origin
-		s.log.Info(s.pass, "fused", map[string]any{"layer": a.Name, "from": origin, "kind": "expand+depthwise"})
+		s.fused("fused", map[string]any{"layer": a.Name, "from": origin, "kind": "expand+depthwise"})
 	}
 	var keep []*ir.Node
 	for _, n := range g.Nodes {

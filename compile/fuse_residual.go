@@ -60,7 +60,7 @@ func fuseResidual(s *state) error {
 		}
 		g.Nodes[i] = add
 		removed[add] = true
-		s.log.Info(s.pass, "fused", map[string]any{"layer": n.Name, "from": s.origin[n.Name], "residual": res})
+		s.fused("fused", map[string]any{"layer": n.Name, "from": s.origin[n.Name], "residual": res})
 		c, u = consumers(g), uses(g)
 	}
 	g.Nodes = without(g.Nodes, removed)

@@ -58,7 +58,7 @@ func foldLayout(s *state) error {
 				m.drop(second)
 				m.rename(second.Outputs[0], first.Inputs[0])
 				removed[first], removed[second] = true, true
-				s.log.Info(s.pass, "removed", map[string]any{"nodes": origin, "reason": "transposes cancel"})
+				s.removedNode(map[string]any{"nodes": origin, "reason": "transposes cancel"})
 				continue
 			}
 			m.drop(first)
@@ -68,7 +68,7 @@ func foldLayout(s *state) error {
 			second.Attrs["perm"] = &ir.Attr{Name: "perm", Kind: ir.AttrInts, Ints: perm}
 			removed[first] = true
 			s.origin[second.Name] = origin
-			s.log.Info(s.pass, "folded", map[string]any{"layer": second.Name, "from": origin, "kind": "transpose-transpose", "perm": perm})
+			s.fused("folded", map[string]any{"layer": second.Name, "from": origin, "kind": "transpose-transpose", "perm": perm})
 		case "Reshape":
 			shape, ok := g.Initializers[second.Input(1)]
 			if !ok || first.Int("allowzero", 0) != 0 {
@@ -92,7 +92,7 @@ func foldLayout(s *state) error {
 			m.add(second)
 			removed[first] = true
 			s.origin[second.Name] = origin
-			s.log.Info(s.pass, "folded", map[string]any{"layer": second.Name, "from": origin, "kind": "reshape-reshape"})
+			s.fused("folded", map[string]any{"layer": second.Name, "from": origin, "kind": "reshape-reshape"})
 		}
 	}
 	g.Nodes = without(g.Nodes, removed)

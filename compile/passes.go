@@ -22,6 +22,44 @@ type state struct {
 	opts   Options
 	prec   *precisionResult // set by the precision pass
 	qdq    *qdqInfo         // set by import-qdq for a pre-quantized model
+	did    counts           // what the passes did, for the build report
+}
+
+// counts are what the passes did, counted where they do it (not parsed
+// back from the build log): fusions by pass (and kind, "pass:kind"),
+// constants folded, nodes removed. The build report takes them as they
+// are.
+type counts struct {
+	fusions map[string]int
+	folded  int
+	removed int
+}
+
+// fused logs a fusion (event "fused"), or a fold that merges nodes into a
+// layer (event "folded": a BatchNormalization into its Conv, a transpose
+// pair), and counts it under the running pass and fields["kind"].
+func (s *state) fused(event string, fields map[string]any) {
+	s.log.Info(s.pass, event, fields)
+	k := s.pass
+	if kind, ok := fields["kind"].(string); ok {
+		k += ":" + kind
+	}
+	if s.did.fusions == nil {
+		s.did.fusions = map[string]int{}
+	}
+	s.did.fusions[k]++
+}
+
+// foldedConst logs and counts a constant folded.
+func (s *state) foldedConst(fields map[string]any) {
+	s.log.Info(s.pass, "folded", fields)
+	s.did.folded++
+}
+
+// removedNode logs and counts a removal.
+func (s *state) removedNode(fields map[string]any) {
+	s.log.Info(s.pass, "removed", fields)
+	s.did.removed++
 }
 
 // pass is one named step of the pipeline. Names are stable: they appear in
@@ -265,7 +303,7 @@ func eliminateIdentity(s *state) error {
 			continue
 		}
 		renameUses(s.g, n.Outputs[0], n.Inputs[0])
-		s.log.Info("eliminate-identity", "removed", map[string]any{"node": n.Name, "op": n.OpType, "input": n.Inputs[0], "output": n.Outputs[0]})
+		s.removedNode(map[string]any{"node": n.Name, "op": n.OpType, "input": n.Inputs[0], "output": n.Outputs[0]})
 	}
 	s.g.Nodes = keep
 	return nil
@@ -328,7 +366,7 @@ func foldConstants(s *state) error {
 			made = append(made, fmt.Sprintf("%s %v", name, outs[i]))
 		}
 		fields["outputs"] = made
-		s.log.Info(s.pass, "folded", fields)
+		s.foldedConst(fields)
 	}
 	s.g.Nodes = keep
 	return nil
@@ -380,7 +418,7 @@ func eliminateDead(s *state) error {
 			if live {
 				keep = append(keep, n)
 			} else {
-				s.log.Info("eliminate-dead", "removed", map[string]any{"node": n.Name, "op": n.OpType})
+				s.removedNode(map[string]any{"node": n.Name, "op": n.OpType})
 			}
 		}
 		changed := len(keep) != len(s.g.Nodes)

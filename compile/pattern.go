@@ -169,7 +169,7 @@ func fuseLayerNorm(s *state) error {
 		delete(removed, r1)
 		*r1 = *ln
 		s.origin[r1.Name] = origin
-		s.log.Info(s.pass, "fused", map[string]any{"layer": r1.Name, "from": origin, "kind": "layernorm", "epsilon": eps})
+		s.fused("fused", map[string]any{"layer": r1.Name, "from": origin, "kind": "layernorm", "epsilon": eps})
 	}
 	g.Nodes = without(g.Nodes, removed)
 	return nil
@@ -225,7 +225,7 @@ func fuseGelu(s *state) error {
 		delete(removed, div)
 		*div = *gelu
 		s.origin[div.Name] = origin
-		s.log.Info(s.pass, "fused", map[string]any{"layer": div.Name, "from": origin, "kind": "gelu-erf"})
+		s.fused("fused", map[string]any{"layer": div.Name, "from": origin, "kind": "gelu-erf"})
 	}
 	g.Nodes = without(g.Nodes, removed)
 	return nil
@@ -315,7 +315,7 @@ func fuseAttention(s *state) error {
 		}
 		*qk = *layer
 		s.origin[qk.Name] = origin
-		s.log.Info(s.pass, "fused", map[string]any{"layer": qk.Name, "from": origin, "kind": "attention"})
+		s.fused("fused", map[string]any{"layer": qk.Name, "from": origin, "kind": "attention"})
 	}
 	g.Nodes = without(g.Nodes, removed)
 	return nil
@@ -389,7 +389,7 @@ func fuseGeluTanh(s *state) error {
 		delete(removed, pow)
 		*pow = *gelu
 		s.origin[pow.Name] = origin
-		s.log.Info(s.pass, "fused", map[string]any{"layer": pow.Name, "from": origin, "kind": "gelu-tanh"})
+		s.fused("fused", map[string]any{"layer": pow.Name, "from": origin, "kind": "gelu-tanh"})
 	}
 	g.Nodes = without(g.Nodes, removed)
 	return nil

@@ -46,7 +46,7 @@ func foldShapes(s *state) error {
 				break
 			}
 			g.Initializers[n.Outputs[0]] = tensor.From(dims, len(dims))
-			s.log.Info("fold-shapes", "folded", map[string]any{"node": n.Name, "op": "Shape", "value": dims})
+			s.foldedConst(map[string]any{"node": n.Name, "op": "Shape", "value": dims})
 			continue
 		case "Gather":
 			t, ok := shapeOf[n.Input(0)]
@@ -73,7 +73,7 @@ func foldShapes(s *state) error {
 				out = tensor.From([]int64{v}, idx.Shape...)
 			}
 			g.Initializers[n.Outputs[0]] = out
-			s.log.Info("fold-shapes", "folded", map[string]any{"node": n.Name, "op": "Gather(Shape)", "dimension": i, "value": v})
+			s.foldedConst(map[string]any{"node": n.Name, "op": "Gather(Shape)", "dimension": i, "value": v})
 			continue
 		}
 		keep = append(keep, n)
