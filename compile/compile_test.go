@@ -89,7 +89,7 @@ func runPlan(t testing.TB, b []byte, feeds map[string]*tensor.Tensor) (*plan.Pla
 }
 
 func sameBits(a, b *tensor.Tensor) bool {
-	return a.String() == b.String() && bytes.Equal(onnx.RawBytes(a), onnx.RawBytes(b))
+	return a.String() == b.String() && bytes.Equal(tensor.RawBytes(a), tensor.RawBytes(b))
 }
 
 // TestSharedModelsFromPlans: every shared model builds, and its plan

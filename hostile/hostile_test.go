@@ -2,9 +2,9 @@ package hostile
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -107,32 +107,24 @@ func runCase(t *testing.T, c Case) error {
 	if err != nil {
 		return err
 	}
+	// The engine serving, replay and vouch run share: bound to the
+	// request's shapes, then executed.
+	eng, err := exec.NewEngine(p.Graph, builtin.Registry(), exec.Options{Limits: limits})
+	if err != nil {
+		return err
+	}
+	if c.Inputs == nil {
+		return nil
+	}
+	if _, err := eng.Run(context.Background(), c.Inputs); err != nil {
+		return err
+	}
+	// The node-by-node executor (conformance, calibration) holds too.
 	ex, err := exec.New(p.Graph, builtin.Registry())
 	if err != nil {
 		return err
 	}
 	ex.SetLimits(limits)
-	if c.Inputs == nil {
-		return nil
-	}
-	// The server's path: bind to the request's shapes, then execute.
-	var shapes [][]int
-	var in []*tensor.Tensor
-	for _, v := range p.Graph.Inputs {
-		x, ok := c.Inputs[v.Name]
-		if !ok {
-			return fmt.Errorf("case %s has no input %q", c.Name, v.Name)
-		}
-		shapes, in = append(shapes, x.Shape), append(in, x)
-	}
-	b, err := ex.Bind(shapes)
-	if err != nil {
-		return err
-	}
-	if _, err := b.Execute(in); err != nil {
-		return err
-	}
-	// The replay path: run node by node.
 	if _, err := ex.Run(c.Inputs); err != nil {
 		return err
 	}
