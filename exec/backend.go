@@ -104,7 +104,7 @@ func NewPlanEngine(p *plan.Plan, reg *kernel.Registry, o Options) (*Engine, erro
 	if err != nil {
 		return nil, err
 	}
-	prog, err := openCUDA(p, d, reg)
+	prog, err := openCUDA(p, d, e.ex)
 	if err != nil {
 		return nil, err
 	}

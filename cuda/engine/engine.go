@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/ir"
-	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -57,17 +56,29 @@ func DeviceName(info cuda.DeviceInfo, release string) string {
 	return fmt.Sprintf("cuda:%d %s (%s, %sCUDA %s)", info.Ordinal, info.Name, info.Arch(), drv, cuda.CUDAVersion(info.DriverVersion))
 }
 
+// CPULayer runs one layer with vouch's CPU kernels, as the CPU engine
+// would (its kernel context: subgraph runner, worker pool, limits).
+type CPULayer func(ctx context.Context, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error)
+
 // Program is a GPU plan loaded on one device: its kernels, its weights in
-// device memory, and its placement. Run is safe for concurrent use; runs
-// are serialised on the device.
+// device memory, its placement, and per input shape the buffers of a run
+// (allocated by the first run of that shape, reused by every later one: the
+// device arena) and, when every layer runs on the GPU, the CUDA graph of
+// the layers' launches, captured by the second run and replayed from then
+// on. Run is safe for concurrent use; runs are serialised on the device,
+// on the program's stream.
 type Program struct {
 	mu      sync.Mutex
 	c       *cuda.Context
 	e       *exact.Engine
+	st      *cuda.Stream
+	stage   *cuda.HostBuffer // pinned staging for copies, grown as needed
 	g       *ir.Graph
 	place   map[*ir.Node]bool // top-level layers placed on cuda
-	reg     *kernel.Registry
+	allGPU  bool
+	cpu     CPULayer
 	weights map[wkey]*cuda.Buffer
+	bounds  map[string]*bound
 	device  string
 }
 
@@ -76,10 +87,22 @@ type wkey struct {
 	name string
 }
 
+// bound is one input shape's buffers and graph.
+type bound struct {
+	bufs  []*cuda.Buffer // in the order the run allocates them
+	runs  int
+	graph *cuda.Graph
+	outs  []*val // the outputs' places, for graph runs
+}
+
+// maxShapes bounds the shapes a program keeps buffers for; past it the
+// oldest are freed (the next run of that shape allocates again).
+const maxShapes = 16
+
 // Open loads p's GPU section on device ordinal of d (refusing another
-// architecture), uploads the weights its GPU layers read, and prepares the
-// CPU layers with reg. It never compiles.
-func Open(d *cuda.Driver, ordinal int, p *plan.Plan, reg *kernel.Registry) (*Program, error) {
+// architecture), uploads the weights its GPU layers read, and runs the
+// CPU layers with cpu. It never compiles.
+func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, error) {
 	info, err := d.Device(ordinal)
 	if err != nil {
 		return nil, err
@@ -101,9 +124,15 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, reg *kernel.Registry) (*Pro
 		c.Close()
 		return nil, err
 	}
-	pr := &Program{c: c, e: e, g: p.Graph, place: map[*ir.Node]bool{}, reg: reg, weights: map[wkey]*cuda.Buffer{}, device: DeviceName(info, d.Release())}
+	pr := &Program{c: c, e: e, g: p.Graph, place: map[*ir.Node]bool{}, allGPU: true, cpu: cpu, weights: map[wkey]*cuda.Buffer{},
+		bounds: map[string]*bound{}, device: DeviceName(info, d.Release())}
+	if pr.st, err = c.NewStream(); err != nil {
+		pr.Close()
+		return nil, err
+	}
 	for i, n := range p.Graph.Nodes {
 		if layers[i].Backend != plan.BackendCUDA {
+			pr.allGPU = false
 			continue
 		}
 		pr.place[n] = true
@@ -149,17 +178,40 @@ func (pr *Program) Backend() string { return Backend }
 // Device names the device the program runs on.
 func (pr *Program) Device() string { return pr.device }
 
-// Close frees the weights and unloads the kernels.
+func (b *bound) free() {
+	if b.graph != nil {
+		b.graph.Destroy()
+		b.graph = nil
+	}
+	for _, x := range b.bufs {
+		x.Free()
+	}
+	b.bufs = nil
+}
+
+// Close frees the weights, the buffers and graphs, and unloads the kernels.
 func (pr *Program) Close() error {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
+	for k, b := range pr.bounds {
+		b.free()
+		delete(pr.bounds, k)
+	}
 	for k, b := range pr.weights {
 		b.Free()
 		delete(pr.weights, k)
 	}
+	if pr.stage != nil {
+		pr.stage.Free()
+		pr.stage = nil
+	}
 	var err error
+	if pr.st != nil {
+		err = pr.st.Destroy()
+		pr.st = nil
+	}
 	if pr.e != nil {
-		err = pr.e.Close()
+		err = errors.Join(err, pr.e.Close())
 		pr.e = nil
 	}
 	if pr.c != nil {
@@ -169,9 +221,8 @@ func (pr *Program) Close() error {
 	return err
 }
 
-// val is a value of a run: on the device (buf), on the host, or both.
+// val is a value of a run: on the device (ptr), on the host, or both.
 type val struct {
-	buf   *cuda.Buffer // owned by the run
 	ptr   uint64
 	shape []int
 	host  *tensor.Tensor
@@ -179,16 +230,11 @@ type val struct {
 
 type state struct {
 	pr   *Program
+	ctx  context.Context
 	g    *ir.Graph
 	vals map[string]*val
-	own  []*cuda.Buffer
-}
-
-func (s *state) free() {
-	for _, b := range s.own {
-		b.Free()
-	}
-	s.own = nil
+	b    *bound
+	next int // the next of b.bufs to hand out
 }
 
 // Run runs the plan on inputs (in graph-input order) and returns the
@@ -202,23 +248,82 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 	if len(inputs) != len(pr.g.Inputs) {
 		return nil, fmt.Errorf("engine: %d inputs for %d", len(inputs), len(pr.g.Inputs))
 	}
-	s := &state{pr: pr, g: pr.g, vals: map[string]*val{}}
-	defer s.free()
-	for i, v := range pr.g.Inputs {
-		s.vals[v.Name] = &val{shape: inputs[i].Shape, host: inputs[i]}
+	key := make([]byte, 0, 64)
+	for _, t := range inputs {
+		key = fmt.Appendf(key, "%v%v;", t.DType, t.Shape)
 	}
-	for _, n := range pr.g.Nodes {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	b := pr.bounds[string(key)]
+	if b == nil {
+		if len(pr.bounds) >= maxShapes {
+			for k, o := range pr.bounds {
+				o.free()
+				delete(pr.bounds, k)
+				break
+			}
 		}
-		if pr.place[n] {
-			err = s.gpu(n)
-		} else {
-			err = s.cpu(n)
-		}
+		b = &bound{}
+		pr.bounds[string(key)] = b
+	}
+	defer func() {
 		if err != nil {
-			return nil, fmt.Errorf("engine: layer %s (%s): %w", n.Name, n.OpType, err)
+			// A failed run leaves its buffers in no known state.
+			b.free()
+			delete(pr.bounds, string(key))
 		}
+	}()
+	s := &state{pr: pr, ctx: ctx, g: pr.g, vals: map[string]*val{}, b: b}
+	for i, v := range pr.g.Inputs {
+		t := inputs[i]
+		x := &val{shape: t.Shape, host: t}
+		if t.DType == tensor.Float32 {
+			buf, err := s.alloc(t.Len())
+			if err != nil {
+				return nil, err
+			}
+			if err := pr.toDevice(buf.Ptr, t.Data.([]float32)); err != nil {
+				return nil, err
+			}
+			x.ptr = buf.Ptr
+		}
+		s.vals[v.Name] = x
+	}
+	layers := func() error {
+		for _, n := range pr.g.Nodes {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var err error
+			if pr.place[n] {
+				err = s.gpu(n)
+			} else {
+				err = s.cpu(n)
+			}
+			if err != nil {
+				return fmt.Errorf("engine: layer %s (%s): %w", n.Name, n.OpType, err)
+			}
+		}
+		return nil
+	}
+	switch {
+	case !pr.allGPU || b.runs == 0:
+		// The first run of a shape runs directly: it allocates the
+		// buffers and the kernels' tables, which a capture cannot.
+		err = layers()
+	case b.graph == nil:
+		if b.graph, err = pr.c.Capture(pr.st, layers); err == nil {
+			for _, o := range pr.g.Outputs {
+				b.outs = append(b.outs, s.vals[o.Name])
+			}
+			err = b.graph.Launch(pr.st)
+		}
+	default:
+		for i, o := range pr.g.Outputs {
+			s.vals[o.Name] = &val{ptr: b.outs[i].ptr, shape: b.outs[i].shape}
+		}
+		err = b.graph.Launch(pr.st)
+	}
+	if err != nil {
+		return nil, err
 	}
 	for _, o := range pr.g.Outputs {
 		t, err := s.host(o.Name)
@@ -227,7 +332,56 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 		}
 		outs = append(outs, t)
 	}
+	b.runs++
 	return outs, nil
+}
+
+// staging returns the pinned staging buffer, at least n bytes.
+func (pr *Program) staging(n uint64) (*cuda.HostBuffer, error) {
+	if pr.stage != nil && pr.stage.Size >= n {
+		return pr.stage, nil
+	}
+	if pr.stage != nil {
+		pr.stage.Free()
+		pr.stage = nil
+	}
+	h, err := pr.c.AllocHost(max(n, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	pr.stage = h
+	return h, nil
+}
+
+// toDevice copies v to dst on the program's stream and waits.
+func (pr *Program) toDevice(dst uint64, v []float32) error {
+	n := uint64(len(v)) * 4
+	if n == 0 {
+		return nil
+	}
+	h, err := pr.staging(n)
+	if err != nil {
+		return err
+	}
+	copy(h.Float32s(), v)
+	return pr.c.CopyToDevice(pr.st, dst, unsafe.Pointer(&h.Bytes()[0]), n, true)
+}
+
+// toHost copies len(v) floats from src into v after the stream's work.
+func (pr *Program) toHost(v []float32, src uint64) error {
+	n := uint64(len(v)) * 4
+	if n == 0 {
+		return pr.st.Synchronize()
+	}
+	h, err := pr.staging(n)
+	if err != nil {
+		return err
+	}
+	if err := pr.c.CopyFromDevice(pr.st, unsafe.Pointer(&h.Bytes()[0]), src, n, true); err != nil {
+		return err
+	}
+	copy(v, h.Float32s())
+	return nil
 }
 
 // dev returns a value's device address and shape, uploading a host value
@@ -242,7 +396,7 @@ func (s *state) dev(name string) (uint64, []int, error) {
 			if err != nil {
 				return 0, nil, err
 			}
-			if err := s.pr.c.Upload(b, v.host.Data.([]float32)); err != nil {
+			if err := s.pr.toDevice(b.Ptr, v.host.Data.([]float32)); err != nil {
 				return 0, nil, err
 			}
 			v.ptr = b.Ptr
@@ -260,7 +414,7 @@ func (s *state) host(name string) (*tensor.Tensor, error) {
 	if v := s.vals[name]; v != nil {
 		if v.host == nil {
 			d := make([]float32, tensor.NumElems(v.shape))
-			if err := s.pr.c.Download(d, &cuda.Buffer{Ptr: v.ptr, Size: uint64(len(d)) * 4}); err != nil {
+			if err := s.pr.toHost(d, v.ptr); err != nil {
 				return nil, err
 			}
 			v.host = tensor.From(d, v.shape...)
@@ -273,12 +427,27 @@ func (s *state) host(name string) (*tensor.Tensor, error) {
 	return nil, fmt.Errorf("no value %q", name)
 }
 
+// alloc hands out the run's next buffer: the one the first run of this
+// shape allocated at this point, or a new one during that first run.
 func (s *state) alloc(n int) (*cuda.Buffer, error) {
-	b, err := s.pr.c.Alloc(uint64(max(n, 1)) * 4)
+	size := uint64(max(n, 1)) * 4
+	if s.next < len(s.b.bufs) {
+		b := s.b.bufs[s.next]
+		if b.Size != size {
+			return nil, fmt.Errorf("engine: buffer %d of this shape's run holds %d bytes, the run asks for %d (the run is not the first run's)", s.next, b.Size, size)
+		}
+		s.next++
+		return b, nil
+	}
+	if s.b.runs > 0 {
+		return nil, fmt.Errorf("engine: a run of this shape allocates more buffers than its first run")
+	}
+	b, err := s.pr.c.Alloc(size)
 	if err != nil {
 		return nil, err
 	}
-	s.own = append(s.own, b)
+	s.b.bufs = append(s.b.bufs, b)
+	s.next++
 	return b, nil
 }
 
@@ -291,7 +460,7 @@ func (s *state) out(name string, shape []int) (uint64, error) {
 	return b.Ptr, nil
 }
 
-// cpu runs a layer with the CPU kernel registry.
+// cpu runs a layer with vouch's CPU kernels.
 func (s *state) cpu(n *ir.Node) (err error) {
 	in := make([]*tensor.Tensor, len(n.Inputs))
 	for i, name := range n.Inputs {
@@ -302,19 +471,7 @@ func (s *state) cpu(n *ir.Node) (err error) {
 			return err
 		}
 	}
-	if err := s.pr.c.Synchronize(); err != nil {
-		return err
-	}
-	op, err := s.pr.reg.Lookup(n)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("CPU kernel panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	outs, err := op.Run(&kernel.Ctx{}, n, in)
+	outs, err := s.pr.cpu(s.ctx, n, in)
 	if err != nil {
 		return err
 	}
@@ -370,7 +527,7 @@ func (s *state) gpu(n *ir.Node) error {
 		return s.gemm(n, n.Input(0), n.Input(1), n.Input(2), false, n.Outputs[0])
 	case "ConvChain":
 		body := n.Attrs["body"].G
-		sub := &state{pr: s.pr, g: body, vals: map[string]*val{}}
+		sub := &state{pr: s.pr, ctx: s.ctx, g: body, vals: map[string]*val{}, b: s.b, next: s.next}
 		ptr, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
 			return err
@@ -378,11 +535,10 @@ func (s *state) gpu(n *ir.Node) error {
 		sub.vals[body.Inputs[0].Name] = &val{ptr: ptr, shape: shape}
 		for _, b := range body.Nodes {
 			if err := sub.gpu(b); err != nil {
-				s.own = append(s.own, sub.own...)
 				return fmt.Errorf("body layer %s: %w", b.Name, err)
 			}
 		}
-		s.own = append(s.own, sub.own...)
+		s.next = sub.next
 		v := sub.vals[body.Outputs[0].Name]
 		if v == nil {
 			return fmt.Errorf("the chain's body did not produce %s", body.Outputs[0].Name)
@@ -398,7 +554,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.Unary(nil, exact.Relu, x, y, int64(tensor.NumElems(shape)))
+		return e.Unary(s.pr.st, exact.Relu, x, y, int64(tensor.NumElems(shape)))
 	case "Add":
 		a, sa, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -415,7 +571,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.Add(nil, a, b, y, int64(tensor.NumElems(sa)))
+		return e.Add(s.pr.st, a, b, y, int64(tensor.NumElems(sa)))
 	case "MaxPool":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -438,7 +594,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.MaxPool2D(nil, pg, x, y)
+		return e.MaxPool2D(s.pr.st, pg, x, y)
 	case "GlobalAveragePool":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -455,7 +611,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.GlobalAvg(nil, x, y, int64(shape[0]*shape[1]), tensor.NumElems(shape[2:]))
+		return e.GlobalAvg(s.pr.st, x, y, int64(shape[0]*shape[1]), tensor.NumElems(shape[2:]))
 	case "Flatten":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -500,7 +656,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.LayerNorm(nil, x, scale, bias, n.Float("epsilon", 1e-5), y, int64(tensor.NumElems(shape)/max(D, 1)), D)
+		return e.LayerNorm(s.pr.st, x, scale, bias, n.Float("epsilon", 1e-5), y, int64(tensor.NumElems(shape)/max(D, 1)), D)
 	case "Softmax":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -514,7 +670,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.Softmax(nil, x, y, int64(tensor.NumElems(shape)/max(D, 1)), D)
+		return e.Softmax(s.pr.st, x, y, int64(tensor.NumElems(shape)/max(D, 1)), D)
 	}
 	return fmt.Errorf("placed on the GPU, but this vouch has no GPU kernel for it")
 }
@@ -570,11 +726,11 @@ func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, relu bool, out string) e
 	if err != nil {
 		return err
 	}
-	if err := s.pr.e.Conv2D(nil, g, x, w, bias, res, false, y); err != nil {
+	if err := s.pr.e.Conv2D(s.pr.st, g, x, w, bias, res, false, y); err != nil {
 		return err
 	}
 	if relu {
-		return s.pr.e.Unary(nil, exact.Relu, y, y, int64(g.OutLen()))
+		return s.pr.e.Unary(s.pr.st, exact.Relu, y, y, int64(g.OutLen()))
 	}
 	return nil
 }
@@ -610,7 +766,7 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, relu bool, out string) error
 	if err != nil {
 		return err
 	}
-	if err := s.pr.e.SGEMM(nil, M, N, K, exact.Mat{Ptr: a, RS: int64(K), CS: 1}, bm, y, int64(N)); err != nil {
+	if err := s.pr.e.SGEMM(s.pr.st, M, N, K, exact.Mat{Ptr: a, RS: int64(K), CS: 1}, bm, y, int64(N)); err != nil {
 		return err
 	}
 	if cn != "" {
@@ -624,14 +780,14 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, relu bool, out string) error
 			if err != nil {
 				return err
 			}
-			if err := s.pr.e.ChannelAffine(nil, y, ones, c, y, int64(M*N), 1, N); err != nil {
+			if err := s.pr.e.ChannelAffine(s.pr.st, y, ones, c, y, int64(M*N), 1, N); err != nil {
 				return err
 			}
 		case M * N:
 			if len(cs) != 2 {
 				return fmt.Errorf("Gemm C of shape %v", cs)
 			}
-			if err := s.pr.e.Add(nil, y, c, y, int64(M*N)); err != nil {
+			if err := s.pr.e.Add(s.pr.st, y, c, y, int64(M*N)); err != nil {
 				return err
 			}
 		default:
@@ -639,7 +795,7 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, relu bool, out string) error
 		}
 	}
 	if relu {
-		return s.pr.e.Unary(nil, exact.Relu, y, y, int64(M*N))
+		return s.pr.e.Unary(s.pr.st, exact.Relu, y, y, int64(M*N))
 	}
 	return nil
 }
