@@ -83,6 +83,7 @@ func pipeline() []pass {
 		{name: "fold-constants", run: foldConstants},
 		{name: "fold-shapes", run: foldShapes},
 		{name: "fold-constants-2", run: foldConstants},
+		{name: "eliminate-noop-pad", run: eliminateNoopPad},
 		{name: "fold-layout", run: foldLayout},
 		{name: "fuse-layernorm", run: fuseLayerNorm},
 		{name: "fuse-gelu", run: fuseGelu},
@@ -92,6 +93,7 @@ func pipeline() []pass {
 		{name: "fold-batchnorm-gemm", run: foldBatchNormGemm},
 		{name: "fuse-activation", run: fuseActivation},
 		{name: "precision", run: precisionPass},
+		{name: "fuse-scale-shift", run: fuseScaleShift},
 		{name: "fuse-residual", run: fuseResidual},
 		{name: "fuse-expand-depthwise", run: fuseExpandDepthwise},
 		{name: "fuse-conv-chain", run: fuseConvChain},
@@ -122,6 +124,9 @@ var passOrder = [...]struct{ a, b, why string }{
 	{"fuse-expand-depthwise", "fuse-conv-chain", "a chain takes what pairing left"},
 	{"precision", "transpose-gemm-weights", "Gemms the precision pass converted are not transposed"},
 	{"fuse-elementwise", "eliminate-dead", "dead values are removed last, after every rewrite"},
+	{"fold-constants-2", "eliminate-noop-pad", "a Pad's pads are an initializer only once its Constant is folded"},
+	{"fold-batchnorm", "fuse-scale-shift", "a BatchNormalization that reads a Conv is folded into its weights, not made a layer"},
+	{"precision", "fuse-scale-shift", "only float32 BatchNormalization becomes a scale-shift layer"},
 }
 
 func init() {

@@ -38,6 +38,7 @@ func Registry() *kernel.Registry {
 	)
 	r.Add(fused.Domain, fused.Ops(r))
 	r.Add(fused.Domain, q8.Ops(r))
+	r.Add(fused.Domain, nn.ScaleShiftOps())
 	r.Add(ml.Domain, ml.Ops())
 	r.Add(tree.Domain, tree.Ops())
 	return r
