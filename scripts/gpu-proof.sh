@@ -97,19 +97,34 @@ np.save("/tmp/gpuproof/in/digits_b2.npy", r.uniform(0, 16, (2, 1, 8, 8)).astype(
 np.save("/tmp/gpuproof/in/digits_b5.npy", r.uniform(0, 16, (5, 1, 8, 8)).astype(np.float32))
 np.save("/tmp/gpuproof/in/bc_b3.npy", r.normal(0, 1, (3, 30)).astype(np.float32))
 EOF
-	$V serve --plan $W/digits_cnn.gpu.plan,digits_cnn --plan $W/breast_cancer_mlp.gpu.plan,breast_cancer_mlp \
-		--device $dev --capture-inputs --data $W/data --listen 127.0.0.1:18080 --grpc 127.0.0.1:18081 --access-log "" >$W/serve.log 2>&1 &
+	# Serve the GPU plans on the GPU and send requests; each input three
+	# times: the first run of a shape runs directly, the second captures
+	# the CUDA graph (plans all on the GPU), the third replays it.
+	plans=""
+	for m in digits_cnn breast_cancer_mlp resnet18 mobilenet_v2 tiny_bert; do
+		[ -f $W/$m.gpu.plan ] && plans="$plans --plan $W/$m.gpu.plan,$m"
+	done
+	$V serve $plans --device $dev --capture-inputs --data $W/data --listen 127.0.0.1:18080 --grpc 127.0.0.1:18081 --access-log "" >$W/serve.log 2>&1 &
 	sp=$!
-	for i in $(seq 1 100); do grep -q "^http" $W/serve.log && break; sleep 0.2; done
+	for i in $(seq 1 300); do grep -q "^http" $W/serve.log && break; sleep 0.2; done
 	cat $W/serve.log
 	url=http://127.0.0.1:18080
 	: >$W/traces.txt
-	for req in "digits_cnn image=$W/models/digits_cnn/test_data_set_0/input_0.pb" "digits_cnn image=$W/in/digits_b2.npy" "digits_cnn image=$W/in/digits_b5.npy" \
-		"breast_cancer_mlp features=$W/models/breast_cancer_mlp/test_data_set_0/input_0.pb" "breast_cancer_mlp features=$W/in/bc_b3.npy"; do
+	M=$W/models
+	for req in "digits_cnn image=$M/digits_cnn/test_data_set_0/input_0.pb" "digits_cnn image=$W/in/digits_b2.npy" "digits_cnn image=$W/in/digits_b5.npy" \
+		"breast_cancer_mlp features=$M/breast_cancer_mlp/test_data_set_0/input_0.pb" "breast_cancer_mlp features=$W/in/bc_b3.npy" \
+		"resnet18 input=$M/resnet18/test_data_set_0/input_0.npy" "mobilenet_v2 input=$M/mobilenet_v2/test_data_set_0/input_0.pb" \
+		"tiny_bert input_ids=$M/tiny_bert/test_data_set_0/input_0.pb attention_mask=$M/tiny_bert/test_data_set_0/input_1.pb"; do
 		set -- $req
-		$V infer $1 --url $url --input $2 | tee $W/infer.txt
-		t=$(awk '/^trace id/ {print $3}' $W/infer.txt)
-		[ -n "$t" ] && echo "$1 $t" >>$W/traces.txt
+		model=$1
+		shift
+		args=""
+		for a; do args="$args --input $a"; done
+		for rep in 1 2 3; do
+			$V infer $model --url $url $args | tee $W/infer.txt
+			t=$(awk '/^trace id/ {print $3}' $W/infer.txt)
+			[ -n "$t" ] && echo "$model $t" >>$W/traces.txt
+		done
 	done
 	kill -INT $sp
 	wait $sp || true
@@ -117,13 +132,21 @@ EOF
 	while read -r model trace; do
 		$V audit show $trace --data $W/data --json 2>/dev/null | python3 -c "import json,sys; r=json.load(sys.stdin)['record']; print('record', r['trace_id'], r['model'], 'backend=' + r['backend'], 'device=' + repr(r['device']), r['output_digest'])"
 	done <$W/traces.txt
-	tar czf "$OUT/proof.tgz" -C $W data traces.txt digits_cnn.gpu.plan breast_cancer_mlp.gpu.plan in out
-	# Speed: the GPU plan end to end (uploads, launches, downloads; no graph yet).
-	for b in 1 32; do
-		$V bench $W/models/resnet18/model.onnx --device $dev --batch $b --runs 20 --warmup 3 || true
+	small=""
+	for m in digits_cnn breast_cancer_mlp tiny_bert; do [ -f $W/$m.gpu.plan ] && small="$small $m.gpu.plan"; done
+	tar czf "$OUT/proof.tgz" -C $W data traces.txt $small in
+	[ -f $W/mobilenet_v2.gpu.plan ] && cp $W/mobilenet_v2.gpu.plan "$OUT/"
+	[ -f $W/resnet18.gpu.plan ] && split -b 15000000 $W/resnet18.gpu.plan "$OUT/resnet18.gpu.plan.part-"
+	ls -la "$OUT"
+	# Speed: the GPU plans end to end (input upload, the layers as one CUDA
+	# graph per shape where all run on the GPU, output download).
+	for b in 1 32 256; do
+		$V bench $M/resnet18/model.onnx --device $dev --batch $b --runs 20 --warmup 3 || true
 	done
-	$V bench $W/models/resnet18/model.onnx --threads 16 --batch 1 --runs 10 --warmup 2 || true
-	$V bench $W/models/mobilenet_v2/model.onnx --device $dev --batch 1 --runs 20 --warmup 3 || true
+	$V bench $M/resnet18/model.onnx --threads 16 --batch 1 --runs 10 --warmup 2 || true
+	$V bench $M/mobilenet_v2/model.onnx --device $dev --batch 1 --runs 20 --warmup 3 || true
+	# The peer on the same GPU: PyTorch, FP32, TF32 off, channels_last, CUDA graphs.
+	[ "$dev" = cpu ] || PYTHONUNBUFFERED=1 timeout 240 python3 bench/gpu/torch_resnet.py --models resnet18,mobilenet_v2 --batches 1,32,256 || true
 	date -u
 }
 
@@ -131,6 +154,10 @@ replay() {
 	dir=$1
 	w=$(mktemp -d)
 	tar xzf "$dir/proof.tgz" -C "$w"
+	for m in mobilenet_v2 resnet18; do
+		[ -f "$dir/$m.gpu.plan" ] && cp "$dir/$m.gpu.plan" "$w/"
+		ls "$dir/$m.gpu.plan.part-"* >/dev/null 2>&1 && cat "$dir/$m.gpu.plan.part-"* >"$w/$m.gpu.plan"
+	done
 	fail=0
 	while read -r model trace; do
 		if ! ${VOUCH:-go run ./cmd/vouch} replay "$trace" --data "$w/data" --plan "$w/$model.gpu.plan"; then
