@@ -287,3 +287,23 @@ func records(t *testing.T, path string) []*audit.Record {
 	}
 	return out
 }
+
+// BenchmarkJournal is the journal's cost per request: one accepted line
+// and one done line.
+func BenchmarkJournal(b *testing.B) {
+	j, err := OpenJournal(filepath.Join(b.TempDir(), "inflight"), false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	rec := &audit.Record{TraceID: strings.Repeat("ab", 16), Time: time.Now(), Model: "m", ModelVersion: "1",
+		InputDigest: "sha256:" + strings.Repeat("0", 64), Inputs: []audit.TensorDigest{{Name: "x", DType: "float32", Shape: []int64{1, 8}, Digest: "sha256:" + strings.Repeat("1", 64)}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		done, err := j.Accept(rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		done()
+	}
+}
