@@ -168,6 +168,9 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 		}
 		b.steps = append(b.steps, s)
 	}
+	if err := b.prepare(gc.Initializers); err != nil {
+		return nil, err
+	}
 	b.outs = make([]*tensor.Tensor, len(g.Outputs))
 	for i, o := range g.Outputs {
 		c, ok := b.cells[o.Name]
@@ -177,6 +180,41 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 		b.outs[i] = c
 	}
 	return b, nil
+}
+
+// prepare runs each allocation-free step's Op.Prepare under the step's
+// context and State: its inputs' dtypes and shapes, and the values of the
+// constant ones (consts: the bound graph's initializers).
+func (b *Bound) prepare(consts map[string]*tensor.Tensor) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("exec: bind: %s: Prepare panicked: %v\n%s", b.steps[b.cur].n.Label(), r, debug.Stack())
+		}
+	}()
+	for i := range b.steps {
+		s := &b.steps[i]
+		if s.mode != runInto || s.op.Prepare == nil {
+			continue
+		}
+		b.cur = i
+		in := make([]*tensor.Tensor, len(s.in))
+		for j, t := range s.in {
+			if t == nil {
+				continue
+			}
+			if c, ok := consts[s.n.Inputs[j]]; ok {
+				in[j] = c
+				continue
+			}
+			in[j] = &tensor.Tensor{DType: t.DType, Shape: t.Shape}
+		}
+		ctx := b.ctx
+		ctx.State = s.state
+		if err := s.op.Prepare(&ctx, s.n, in); err != nil {
+			return fmt.Errorf("exec: bind: %s: %w", s.n.Label(), err)
+		}
+	}
+	return nil
 }
 
 // checkShape verifies that shape fits v's declared type.

@@ -2,6 +2,8 @@ package exec_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/vouchml/vouch/exec"
@@ -134,5 +136,70 @@ func TestKernelCtx(t *testing.T) {
 	}
 	if want := min(kernel.ISAAVX2, kernel.CPUISA()); got[6].level != want || got[6].workers != 2 {
 		t.Fatalf("engine: level %v, %d workers, want %v, 2", got[6].level, got[6].workers, want)
+	}
+}
+
+// TestPrepareAtBind: Bind runs each step's Op.Prepare once, under the
+// step's context (its CPU options and the State its Into then gets), with
+// the inputs' shapes, the constants' values and no other values; a
+// Prepare error fails the Bind.
+func TestPrepareAtBind(t *testing.T) {
+	t.Parallel()
+	var prepared, ran []*kernel.State
+	var fail bool
+	op := &kernel.Op{
+		Infer: kernel.InferSame(0),
+		Run: func(_ *kernel.Ctx, _ *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+			return []*tensor.Tensor{in[0].Clone()}, nil
+		},
+		Into: func(c *kernel.Ctx, _ *ir.Node, in, out []*tensor.Tensor) error {
+			ran = append(ran, c.State)
+			copy(out[0].Data.([]float32), in[0].Data.([]float32))
+			return nil
+		},
+		Prepare: func(c *kernel.Ctx, _ *ir.Node, in []*tensor.Tensor) error {
+			if in[0].Data != nil || len(in[0].Shape) != 1 || in[0].Shape[0] != 3 {
+				t.Errorf("Prepare got the variable input %v %v", in[0].Shape, in[0].Data)
+			}
+			if w, ok := in[1].Data.([]float32); !ok || w[0] != 7 {
+				t.Errorf("Prepare did not get the constant: %v", in[1].Data)
+			}
+			if c.Level() != kernel.ISAPortable || c.State == nil {
+				t.Errorf("Prepare's Ctx: level %v, State %p", c.Level(), c.State)
+			}
+			prepared = append(prepared, c.State)
+			if fail {
+				return errors.New("no")
+			}
+			return nil
+		},
+	}
+	reg := kernel.NewRegistry("", kernel.Table{"Probe": op})
+	f32 := func(dims ...ir.Dim) ir.Type { return ir.Type{DType: tensor.Float32, Shape: dims, RankKnown: true} }
+	g := &ir.Graph{Name: "g", Inputs: []*ir.Value{{Name: "x", Type: f32(ir.Dim{Value: -1, Param: "n"})}}, Outputs: []*ir.Value{{Name: "y", Type: f32(ir.Dim{Value: -1, Param: "n"})}},
+		Initializers: map[string]*tensor.Tensor{"w": tensor.From([]float32{7}, 1)},
+		Nodes:        []*ir.Node{{Name: "p", OpType: "Probe", Inputs: []string{"x", "w"}, Outputs: []string{"y"}}}}
+	ex, err := exec.New(g, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ex.SetCPU(exec.CPU{ISA: kernel.ISAPortable}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := ex.Bind([][]int{{3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := b.Execute([]*tensor.Tensor{tensor.From([]float32{1, 2, 3}, 3)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(prepared) != 1 || len(ran) != 2 || ran[0] != prepared[0] || ran[1] != prepared[0] {
+		t.Fatalf("Prepare ran %d times, Into %d, on States %v then %v", len(prepared), len(ran), prepared, ran)
+	}
+	fail = true
+	if _, err := ex.Bind([][]int{{3}}); err == nil || !strings.Contains(err.Error(), "no") {
+		t.Fatalf("a failing Prepare: Bind error %v", err)
 	}
 }

@@ -49,6 +49,17 @@ type Op struct {
 	Infer InferFunc
 	// Into, when set, is the allocation-free form of Run.
 	Into IntoFunc
+	// Prepare, when set, builds the node's per-node state (State) before
+	// its first call: the executor calls it once per step when it binds a
+	// plan (exec.Executor.Bind), under the Ctx the step will run with, so
+	// that geometry, packed or quantized weights and parsed fused bodies
+	// are made at bind time and kept in the bound plan. in holds every
+	// input's dtype and shape, and the values of the constant ones
+	// (initializers); a non-constant input's Data is nil and Prepare MUST
+	// NOT read it. It keeps what it builds with Prepared, under the keys
+	// Run and Into look up (they build anything it left out). An error
+	// fails the Bind.
+	Prepare func(c *Ctx, n *ir.Node, in []*tensor.Tensor) error
 	// InPlace marks an Into that tolerates out[0] sharing its storage with
 	// any input of the same dtype and the same shape as out[0] (the
 	// executor does this when that input dies at this node). Only kernels

@@ -85,6 +85,13 @@ func (f *freeList[T]) put(v *T) {
 	f.mu.Unlock()
 }
 
+// prepare is Elementwise's Op.Prepare: the body analysed at bind time (a
+// body that cannot run blockwise still runs, so it is no error here).
+func (e *ewOp) prepare(c *kernel.Ctx, n *ir.Node, _ []*tensor.Tensor) error {
+	e.entry(c, n)
+	return nil
+}
+
 // ewKey keys an elementwise chain's analysis in its node's kernel.State.
 type ewKey struct{ n *ir.Node }
 

@@ -112,6 +112,11 @@ type edwEntry struct {
 	err error
 }
 
+// prepare is ExpandDepthwise's Op.Prepare: the parts split at bind time.
+func (o *edwOp) prepare(c *kernel.Ctx, n *ir.Node, _ []*tensor.Tensor) error {
+	return o.entry(c, n).err
+}
+
 // edwEntryKey keys an ExpandDepthwise node's parts in its kernel.State.
 type edwEntryKey struct{ n *ir.Node }
 

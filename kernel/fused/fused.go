@@ -47,9 +47,9 @@ func Ops(base *kernel.Registry) kernel.Table {
 	f := &fusedOp{reg: base, ew: ew}
 	edw := &edwOp{reg: base}
 	t := kernel.Table{
-		"Fused":         {Run: f.run, Infer: f.infer, Into: f.into},
-		ExpandDepthwise: {Run: edw.run, Infer: edw.infer, Into: edw.into},
-		"Elementwise":   {Run: ew.run, Infer: ew.infer, Into: ew.into, InPlace: true},
+		"Fused":         {Run: f.run, Infer: f.infer, Into: f.into, Prepare: f.prepare},
+		ExpandDepthwise: {Run: edw.run, Infer: edw.infer, Into: edw.into, Prepare: edw.prepare},
+		"Elementwise":   {Run: ew.run, Infer: ew.infer, Into: ew.into, InPlace: true, Prepare: ew.prepare},
 	}
 	for k, v := range chainOps(base) {
 		t[k] = v

@@ -41,6 +41,20 @@ type memo struct {
 	base []int
 }
 
+// prepare is Fused's Op.Prepare: the parts parsed, and the base op's own
+// Prepare on the base inputs (under the base node, as into runs it).
+func (f *fusedOp) prepare(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) error {
+	e := f.entry(c, n)
+	if e.err != nil {
+		return e.err
+	}
+	base, err := f.reg.Lookup(e.p.base)
+	if err != nil || base.Prepare == nil || len(in) < len(e.p.baseIn) {
+		return err
+	}
+	return base.Prepare(c, e.p.base, in[:len(e.p.baseIn)])
+}
+
 // entryKey keys a Fused node's parsed parts in its kernel.State.
 type entryKey struct{ n *ir.Node }
 

@@ -141,15 +141,11 @@ func checkOut(op string, out []*tensor.Tensor, shape []int) error {
 
 // MatMul.
 
-func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-	if err := need(in, 2, "MatMul"); err != nil {
-		return err
-	}
+// matmulSetup returns the float32 MatMul's geometry for in's shapes, kept
+// in c's State.
+func matmulSetup(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*mmShape, error) {
 	a, b := in[0], in[1]
-	if !allF32(a, b, out[0]) {
-		return viaRun(runMatMul)(c, n, in, out)
-	}
-	s, err := cached(c, n, in, func() (*mmShape, error) {
+	return cached(c, n, in, func() (*mmShape, error) {
 		s, err := matmulShape(a.Shape, b.Shape)
 		if err != nil {
 			return nil, err
@@ -159,6 +155,26 @@ func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 		}
 		return s, nil
 	})
+}
+
+// prepareMatMul is MatMul's Op.Prepare: the geometry, at bind time.
+func prepareMatMul(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) error {
+	if len(in) < 2 || in[0] == nil || in[1] == nil || !allF32(in[0], in[1]) {
+		return nil
+	}
+	_, err := matmulSetup(c, n, in)
+	return err
+}
+
+func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
+	if err := need(in, 2, "MatMul"); err != nil {
+		return err
+	}
+	a, b := in[0], in[1]
+	if !allF32(a, b, out[0]) {
+		return viaRun(runMatMul)(c, n, in, out)
+	}
+	s, err := matmulSetup(c, n, in)
 	if err != nil {
 		return err
 	}
@@ -203,6 +219,23 @@ func matmulF32(p machine, s *mmShape, af, bf, y []float32, ep epi) {
 }
 
 // Gemm.
+
+// prepareGemm is Gemm's Op.Prepare: under TacticGemvPanels with a
+// constant B, B's panels are packed at bind time.
+func prepareGemm(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) error {
+	if len(in) < 2 || in[0] == nil || in[1] == nil || !allF32(in[0], in[1], kernel.Input(in, 2)) ||
+		len(in[0].Shape) != 2 || len(in[1].Shape) != 2 {
+		return nil
+	}
+	g, err := gemmGeom(n, in[0].Shape, in[1].Shape, kernel.Input(in, 2))
+	if err != nil {
+		return err
+	}
+	if b, ok := in[1].Data.([]float32); ok && len(b) > 0 && gemvPanelsOK(machineOf(c), n, g) {
+		gemvPackOf(c, n, g, b)
+	}
+	return nil
+}
 
 func intoGemm(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if err := need(in, 2, "Gemm"); err != nil {
@@ -306,15 +339,11 @@ func gemmF32(pool machine, n *ir.Node, g gemmShape, af, bf, cf, y []float32) {
 
 // Conv.
 
-func intoConv(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-	if err := need(in, 2, "Conv"); err != nil {
-		return err
-	}
+// convSetupOf returns the float32 Conv's geometry for in's shapes, kept in
+// c's State.
+func convSetupOf(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*convSetup, error) {
 	x, w, b := in[0], in[1], kernel.Input(in, 2)
-	if !allF32(x, w, b, out[0]) {
-		return viaRun(runConv)(c, n, in, out)
-	}
-	s, err := cached(c, n, in, func() (*convSetup, error) {
+	return cached(c, n, in, func() (*convSetup, error) {
 		s, err := setupConv(n, x.Shape, w.Shape)
 		if err != nil {
 			return nil, err
@@ -327,6 +356,28 @@ func intoConv(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 		}
 		return s, nil
 	})
+}
+
+// prepareConv is Conv's Op.Prepare: the geometry and im2col taps, at bind
+// time (conv.direct packs its weights on the first call, into the same
+// kept setup).
+func prepareConv(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) error {
+	if len(in) < 2 || in[0] == nil || in[1] == nil || !allF32(in[0], in[1], kernel.Input(in, 2)) {
+		return nil
+	}
+	_, err := convSetupOf(c, n, in)
+	return err
+}
+
+func intoConv(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
+	if err := need(in, 2, "Conv"); err != nil {
+		return err
+	}
+	x, w, b := in[0], in[1], kernel.Input(in, 2)
+	if !allF32(x, w, b, out[0]) {
+		return viaRun(runConv)(c, n, in, out)
+	}
+	s, err := convSetupOf(c, n, in)
 	if err != nil {
 		return err
 	}
@@ -367,6 +418,15 @@ func cachedPool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*poolWindows, e
 		}
 		return windowTable(g), nil
 	})
+}
+
+// preparePool is the pools' Op.Prepare: the window table, at bind time.
+func preparePool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) error {
+	if len(in) < 1 || in[0] == nil || !allF32(in[0]) {
+		return nil
+	}
+	_, err := cachedPool(c, n, in)
+	return err
 }
 
 // windowTable precomputes g's windows.

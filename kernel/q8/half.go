@@ -84,6 +84,23 @@ func innerNode(n *ir.Node) (*ir.Node, []int, error) {
 	return in, half, nil
 }
 
+// prepare is F16's Op.Prepare: the float16 inputs converted at bind time,
+// where they are constants, and the inner layer's own Prepare.
+func (f *f16Op) prepare(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) error {
+	_, half, err := innerNode(n)
+	if err != nil || !constant(in, half...) {
+		return err
+	}
+	l, err := f.layer(c, n, in)
+	if err != nil {
+		return err
+	}
+	if l.op.Prepare != nil {
+		return l.op.Prepare(c, l.inner, l.args(in, nil))
+	}
+	return nil
+}
+
 // layer returns n's inner layer with its float16 inputs converted, kept
 // in c's kernel.State (converted again for other inputs, and on every
 // call where c keeps no State).

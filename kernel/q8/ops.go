@@ -35,8 +35,8 @@ func Ops(base *kernel.Registry) kernel.Table {
 	q := &q8Op{reg: base}
 	h := &f16Op{reg: base}
 	return kernel.Table{
-		"Q8":  {Run: q.run, Infer: q.infer, Into: q.into},
-		"F16": {Run: h.run, Infer: h.infer, Into: h.into, Tactics: h.tactics},
+		"Q8":  {Run: q.run, Infer: q.infer, Into: q.into, Prepare: q.prepare},
+		"F16": {Run: h.run, Infer: h.infer, Into: h.into, Tactics: h.tactics, Prepare: h.prepare},
 	}
 }
 
@@ -71,6 +71,27 @@ type layer struct {
 	geom         *geom2
 	geomX        []int // the last input shape, its geometry and output shape
 	outShape     []int
+}
+
+// constant reports whether the inputs idx of in are present and hold
+// values (Op.Prepare's constants).
+func constant(in []*tensor.Tensor, idx ...int) bool {
+	for _, i := range idx {
+		if i >= len(in) || in[i] == nil || in[i].Data == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// prepare is Q8's Op.Prepare: the layer parsed and its weights packed at
+// bind time, where they are constants (the compiler makes them so).
+func (q *q8Op) prepare(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) error {
+	if !constant(in, 1, 2) || (kernel.Input(in, 3) != nil && !constant(in, 3)) {
+		return nil
+	}
+	_, err := q.layer(c, n, in)
+	return err
 }
 
 // layer returns n's parsed layer and derived weights, kept in c's
