@@ -58,7 +58,9 @@ func chooseTactics(g *ir.Graph, reg *kernel.Registry, types map[string]ir.Type, 
 		cache = tune.NewCache()
 	}
 	tuner := &tune.Tuner{Cache: cache, Reps: max(opts.TuneReps, 1), Log: log}
-	ctx := &kernel.Ctx{}
+	// The process-wide pool unless TuneThreads says otherwise (a Ctx
+	// without a pool runs its kernels on the caller alone).
+	ctx := &kernel.Ctx{Pool: parallel.Default()}
 	if opts.TuneThreads > 0 {
 		ctx.Pool = parallel.New(opts.TuneThreads)
 		defer ctx.Pool.Close()
@@ -152,11 +154,15 @@ func candidates(ctx *kernel.Ctx, g *ir.Graph, n *ir.Node, op *kernel.Op, tactics
 		}
 		m.Attrs[kernel.TacticAttr] = &ir.Attr{Name: kernel.TacticAttr, Kind: ir.AttrString, S: tac}
 		node := &m
+		// Each candidate keeps its prepared state (packed weights) across
+		// its timed calls, as a bound plan's step does.
+		cc := *ctx
+		cc.State = new(kernel.State)
 		out = append(out, tune.Candidate{Tactic: tac, Run: func() error {
 			if outs != nil {
-				return op.Into(ctx, node, args, outs)
+				return op.Into(&cc, node, args, outs)
 			}
-			_, err := op.Run(ctx, node, args)
+			_, err := op.Run(&cc, node, args)
 			return err
 		}})
 	}
