@@ -5,6 +5,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -56,21 +57,30 @@ func intoScaleShift(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if S == 0 {
 		return nil
 	}
-	c.Workers().Run(planes, len(x), scaleShiftJob{x: x, y: y, a: a, b: b, C: C, S: S, relu: relu})
+	z := c.AVX512() && amd64.EnabledZ
+	c.Workers().Run(planes, len(x), scaleShiftJob{x: x, y: y, a: a, b: b, C: C, S: S, relu: relu, z: z})
 	return nil
 }
 
 type scaleShiftJob struct {
 	x, y, a, b []float32
 	C, S       int
-	relu       bool
+	relu, z    bool // z: amd64.ScaleShiftZ for each plane's whole vectors
 }
 
 // Run computes planes [lo, hi) (parallel.Task).
 func (j scaleShiftJob) Run(lo, hi int) {
+	r := 0
+	if j.relu {
+		r = 1
+	}
 	for p := lo; p < hi; p++ {
 		ac, bc := j.a[p%j.C], j.b[p%j.C]
 		row, yr := j.x[p*j.S:(p+1)*j.S], j.y[p*j.S:(p+1)*j.S]
+		if n := len(row) &^ 15; j.z && n > 0 {
+			amd64.ScaleShiftZ(&row[0], &yr[0], n, ac, bc, r)
+			row, yr = row[n:], yr[n:]
+		}
 		if j.relu {
 			for i, v := range row {
 				v = float32(v*ac) + bc
