@@ -12,6 +12,9 @@ import (
 // dilation and the padding before and after.
 type geom struct {
 	in, k, out, stride, dil, padB, padE []int
+	// row is a 1-D pool's geometry as one row of a 2-D one (set by
+	// poolSetup), so that the 2-D float32 MaxPool runs it.
+	row *geom
 }
 
 // attrInts reads an ints attribute of length nd with a default value.

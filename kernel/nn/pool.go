@@ -76,7 +76,12 @@ func poolSetup(n *ir.Node, x []int) (*geom, error) {
 	if len(ks) != len(x)-2 {
 		return nil, fmt.Errorf("nn: %s: kernel_shape %v must have %d values", n.OpType, ks, len(x)-2)
 	}
-	return convGeom(n, x[2:], intsOf(ks), n.Int("ceil_mode", 0) != 0)
+	g, err := convGeom(n, x[2:], intsOf(ks), n.Int("ceil_mode", 0) != 0)
+	if err == nil && len(g.in) == 1 {
+		g.row = &geom{in: []int{1, g.in[0]}, k: []int{1, g.k[0]}, out: []int{1, g.out[0]}, stride: []int{1, g.stride[0]},
+			dil: []int{1, g.dil[0]}, padB: []int{0, g.padB[0]}, padE: []int{0, g.padE[0]}}
+	}
+	return g, err
 }
 
 func runAveragePool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {

@@ -32,7 +32,13 @@ import (
 // padded row copy spans (OW rounded up to 8 - 1) strides, so a stride of
 // 2^31 would claim 60 GB for a 4x4 input (issue 20); such a pool runs the
 // allocation-free maxPoolInto, with the same bits.
+//
+// A 1-D pool (a Conv1d network's) is run as one row of a 2-D pool (its
+// geom's row view): one row's windows have the same taps in the same order.
 func maxPool2DOK(g *geom) bool {
+	if len(g.in) == 1 && g.row != nil {
+		g = g.row
+	}
 	return len(g.in) == 2 && g.dil[0] == 1 && g.dil[1] == 1 &&
 		g.stride[1] <= g.in[1]+g.padB[1]+g.padE[1]+g.k[1]
 }
@@ -47,6 +53,9 @@ var maxPoolJobs = sync.Pool{New: func() any { return new(maxPoolJob) }}
 
 // maxPool2D computes the float32 MaxPool of NC planes into y.
 func maxPool2D(pool machine, g *geom, NC int, x, y []float32) {
+	if len(g.in) == 1 {
+		g = g.row
+	}
 	j := maxPoolJobs.Get().(*maxPoolJob)
 	*j = maxPoolJob{g: g, x: x, y: y, fast: pool.fast}
 	pool.Run(NC, NC*prod(g.in)*(g.k[0]+g.k[1]), j)

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -71,28 +72,9 @@ func TestMaxPoolTwin(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		NC := xs[0] * xs[1]
-		want := make([]float32, NC*prod(g.out))
-		maxPoolInto(xv, windowTable(g), NC, want, nil)
-		for _, portable := range kernel.ISAs() {
-			for _, p := range pools {
-				got, err := runMaxPool(ctxAt(p, portable, nil), n, []*tensor.Tensor{x})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d := sameF32(got[0].Data.([]float32), want); d >= 0 {
-					t.Fatalf("case %d (x %v, k %v s %v pads %v %v out %v), %v, %d workers: y[%d] = %x, want %x", i, xs, g.k, g.stride, g.padB, g.padE, g.out, portable, p.Workers(), d,
-						math.Float32bits(got[0].Data.([]float32)[d]), math.Float32bits(want[d]))
-				}
-				y := tensor.New(tensor.Float32, got[0].Shape...)
-				if err := intoMaxPool(ctxAt(p, portable, nil), n, []*tensor.Tensor{x}, []*tensor.Tensor{y}); err != nil {
-					t.Fatal(err)
-				}
-				if d := sameF32(y.Data.([]float32), want); d >= 0 {
-					t.Fatalf("case %d: Into y[%d] differs", i, d)
-				}
-			}
-		}
+		checkMaxPool(t, pools, n, x, g, func() string {
+			return fmt.Sprintf("case %d (x %v, k %v s %v pads %v %v out %v)", i, xs, g.k, g.stride, g.padB, g.padE, g.out)
+		})
 	}
 }
 
