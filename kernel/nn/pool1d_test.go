@@ -49,7 +49,9 @@ func TestMaxPool1DTwin(t *testing.T) {
 		if !maxPool2DOK(g) {
 			t.Fatalf("case %d: a 1-D pool (k %d, s %d) does not take the row kernels", i, k, s)
 		}
-		checkMaxPool(t, pools, n, x, g, func() string { return fmt.Sprintf("case %d (x %v, k %d s %d pads %d %d out %v)", i, xs, k, s, pb, pe, g.out) })
+		checkMaxPool(t, pools, n, x, g, func() string {
+			return fmt.Sprintf("case %d (x %v, k %d s %d pads %d %d out %v)", i, xs, k, s, pb, pe, g.out)
+		})
 	}
 }
 
