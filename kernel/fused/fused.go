@@ -80,41 +80,39 @@ type parts struct {
 }
 
 func split(n *ir.Node) (*parts, error) {
-	layout := n.Ints("layout", nil)
-	if len(layout) != 3 || layout[0] < 1 || layout[1] < 0 || layout[1] > 2 || layout[2] < 0 ||
-		int(layout[0]+layout[1]+layout[2]) != len(n.Inputs) {
-		return nil, fmt.Errorf("fused layer: bad layout %v for %d inputs", layout, len(n.Inputs))
-	}
-	p := &parts{}
-	baseType := n.String("base", "")
-	if baseType == "" {
+	l := parseLayer(n)
+	if l.Base == "" {
 		return nil, fmt.Errorf("fused layer: no base op")
 	}
-	p.base = &ir.Node{Name: n.Name + "/base", OpType: baseType, Version: n.Int("base_version", 0), Attrs: map[string]*ir.Attr{}}
-	actType := n.String("activation", "")
-	switch actType {
+	if err := l.Check(len(n.Inputs)); err != nil {
+		return nil, err
+	}
+	p := &parts{}
+	p.base = &ir.Node{Name: n.Name + "/base", OpType: l.Base, Version: l.BaseVersion, Attrs: map[string]*ir.Attr{}}
+	switch l.Activation {
 	case "":
 	case SiLU:
-		p.act = &ir.Node{Name: n.Name + "/act", OpType: "Sigmoid", Version: n.Int("act_version", 0), Attrs: map[string]*ir.Attr{}}
+		p.act = &ir.Node{Name: n.Name + "/act", OpType: "Sigmoid", Version: l.ActVersion, Attrs: map[string]*ir.Attr{}}
 		p.mul = &ir.Node{Name: n.Name + "/mul", OpType: "Mul", Version: 14, Attrs: map[string]*ir.Attr{}}
-		p.sigFirst = n.Int("act_sigmoid_first", 0) == 1
+		p.sigFirst = l.SigmoidFirst
 		p.silu = siluLayer(n.Name, p.act.Version, p.sigFirst)
 	default:
-		p.act = &ir.Node{Name: n.Name + "/act", OpType: actType, Version: n.Int("act_version", 0), Attrs: map[string]*ir.Attr{}}
+		p.act = &ir.Node{Name: n.Name + "/act", OpType: l.Activation, Version: l.ActVersion, Attrs: map[string]*ir.Attr{}}
 	}
 	for k, a := range n.Attrs {
 		switch {
-		case k == "base" || k == "base_version" || k == "layout" || k == "activation" || k == "act_version":
-		case strings.HasPrefix(k, "act_"):
+		case IsHeaderAttr(k):
+		case strings.HasPrefix(k, ActPrefix):
 			if p.act != nil && p.mul == nil {
 				c := *a
-				c.Name = strings.TrimPrefix(k, "act_")
+				c.Name = strings.TrimPrefix(k, ActPrefix)
 				p.act.Attrs[c.Name] = &c
 			}
 		default:
 			p.base.Attrs[k] = a
 		}
 	}
+	layout := []int64{int64(l.BaseInputs), int64(l.Adds), int64(l.ActInputs)}
 	i := 0
 	for ; i < int(layout[0]); i++ {
 		p.baseIn = append(p.baseIn, i)

@@ -60,13 +60,18 @@ func LayerOf(n *ir.Node) (l Layer, ok bool) {
 	if n.Domain != Domain || (n.OpType != OpFused && n.OpType != OpQ8) {
 		return Layer{}, false
 	}
+	return parseLayer(n), true
+}
+
+// parseLayer reads the header attributes of n, whatever its op type.
+func parseLayer(n *ir.Node) (l Layer) {
 	l = Layer{Base: n.String(AttrBase, ""), BaseVersion: n.Int(AttrBaseVersion, 0),
 		Activation: n.String(AttrActivation, ""), ActVersion: n.Int(AttrActVersion, 0),
 		SigmoidFirst: n.Int(AttrSigmoidFirst, 0) == 1}
 	if lay := n.Ints(AttrLayout, nil); len(lay) == 3 {
 		l.BaseInputs, l.Adds, l.ActInputs = int(lay[0]), int(lay[1]), int(lay[2])
 	}
-	return l, true
+	return l
 }
 
 // BaseOf returns the op type a layer of vouch's domain computes at heart:
