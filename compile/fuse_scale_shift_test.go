@@ -1,7 +1,12 @@
 package compile_test
 
 import (
+	"math"
 	"testing"
+
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/compile"
+	"github.com/vouchml/vouch/kernel/builtin"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/tensor"
@@ -64,4 +69,56 @@ func TestEliminateNoopPad(t *testing.T) {
 func (b *gb) int64s(name string, v ...int64) string {
 	b.g.Initializers[name] = tensor.From(v, len(v))
 	return name
+}
+
+// TestDropPaddingTaps: a dilated 3x3 Conv whose outer taps only ever read
+// padding becomes a 1x1 one with the graph's bits; with an infinite weight
+// it is left alone (FMA(0, Inf, acc) is NaN); a 3x3 Conv of pads 1 keeps
+// every tap.
+func TestDropPaddingTaps(t *testing.T) {
+	cropped := func(b *gb, out string) []map[string]any {
+		t.Helper()
+		b.g.Outputs = []*ir.Value{{Name: out, Type: ir.Type{DType: tensor.Float32}}}
+		opts := compile.DefaultOptions()
+		log := buildlog.New(nil)
+		if _, err := compile.Build(&ir.Model{Graph: b.g, Opsets: map[string]int64{"": 17}}, []byte("t"), "t", "test", opts, builtin.Registry(), log); err != nil {
+			t.Fatal(err)
+		}
+		var recs []map[string]any
+		for _, r := range log.Records {
+			if r.Pass == "drop-padding-taps" && r.Event == "cropped" {
+				recs = append(recs, r.Fields)
+			}
+		}
+		return recs
+	}
+	dil := func(w []float32, d, pad int64) (*gb, string) {
+		b := newGB([]int{1, 2, 6, 7})
+		y := b.node("Conv", []string{"x", b.constant("w", []int{3, 2, 3, 3}, w...)}, "y",
+			ints("dilations", d, d), ints("pads", pad, pad, pad, pad))
+		return b, y
+	}
+	b, y := dil(nil, 8, 8)
+	if kinds := b.check(t, y, true); len(kinds) != 1 || kinds[0] != "Conv" {
+		t.Fatalf("dilated Conv became %v", kinds)
+	}
+	if b, y = dil(nil, 8, 8); len(cropped(b, y)) != 1 {
+		t.Error("the dilation-8 Conv over 6x7 was not cropped")
+	}
+	w := make([]float32, 54)
+	for i := range w {
+		w[i] = float32(i%5) - 2
+	}
+	w[0] = float32(math.Inf(1))
+	if b, y = dil(w, 8, 8); len(cropped(b, y)) != 0 {
+		t.Error("a Conv with an infinite weight was cropped")
+	}
+	if b, y = dil(nil, 1, 1); len(cropped(b, y)) != 0 {
+		t.Error("a 3x3 Conv of pads 1 was cropped")
+	}
+	// Dilation 4 on 6 rows: the outer taps are read by some outputs.
+	b, y = dil(nil, 4, 4)
+	if kinds := b.check(t, y, true); len(kinds) != 1 {
+		t.Fatalf("dilation-4 Conv became %v", kinds)
+	}
 }

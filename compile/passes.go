@@ -91,6 +91,7 @@ func pipeline() []pass {
 		{name: "fuse-attention", run: fuseAttention},
 		{name: "fold-batchnorm", run: foldBatchNorm},
 		{name: "fold-batchnorm-gemm", run: foldBatchNormGemm},
+		{name: "drop-padding-taps", run: dropPaddingTaps},
 		{name: "fuse-activation", run: fuseActivation},
 		{name: "precision", run: precisionPass},
 		{name: "fuse-scale-shift", run: fuseScaleShift},
@@ -125,6 +126,8 @@ var passOrder = [...]struct{ a, b, why string }{
 	{"precision", "transpose-gemm-weights", "Gemms the precision pass converted are not transposed"},
 	{"fuse-elementwise", "eliminate-dead", "dead values are removed last, after every rewrite"},
 	{"fold-constants-2", "eliminate-noop-pad", "a Pad's pads are an initializer only once its Constant is folded"},
+	{"fold-batchnorm", "drop-padding-taps", "the folded weights are the ones cropped"},
+	{"drop-padding-taps", "fuse-activation", "plain Convs are cropped, before they become fused layers"},
 	{"fold-batchnorm", "fuse-scale-shift", "a BatchNormalization that reads a Conv is folded into its weights, not made a layer"},
 	{"precision", "fuse-scale-shift", "only float32 BatchNormalization becomes a scale-shift layer"},
 }
