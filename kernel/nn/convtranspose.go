@@ -119,7 +119,16 @@ func runConvTranspose(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor
 		}
 		return []*tensor.Tensor{tensor.From(y, out...)}, nil
 	}
-	y := convGEMM(machineOf(c), s, xf, regroup(s, wf), true, sgemmP)
+	var y []float32
+	if x.DType == tensor.Float32 {
+		y = make([]float32, s.N*s.M*prod(g.out))
+		if !convTransposeTiled(machineOf(c), s, xf, wf, y) {
+			y = nil
+		}
+	}
+	if y == nil {
+		y = convGEMM(machineOf(c), s, xf, regroup(s, wf), true, sgemmP)
+	}
 	if b != nil {
 		bf, _, _ := floatIn(b, "ConvTranspose B")
 		addBias(y, bf, s.M, prod(g.out))
