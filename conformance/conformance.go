@@ -13,6 +13,7 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -164,7 +165,8 @@ func runDir(dir string, reg *kernel.Registry) (string, error) {
 	if err != nil {
 		return op, err
 	}
-	ex, err := exec.New(m.Graph, reg)
+	// The engine that serves and replays plans runs the suite too.
+	eng, err := exec.NewEngine(m.Graph, reg, exec.Options{})
 	if err != nil {
 		return op, err
 	}
@@ -184,7 +186,7 @@ func runDir(dir string, reg *kernel.Registry) (string, error) {
 		if err := checkInference(m.Graph, reg, inputs); err != nil {
 			return op, err
 		}
-		got, err := ex.Run(inputs)
+		got, err := eng.Run(context.Background(), inputs)
 		if err != nil {
 			return op, err
 		}
