@@ -124,7 +124,13 @@ func reduceInto(name string, k kind) kernel.IntoFunc {
 			return fmt.Errorf("reduce: %s: output slot holds %d elements, want %d", name, len(ys), s)
 		}
 		clear(ys)
-		if len(xs) > 0 {
+		if a, b, inner, ok := blocks(x.Shape, reduced[:rank]); ok && len(xs) > 0 {
+			if inner == 1 {
+				sumRows(xs, ys, b)
+			} else {
+				sumPlanes(xs, ys, a, b, inner)
+			}
+		} else if len(xs) > 0 {
 			var idx [maxRank]int
 			o := 0
 			shape := x.Shape
@@ -157,4 +163,75 @@ func addInto(t kernel.Table) {
 	t["LogSoftmax"].Into, t["LogSoftmax"].InPlace = softmaxInto(logSoftmaxKind), true
 	t["ReduceSum"].Into = reduceInto("ReduceSum", kSum)
 	t["ReduceMean"].Into = reduceInto("ReduceMean", kMean)
+}
+
+// blocks views shape as [a, b, inner] with the b axes the reduced ones,
+// when the reduced axes are consecutive (after merging axes of size 1):
+// a outer rows, b reduced values each, inner values apart.
+func blocks(shape []int, reduced []bool) (a, b, inner int, ok bool) {
+	a, b, inner = 1, 1, 1
+	state := 0 // 0: outer, 1: reduced, 2: inner
+	for d, n := range shape {
+		if n == 1 {
+			continue
+		}
+		switch {
+		case reduced[d] && state <= 1:
+			state, b = 1, b*n
+		case !reduced[d] && state == 0:
+			a *= n
+		case !reduced[d]:
+			state, inner = 2, inner*n
+		default: // a reduced axis after an inner one
+			return 0, 0, 0, false
+		}
+	}
+	return a, b, inner, true
+}
+
+// sumRows adds each row of b values of x into its y[r], in order: the
+// sequential chain of the row-major walk. Eight rows go at once, so that
+// eight independent chains hide the adder's latency; each one's additions
+// are those of the walk, in the same order.
+func sumRows(x, y []float32, b int) {
+	rows := len(y)
+	r := 0
+	for ; r+8 <= rows; r += 8 {
+		x0, x1, x2, x3 := x[r*b:(r+1)*b], x[(r+1)*b:(r+2)*b], x[(r+2)*b:(r+3)*b], x[(r+3)*b:(r+4)*b]
+		x4, x5, x6, x7 := x[(r+4)*b:(r+5)*b], x[(r+5)*b:(r+6)*b], x[(r+6)*b:(r+7)*b], x[(r+7)*b:(r+8)*b]
+		var s0, s1, s2, s3, s4, s5, s6, s7 float32
+		for j := range x0 {
+			s0 += x0[j]
+			s1 += x1[j]
+			s2 += x2[j]
+			s3 += x3[j]
+			s4 += x4[j]
+			s5 += x5[j]
+			s6 += x6[j]
+			s7 += x7[j]
+		}
+		y[r], y[r+1], y[r+2], y[r+3], y[r+4], y[r+5], y[r+6], y[r+7] = s0, s1, s2, s3, s4, s5, s6, s7
+	}
+	for ; r < rows; r++ {
+		var s float32
+		for _, v := range x[r*b : (r+1)*b] {
+			s += v
+		}
+		y[r] = s
+	}
+}
+
+// sumPlanes adds, for each of a outer blocks, its b planes of inner
+// values into the block's inner outputs, plane after plane: each output
+// gets its b values in the walk's order.
+func sumPlanes(x, y []float32, a, b, inner int) {
+	for o := range a {
+		yo := y[o*inner : (o+1)*inner]
+		for k := range b {
+			xk := x[(o*b+k)*inner : (o*b+k+1)*inner]
+			for i, v := range xk {
+				yo[i] += v
+			}
+		}
+	}
 }
