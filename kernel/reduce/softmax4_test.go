@@ -16,8 +16,8 @@ func TestSoftmax4LinesTwin(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(4, 4))
 	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), 1e30, -1e30}
-	for _, l := range kerneltest.Levels() {
-		v, portable := (&kernel.Ctx{ISA: l}).Vec(), l
+	kerneltest.TestAllImplementations(t, nil, func(t *testing.T, c *kernel.Ctx) {
+		v, portable := c.Vec(), c.Level()
 		for _, size := range []int{1, 3, 8, 13, 64, 65} {
 			for trial := 0; trial < 20; trial++ {
 				x := make([]float32, 4*size)
@@ -46,5 +46,5 @@ func TestSoftmax4LinesTwin(t *testing.T) {
 				}
 			}
 		}
-	}
+	})
 }
