@@ -472,5 +472,5 @@ func addInto(t kernel.Table) {
 	set("Where", whereInto)
 	set("Relu", float32Into("Relu", t["Relu"].Run, reluLoop))
 	set("LeakyRelu", float32Into("LeakyRelu", t["LeakyRelu"].Run, leakyReluLoop))
-	set("HardSigmoid", float32Into("HardSigmoid", t["HardSigmoid"].Run, hardSigmoidLoop))
+	set("HardSigmoid", hardSigmoidInto(t["HardSigmoid"].Run))
 }
