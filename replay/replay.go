@@ -90,6 +90,9 @@ type Options struct {
 	// instead (a file the caller holds).
 	Inputs Inputs
 	Input  map[string]*tensor.Tensor
+	// Device re-runs the plan there: "" or "cpu" (any plan, a GPU plan's
+	// CPU kernels included), or "cuda:N" (a GPU plan; exec.NewPlanEngine).
+	Device string
 	// Labels and LabelOutput name the classes when the server was given
 	// them (serve --labels) rather than taking them from the bundle.
 	Labels      []string
@@ -143,7 +146,7 @@ func Replay(ctx context.Context, trace string, o Options) (*Report, error) {
 		return nil, fmt.Errorf("%w: bundle %s has digest %s, the record names %s", ErrPlan, eng.Source, eng.BundleDigest, rec.BundleDigest)
 	}
 	r.Engine = engineInfo(eng)
-	outs, err := run(eng.Plan, inputs)
+	outs, err := runOn(eng.Plan, inputs, o.Device)
 	if err != nil {
 		return nil, fmt.Errorf("replay: running %s: %w", eng.Source, err)
 	}
@@ -216,15 +219,21 @@ func resolveInputs(rec *audit.Record, o Options) (map[string]*tensor.Tensor, str
 }
 
 func run(p *plan.Plan, inputs map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
+	return runOn(p, inputs, "")
+}
+
+// runOn runs p on device (Options.Device).
+func runOn(p *plan.Plan, inputs map[string]*tensor.Tensor, device string) (map[string]*tensor.Tensor, error) {
 	if _, err := p.SelectProfile(inputs); err != nil {
 		return nil, err
 	}
 	// The serving engine itself, so that a replayed output is computed by
 	// the code that served it.
-	eng, err := exec.NewEngine(p.Graph, builtin.Registry(), exec.Options{})
+	eng, err := exec.NewPlanEngine(p, builtin.Registry(), exec.Options{Device: device})
 	if err != nil {
 		return nil, err
 	}
+	defer eng.Close()
 	return eng.Run(context.Background(), inputs)
 }
 
@@ -248,11 +257,11 @@ func Against(ctx context.Context, trace string, other *Engine, crit Criteria, o 
 	if err != nil {
 		return nil, fmt.Errorf("%w for %s: %w", ErrPlan, trace, err)
 	}
-	ref, err := run(base.Plan, inputs)
+	ref, err := runOn(base.Plan, inputs, o.Device)
 	if err != nil {
 		return nil, err
 	}
-	got, err := run(other.Plan, inputs)
+	got, err := runOn(other.Plan, inputs, o.Device)
 	if err != nil {
 		return nil, fmt.Errorf("replay: running %s: %w", other.Source, err)
 	}

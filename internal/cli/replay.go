@@ -38,6 +38,7 @@ type ReplayOptions struct {
 	Principal   string
 	Labels      string // class labels file, when the server was given them (serve --labels)
 	LabelOutput string
+	Device      string        // --device (device.go)
 	inputSource replay.Inputs // tests and the demo: captured inputs
 }
 
@@ -82,6 +83,7 @@ a time range with --since and --until (RFC 3339 or a duration like 24h).`)
 	fs.StringVar(&o.ReportDir, "report", "", "write report.json and report.html (and report.dsse.json with --sign) to DIR")
 	fs.StringVar(&o.SignKey, "sign", "", "sign the JSON report with this private key (vouch keygen)")
 	fs.StringVar(&o.Principal, "principal", defaultPrincipal(), "who is replaying, for the access trails")
+	deviceFlag(fs, &o.Device)
 	fs.StringVar(&o.Labels, "labels", "", "class labels, one a line (when the server was given them with serve --labels; else the bundle's)")
 	fs.StringVar(&o.LabelOutput, "label-output", "", "the output --labels name")
 	pos, err := parseInterleaved(fs, args)
@@ -182,7 +184,7 @@ func (m *Main) replay(ctx context.Context, o ReplayOptions) error {
 			return err
 		}
 	}
-	ro := replay.Options{Records: connRecords{conn}, LogKeys: logKeys, Inputs: o.inputSource, LabelOutput: o.LabelOutput}
+	ro := replay.Options{Records: connRecords{conn}, LogKeys: logKeys, Inputs: o.inputSource, LabelOutput: o.LabelOutput, Device: o.Device}
 	if o.Labels != "" {
 		b, err := os.ReadFile(o.Labels)
 		if err != nil {
