@@ -75,7 +75,7 @@ func FuzzDecodeTensor(f *testing.F) {
 		if back.DType != tt.DType || tensor.ShapeString(back.Shape) != tensor.ShapeString(tt.Shape) {
 			t.Fatalf("round trip changed %v to %v", tt, back)
 		}
-		if tt.DType != tensor.String && !bytes.Equal(RawBytes(back), RawBytes(tt)) {
+		if tt.DType != tensor.String && !bytes.Equal(tensor.RawBytes(back), tensor.RawBytes(tt)) {
 			t.Fatal("round trip changed the data")
 		}
 	})

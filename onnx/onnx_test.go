@@ -34,7 +34,7 @@ func TestTensorRoundTrip(t *testing.T) {
 		if got.String() != c.String() {
 			t.Fatalf("got %v want %v", got, c)
 		}
-		if c.DType != tensor.String && string(RawBytes(got)) != string(RawBytes(c)) {
+		if c.DType != tensor.String && string(tensor.RawBytes(got)) != string(tensor.RawBytes(c)) {
 			t.Fatalf("%v: data differs", c)
 		}
 	}
@@ -75,7 +75,7 @@ func TestHostileTensors(t *testing.T) {
 
 func TestExternalData(t *testing.T) {
 	dir := t.TempDir()
-	data := RawBytes(tensor.From([]float32{1, 2, 3, 4}, 4))
+	data := tensor.RawBytes(tensor.From([]float32{1, 2, 3, 4}, 4))
 	if err := os.WriteFile(filepath.Join(dir, "w.bin"), append([]byte{9, 9, 9, 9}, data...), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -135,15 +135,6 @@ func readExternal(tp *onnxpb.TensorProto, dir string, want int64) ([]byte, error
 	return buf, nil
 }
 
-// FromRaw decodes raw_data bytes; it is tensor.FromRaw, kept so that
-// callers outside this change keep building.
-//
-// Deprecated: use tensor.FromRaw (the codec lives in package tensor, so
-// that plan and exec need not import onnx and protobuf).
-func FromRaw(dt tensor.DType, shape []int, raw []byte) (*tensor.Tensor, error) {
-	return tensor.FromRaw(dt, shape, raw)
-}
-
 func fromTyped(tp *onnxpb.TensorProto, dt tensor.DType, shape []int, n int) (*tensor.Tensor, error) {
 	name := tp.GetName()
 	count := func(got int, field string) error {
@@ -253,7 +244,3 @@ func EncodeTensor(t *tensor.Tensor, name string) ([]byte, error) {
 	return proto.Marshal(tp)
 }
 
-// RawBytes is tensor.RawBytes.
-//
-// Deprecated: use tensor.RawBytes.
-func RawBytes(t *tensor.Tensor) []byte { return tensor.RawBytes(t) }

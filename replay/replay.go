@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/vouchml/vouch/audit"
@@ -116,6 +117,11 @@ func Replay(ctx context.Context, trace string, o Options) (*Report, error) {
 		return nil, fmt.Errorf("%w %s: inclusion proof: %w", ErrRecord, trace, err)
 	}
 	if rec.Status != "" && rec.Status != audit.StatusOK {
+		if strings.HasPrefix(rec.Error, "interrupted:") {
+			// The in-flight journal's record of a request whose serving
+			// process died before it answered (issue 20 A3).
+			return nil, fmt.Errorf("%w %s: the request was accepted but never answered (%s); it was recorded at the server's next start, and there is no output to replay", ErrRecord, trace, rec.Error)
+		}
 		return nil, fmt.Errorf("%w %s: the request failed (%d %s); there is no output to replay", ErrRecord, trace, rec.Code, rec.Error)
 	}
 	r := &Report{

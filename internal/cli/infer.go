@@ -16,7 +16,6 @@ import (
 	"strings"
 
 	"github.com/vouchml/vouch/audit"
-	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/replay"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -177,7 +176,7 @@ func encodeInferRequest(feeds map[string]*tensor.Tensor, id string, bin, explain
 					raw = append(raw, e...)
 				}
 			} else {
-				raw = onnx.RawBytes(t)
+				raw = tensor.RawBytes(t)
 			}
 			in["parameters"] = map[string]any{"binary_data_size": len(raw)}
 			data = append(data, raw...)
@@ -283,7 +282,7 @@ func decodeInferResponse(resp *http.Response) (map[string]*tensor.Tensor, map[st
 			if n < 0 || n > len(bin) {
 				return nil, nil, nil, fmt.Errorf("output %q: binary_data_size %d exceeds the data", o.Name, n)
 			}
-			t, err := onnx.FromRaw(dt, o.Shape, bin[:n])
+			t, err := tensor.FromRaw(dt, o.Shape, bin[:n])
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("output %q: %w", o.Name, err)
 			}

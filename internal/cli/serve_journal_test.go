@@ -50,4 +50,9 @@ func TestServeRecordsInterrupted(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "interrupted") || !strings.Contains(out, "verified") {
 		t.Fatalf("audit show %s: %d\n%s%s", trace, code, out, errs)
 	}
+	// A replay says what happened rather than that the request failed.
+	code, _, errs = run(t, "replay", trace, "--data", data, "--plan", p("bc.plan"))
+	if code == 0 || !strings.Contains(errs, "accepted but never answered (interrupted:") {
+		t.Fatalf("replay of an interrupted request: %d %s", code, errs)
+	}
 }

@@ -144,7 +144,7 @@ func sameValue(a, b *tensor.Tensor) bool {
 		}
 		return true
 	}
-	return string(onnx.RawBytes(a)) == string(onnx.RawBytes(b))
+	return string(tensor.RawBytes(a)) == string(tensor.RawBytes(b))
 }
 
 // TestStringsAndMapsEndToEnd: string inputs, string attributes and

@@ -128,7 +128,7 @@ func TestCancerLogregBuiltAndBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, v := range direct {
-		if !bytes.Equal(onnx.RawBytes(v), onnx.RawBytes(planned[k])) {
+		if !bytes.Equal(tensor.RawBytes(v), tensor.RawBytes(planned[k])) {
 			t.Errorf("output %s: the plan's bits differ from the direct run's", k)
 		}
 	}
@@ -148,7 +148,7 @@ func TestCancerLogregBuiltAndBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, o := range p.Graph.Outputs {
-		if !bytes.Equal(onnx.RawBytes(bout[i]), onnx.RawBytes(planned[o.Name])) {
+		if !bytes.Equal(tensor.RawBytes(bout[i]), tensor.RawBytes(planned[o.Name])) {
 			t.Errorf("output %s: the bound run's bits differ", o.Name)
 		}
 	}
@@ -159,7 +159,7 @@ func TestCancerLogregBuiltAndBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		for k, v := range got {
-			b, all := onnx.RawBytes(v), onnx.RawBytes(planned[k])
+			b, all := tensor.RawBytes(v), tensor.RawBytes(planned[k])
 			if !bytes.Equal(b, all[r*len(b):(r+1)*len(b)]) {
 				t.Fatalf("row %d output %s: alone %v, in the batch differs", r, k, v.Data)
 			}

@@ -200,7 +200,7 @@ func TestSharedModelsThreads(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := [][]byte{onnx.RawBytes(out[0]), onnx.RawBytes(out[1])}
+				got := [][]byte{tensor.RawBytes(out[0]), tensor.RawBytes(out[1])}
 				if ref == nil {
 					ref = got
 				} else if !bytes.Equal(got[0], ref[0]) || !bytes.Equal(got[1], ref[1]) {

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -32,7 +31,7 @@ func sameBits(a, b []*tensor.Tensor) bool {
 			}
 			continue
 		}
-		if !bytes.Equal(onnx.RawBytes(a[i]), onnx.RawBytes(b[i])) {
+		if !bytes.Equal(tensor.RawBytes(a[i]), tensor.RawBytes(b[i])) {
 			return false
 		}
 	}
@@ -78,8 +77,8 @@ func TestTwin(t *testing.T) {
 				}
 				for o := range got {
 					w := ref[o].Len() / 37
-					a := onnx.RawBytes(got[o])
-					b := onnx.RawBytes(ref[o])
+					a := tensor.RawBytes(got[o])
+					b := tensor.RawBytes(ref[o])
 					sz := len(b) / ref[o].Len()
 					if got[o].DType != tensor.String && !bytes.Equal(a, b[r*w*sz:(r+1)*w*sz]) {
 						t.Fatalf("spec %d: row %d alone differs from the row in its batch (output %d)", si, r, o)
