@@ -243,4 +243,3 @@ func EncodeTensor(t *tensor.Tensor, name string) ([]byte, error) {
 	}
 	return proto.Marshal(tp)
 }
-
