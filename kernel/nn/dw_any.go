@@ -108,7 +108,12 @@ func (d *dwAnyGeom) fill(buf, xc []float32) {
 			copy(buf[rowBase+a*d.Wq+d.pl:], src[:max(n, 0)])
 			continue
 		}
-		for ix, v := range src {
+		ix0 := 0
+		if d.sw == 2 {
+			ix0 = d.fillS2(buf[rowBase:], a, src)
+		}
+		for ix := ix0; ix < len(src); ix++ {
+			v := src[ix]
 			pc := ix + d.pl
 			b := pc / d.sw
 			if b >= d.Wq {
@@ -117,4 +122,26 @@ func (d *dwAnyGeom) fill(buf, xc []float32) {
 			buf[rowBase+(pc%d.sw)*d.plane+a*d.Wq+b] = v
 		}
 	}
+}
+
+// fillS2 writes the first columns of an input row into the two column
+// phases of stride 2 with amd64.Even (even and odd columns, eight at a
+// time), as fill's loop would, and returns how many columns it wrote
+// (the loop does the rest). base is the row's phase-0 plane; phase 1 is
+// d.plane after it.
+func (d *dwAnyGeom) fillS2(base []float32, a int, src []float32) int {
+	// Column ix goes to phase (ix+pl)%2 at b = (ix+pl)/2: the even columns
+	// to phase pl%2 from b = pl/2, the odd ones to the other from (pl+1)/2.
+	pe, be := d.pl%2, d.pl/2
+	po, bo := 1-pe, (d.pl+1)/2
+	n := min((len(src)-1)/2, d.Wq-be, d.Wq-bo) &^ 7 // Even reads src[2i] (and src[2i+1]) for i < n
+	if n <= 0 {
+		return 0
+	}
+	row := a * d.Wq
+	de, do := base[pe*d.plane+row+be:], base[po*d.plane+row+bo:]
+	_, _ = de[n-1], do[n-1]
+	amd64.Even(&de[0], &src[0], n)
+	amd64.Even(&do[0], &src[1], n)
+	return 2 * n
 }
