@@ -248,7 +248,7 @@ func (m *Main) build(o BuildOptions) error {
 		b, err := bundle.New(bundle.Metadata{
 			Model:       bundle.Model{Name: name, Version: o.ModelVersion},
 			Source:      bundle.Artifact{Name: filepath.Base(o.Model), Digest: "sha256:" + res.Report.SourceSHA256, Revision: o.SourceRevision},
-			Plan:        bundle.PlanInfo{FormatVersion: strconv.Itoa(plan.FormatVersion), RequiredCPUFeatures: res.RequiredFeatures},
+			Plan:        bundle.PlanInfo{FormatVersion: strconv.Itoa(planFormat(res.Plan)), RequiredCPUFeatures: res.RequiredFeatures},
 			Options:     res.Options,
 			Environment: bundle.HostEnvironment(Version),
 			StartedOn:   start.UTC(),

@@ -21,7 +21,7 @@ import (
 // vouch's version.
 func checkOptions(anyVersion bool) bundle.CheckOptions {
 	return bundle.CheckOptions{
-		PlanFormats:       []string{strconv.Itoa(plan.FormatVersion)},
+		PlanFormats:       []string{strconv.Itoa(plan.FormatVersion), strconv.Itoa(plan.FormatVersionGPU)},
 		AllowTwinFallback: true,
 		VouchVersion:      Version,
 		AnyVouchVersion:   anyVersion,

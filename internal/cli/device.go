@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -198,4 +199,13 @@ func gpuPlanInMemory(p *plan.Plan, d exec.Device) (*plan.Plan, error) {
 		return nil, err
 	}
 	return plan.Decode(res.Plan)
+}
+
+// planFormat is the format version of an encoded plan: a GPU plan's is
+// plan.FormatVersionGPU.
+func planFormat(b []byte) int {
+	if bytes.HasPrefix(b, []byte("VOUCHPLAN 2\n")) {
+		return plan.FormatVersionGPU
+	}
+	return plan.FormatVersion
 }

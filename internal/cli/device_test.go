@@ -3,11 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vouchml/vouch/cuda"
+	"github.com/vouchml/vouch/cuda/engine"
+	"github.com/vouchml/vouch/plan"
 )
 
 func vouch(t *testing.T, args ...string) (int, string, string) {
@@ -68,5 +71,60 @@ func TestDeviceFlag(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, "nvrtc") && !strings.Contains(errs, "NVRTC") {
 			t.Errorf("a GPU build without NVRTC: exit %d, stderr %q", code, errs)
 		}
+	}
+}
+
+// A GPU plan on a machine without a GPU: vouch run gives the CPU plan's
+// bits (its CPU kernels), and --device cuda fails with the driver's error
+// and what to do.
+func TestGPUPlanOnCPU(t *testing.T) {
+	dir := t.TempDir()
+	model := "../../../shared/models/digits_cnn/model.onnx"
+	input := "../../../shared/models/digits_cnn/test_data_set_0/input_0.pb"
+	cpuPlan := filepath.Join(dir, "cpu.plan")
+	if code, _, errs := vouch(t, "build", model, "-o", cpuPlan); code != 0 {
+		t.Fatalf("build: %d %s", code, errs)
+	}
+	b, err := os.ReadFile(cpuPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := &cuda.Image{Arch: "sm_90", NVRTC: "13.0", Source: "exact.cu", SourceDigest: plan.Digest([]byte("src")), PTX: []byte("ptx\x00"), Cubin: []byte("\x7fELF")}
+	g, err := plan.AddGPU(b, engine.Section(p.Graph, nil, img, engine.Env{}), img.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planFormat(g) != plan.FormatVersionGPU || planFormat(b) != plan.FormatVersion {
+		t.Fatal("planFormat")
+	}
+	gpuPlan := filepath.Join(dir, "gpu.plan")
+	if err := os.WriteFile(gpuPlan, g, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outs := map[string]string{}
+	for name, pl := range map[string]string{"cpu": cpuPlan, "gpu": gpuPlan} {
+		out := filepath.Join(dir, name+".out")
+		if code, _, errs := vouch(t, "run", pl, "--input", input, "--out", out); code != 0 {
+			t.Fatalf("run %s: %d %s", name, code, errs)
+		}
+		data, err := os.ReadFile(filepath.Join(out, "logits.pb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[name] = string(data)
+	}
+	if outs["cpu"] != outs["gpu"] {
+		t.Fatal("the GPU plan's CPU run differs from the CPU plan's")
+	}
+	if _, err := cuda.Open(""); err == nil {
+		return
+	}
+	code, _, errs := vouch(t, "run", gpuPlan, "--input", input, "--device", "cuda:0")
+	if code != 1 || !strings.Contains(errs, "no NVIDIA driver found") || !strings.Contains(errs, "a GPU plan runs on any CPU with the same bits") {
+		t.Fatalf("a GPU plan without a GPU: exit %d, stderr %q", code, errs)
 	}
 }
