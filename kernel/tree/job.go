@@ -3,11 +3,8 @@ package tree
 import (
 	"sync"
 
-	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
-
-func poolDefault() *parallel.Pool { return parallel.Default() }
 
 // job computes blocks of lanes rows; each block's rows are computed with
 // the same operations whichever worker runs it, and a row's result does

@@ -2,12 +2,10 @@ package tree
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
-	"weak"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -25,53 +23,51 @@ const (
 // Ops returns the tree-ensemble operators, for domain Domain.
 func Ops() kernel.Table {
 	return kernel.Table{
-		"TreeEnsembleClassifier": {Run: run, Into: into, Infer: infer, Tactics: tactics, MinVersion: 1, MaxVersion: 5},
-		"TreeEnsembleRegressor":  {Run: run, Into: into, Infer: infer, Tactics: tactics, MinVersion: 1, MaxVersion: 5},
-		"TreeEnsemble":           {Run: run, Into: into, Infer: infer, Tactics: tactics, MinVersion: 5},
+		"TreeEnsembleClassifier": {Run: run, Into: into, Infer: infer, Tactics: tactics, Prepare: prepareOp, MinVersion: 1, MaxVersion: 5},
+		"TreeEnsembleRegressor":  {Run: run, Into: into, Infer: infer, Tactics: tactics, Prepare: prepareOp, MinVersion: 1, MaxVersion: 5},
+		"TreeEnsemble":           {Run: run, Into: into, Infer: infer, Tactics: tactics, Prepare: prepareOp, MinVersion: 5},
 	}
 }
 
-// prepared is a node's parsed ensemble and layout, built on first use.
+// prepared is a node's parsed ensemble and its compiled layout.
 type prepared struct {
-	once sync.Once
-	e    *Ensemble
-	c    *compiled
-	err  error
+	e *Ensemble
+	c *compiled
 }
 
-// preps keeps each node's prepared ensemble, weakly keyed: it goes with
-// the node's graph (as kernel/nn's GEMV panels do).
-var preps sync.Map // weak.Pointer[ir.Node] -> *prepared
+// preparedKey keys a node's prepared ensemble in its kernel.State (the
+// bound plan's, freed with it).
+type preparedKey struct{ n *ir.Node }
 
-// Prepared returns n's parsed ensemble, parsing it once per node.
-func Prepared(n *ir.Node) (*Ensemble, error) {
-	p := prepare(n)
-	return p.e, p.err
-}
+// Prepared parses n's ensemble (each call parses anew: callers keep it).
+func Prepared(n *ir.Node) (*Ensemble, error) { return FromNode(n) }
 
-func prepare(n *ir.Node) *prepared {
-	key := weak.Make(n)
-	v, ok := preps.Load(key)
-	if !ok {
-		var loaded bool
-		v, loaded = preps.LoadOrStore(key, new(prepared))
-		if !loaded {
-			runtime.AddCleanup(n, func(k weak.Pointer[ir.Node]) { preps.Delete(k) }, key)
-		}
+// build parses and lays out n's ensemble.
+func build(n *ir.Node) (*prepared, error) {
+	e, err := FromNode(n)
+	if err != nil {
+		return nil, err
 	}
-	p := v.(*prepared)
-	p.once.Do(func() {
-		p.e, p.err = FromNode(n)
-		if p.err == nil {
-			p.c = p.e.compile()
-		}
-	})
-	return p
+	return &prepared{e: e, c: e.compile()}, nil
+}
+
+// prepare returns n's prepared ensemble from c's per-node state, built
+// once per bound plan (at bind, through prepareOp); without a state it is
+// built for this call.
+func prepare(c *kernel.Ctx, n *ir.Node) (*prepared, error) {
+	return kernel.Prepared(c, preparedKey{n}, nil, func() (*prepared, error) { return build(n) })
+}
+
+// prepareOp is the operators' Op.Prepare: the ensemble parsed and laid
+// out when the plan is bound, not on its first request.
+func prepareOp(c *kernel.Ctx, n *ir.Node, _ []*tensor.Tensor) error {
+	_, err := prepare(c, n)
+	return err
 }
 
 func tactics(n *ir.Node, in []ir.Type) []string {
-	p := prepare(n)
-	if p.err != nil || p.c == nil || len(in) < 1 || in[0].DType == tensor.Float64 {
+	p, err := build(n)
+	if err != nil || p.c == nil || len(in) < 1 || in[0].DType == tensor.Float64 {
 		return nil
 	}
 	return []string{TacticCompiled, TacticWalk}
@@ -107,11 +103,10 @@ func infer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 	if len(in) != 1 || !in[0].Present {
 		return nil, fmt.Errorf("tree: %s takes one input, X", n.OpType)
 	}
-	p := prepare(n)
-	if p.err != nil {
-		return nil, p.err
+	e, err := FromNode(n)
+	if err != nil {
+		return nil, err
 	}
-	e := p.e
 	x := in[0].Type
 	rows := ir.Dim{Value: -1}
 	if x.RankKnown {
@@ -148,9 +143,9 @@ func run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, erro
 	if len(in) != 1 || in[0] == nil {
 		return nil, fmt.Errorf("tree: %s takes one input, X", n.OpType)
 	}
-	p := prepare(n)
-	if p.err != nil {
-		return nil, p.err
+	p, err := prepare(c, n)
+	if err != nil {
+		return nil, err
 	}
 	rows, _, err := inputRows(p.e, n, in[0])
 	if err != nil {
@@ -185,9 +180,9 @@ func into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if len(in) != 1 || in[0] == nil {
 		return fmt.Errorf("tree: %s takes one input, X", n.OpType)
 	}
-	p := prepare(n)
-	if p.err != nil {
-		return p.err
+	p, err := prepare(c, n)
+	if err != nil {
+		return err
 	}
 	e := p.e
 	x := in[0]
@@ -218,9 +213,9 @@ func into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 		cl = nil
 	}
 	j := &job{e: e, c: cl, x: x, stride: stride, rows: rows, label: label, scores: scores, dbl: e.double || x.DType == tensor.Float64}
-	pool := c.Pool
-	if pool == nil {
-		pool = poolDefault()
+	var pool *parallel.Pool // nil: the caller alone
+	if c != nil {
+		pool = c.Pool
 	}
 	blocks := (rows + lanes - 1) / lanes
 	pool.Run(blocks, rows*len(e.feat)/4+1, j)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -48,8 +49,8 @@ func TestTwin(t *testing.T) {
 		g.thresholds = grid
 		for rep := 0; rep < 5; rep++ {
 			n := genNode(rng, g)
-			if p := prepare(n); p.err != nil || (p.c == nil) != (si == 3) {
-				t.Fatalf("spec %d: compiled layout %v, parse error %v", si, p.c != nil, p.err)
+			if p, err := build(n); err != nil || (p.c == nil) != (si == 3) {
+				t.Fatalf("spec %d: compiled layout %v, parse error %v", si, p != nil && p.c != nil, err)
 			}
 			x := genInput(rng, 37, g.feats)
 			ref, err := runNode(n, x, TacticWalk, 1)
@@ -85,6 +86,40 @@ func TestTwin(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestPreparedState: a bound plan's ensemble is parsed and laid out once,
+// at Prepare, kept in the node's kernel.State and reused by every run;
+// without a State each run parses anew, with the same bits.
+func TestPreparedState(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	g := twinSpecs[0]
+	g.thresholds = grid
+	n := genNode(rng, g)
+	x := genInput(rng, 9, g.feats)
+	op := Ops()[n.OpType]
+	st := &kernel.State{}
+	c := &kernel.Ctx{State: st}
+	if err := op.Prepare(c, n, []*tensor.Tensor{x}); err != nil {
+		t.Fatal(err)
+	}
+	if st.Len() != 1 {
+		t.Fatalf("state holds %d values after Prepare, want 1", st.Len())
+	}
+	p, _ := prepare(c, n)
+	for range 3 {
+		got, err := op.Run(c, n, []*tensor.Tensor{x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := op.Run(&kernel.Ctx{}, n, []*tensor.Tensor{x})
+		if err != nil || !sameBits(got, fresh) {
+			t.Fatalf("a run without a State differs: %v", err)
+		}
+		if q, _ := prepare(c, n); q != p || st.Len() != 1 {
+			t.Fatal("the prepared ensemble was rebuilt")
 		}
 	}
 }
