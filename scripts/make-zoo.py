@@ -9,7 +9,8 @@ five shared models, each with a PyTorch reference output, laid out like
 `vouch bench --zoo ZOO --peer ort` runs every one of them against ONNX Runtime
 and checks vouch's output against the reference (docs/benchmarks.md).
 
-Weights are seeded random. BatchNorm statistics are made realistic: every BN
+Weights are seeded random; the reference outputs are computed in float64
+and rounded to float32. BatchNorm statistics are made realistic: every BN
 gets a random affine (gamma in [0.5, 1.5), beta ~ N(0, 0.1)), then the model
 runs a few forward passes in train mode on random data with cumulative
 averaging (momentum=None), so running_mean/var are the statistics of the
@@ -27,6 +28,7 @@ A model whose directory already holds model.onnx and its outputs is skipped
 script exits non-zero at the end if any did. The zoo never goes into git.
 """
 import argparse
+import copy
 import math
 import os
 import sys
@@ -383,12 +385,24 @@ def export(name, out, force):
         return True
     torch.manual_seed(SEED)
     model = ctor()
+    # A weight matrix initialised to zero (ViT's classification head) would
+    # make the output a constant that any engine matches: draw it instead.
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2 and not p.any():
+                p.normal_(0.0, 0.02)
     inputs = make_inputs()
     realistic_bn(model, inputs)
     model.eval()
+    # The reference is computed in float64 (a copy of the model, the
+    # float32 inputs widened) and rounded once: the exact value to float32
+    # precision, so that a deep net's check measures the engine's rounding,
+    # not PyTorch's float32 rounding as well.
+    ref64 = copy.deepcopy(model).double()
     with torch.no_grad():
-        y = model(*inputs)
-    outs = list(y) if isinstance(y, (tuple, list)) else [y]
+        y = ref64(*[x.double() if x.is_floating_point() else x for x in inputs])
+    del ref64
+    outs = [o.float() for o in (list(y) if isinstance(y, (tuple, list)) else [y])]
     in_names = in_names or [f"input_{i}" if len(inputs) > 1 else "input" for i in range(len(inputs))]
     out_names = ["output" if len(outs) == 1 else f"output_{i}" for i in range(len(outs))]
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
