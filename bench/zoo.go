@@ -311,7 +311,10 @@ func loadZooModel(dir, name string, o ZooOptions, row *ZooRow) (*Model, []*tenso
 			return nil, nil, err
 		}
 	}
-	if o.Batch > compile.DefaultMaxBatch && len(opts.Profiles) == 0 {
+	if o.Batch != 1 && len(opts.Profiles) == 0 {
+		// One profile at the batch measured: the default one reaches the
+		// default maximum batch, whose arena a large model exceeds the
+		// plan's memory budget with.
 		opts.Profiles = []plan.Profile{batchProfile(om.Graph, o.Batch)}
 	}
 	res, err := compile.Build(om, src, name, "vouch bench --zoo", opts, builtin.Registry(), buildlog.New(nil))

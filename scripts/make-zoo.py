@@ -21,7 +21,12 @@ PyTorch folds them; pre-activation BN stays a BatchNormalization node).
 Needs Debian's python3-torch (1.13), python3-torchvision (0.14) and
 python3-onnx. Run from anywhere, one export at a time (the machine is shared):
 
-    nice -n 10 /usr/bin/python3 scripts/make-zoo.py [--out /work/zoo] [--only a,b] [--list] [--force]
+    nice -n 10 /usr/bin/python3 scripts/make-zoo.py [--out /work/zoo] [--only a,b] [--list] [--force] [--dynamic-batch]
+
+Exports are at batch 1 with every shape static; --dynamic-batch makes the
+batch dimension dynamic (what `vouch bench --zoo DIR --batch 8` needs for
+models whose Reshapes would otherwise bake in batch 1: BERT, GPT, ViT,
+ShuffleNet).
 
 A model whose directory already holds model.onnx and its outputs is skipped
 (unless --force). A model that fails to export is reported and skipped; the
@@ -375,7 +380,7 @@ def write_pb(path, array, name):
         f.write(t.SerializeToString())
 
 
-def export(name, out, force):
+def export(name, out, force, dynamic_batch=False):
     ctor, make_inputs, in_names, opset = ZOO[name]
     d = os.path.join(out, name)
     onnx_path = os.path.join(d, "model.onnx")
@@ -410,8 +415,9 @@ def export(name, out, force):
     t0 = time.time()
     # Not under no_grad: nn.MultiheadAttention's eval-mode fast path (a
     # fused op with no ONNX export) is off while gradients are enabled.
+    dyn = {n: {0: "batch"} for n in in_names + out_names} if dynamic_batch else None
     torch.onnx.export(model, tuple(inputs), tmp, opset_version=opset, input_names=in_names,
-                      output_names=out_names, do_constant_folding=True)
+                      output_names=out_names, do_constant_folding=True, dynamic_axes=dyn)
     onnx.checker.check_model(tmp)
     nodes = len(onnx.load(tmp, load_external_data=False).graph.node)
     for i, x in enumerate(inputs):
@@ -431,6 +437,9 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated model names")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--dynamic-batch", action="store_true",
+                    help="export the first dimension of every input and output as dynamic (for --batch 8: "
+                         "a batch-1 export bakes the batch into its Reshape shapes)")
     a = ap.parse_args()
     if a.list:
         print("\n".join(ZOO))
@@ -443,7 +452,7 @@ def main():
             print(f"make-zoo: unknown model {n!r} (see --list)", file=sys.stderr)
             return 2
         try:
-            export(n, a.out, a.force)
+            export(n, a.out, a.force, a.dynamic_batch)
         except Exception as e:  # report and go on: one model's export failure is not the zoo's
             traceback.print_exc()
             print(f"{n}: FAILED: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
