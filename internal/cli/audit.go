@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,6 +22,8 @@ import (
 	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/audit/capture"
 	"github.com/vouchml/vouch/audit/index"
+	"github.com/vouchml/vouch/audit/sqlcapture"
+	"github.com/vouchml/vouch/audit/sqllog"
 	"github.com/vouchml/vouch/replay"
 	"github.com/vouchml/vouch/server"
 	"github.com/vouchml/vouch/stream"
@@ -695,20 +698,28 @@ the files saved elsewhere); the log must not be held by a server.`)
 }
 
 func runAuditShred(ctx context.Context, m *Main, args []string) error {
-	fs := m.newFlagSet("audit shred", "audit shred MODEL [--data DIR] [--url URL --token-file FILE]", `
+	fs := m.newFlagSet("audit shred", "audit shred MODEL [--data DIR] [--url URL --token-file FILE] | --audit-db DSN --log-key FILE", `
 Erases every captured input of MODEL by destroying its encryption key
 (crypto-shredding) and deleting its blobs. Copies elsewhere (backups) stay
 unreadable. The audit log, which holds only digests, still verifies. The
-erasure is itself recorded in the log (an access record, action "shred").`)
+erasure is itself recorded in the log (an access record, action "shred").
+
+With --audit-db DSN and --log-key FILE it acts on the store that replicas
+share in the database (vouch serve --audit-db): the erasure holds on every
+replica at once, since each reads the keys from the database.`)
 	var af auditFlags
 	af.register(fs)
 	af.LogKey.register(fs)
+	dsn := fs.String("audit-db", "", "the shared log's database (as vouch serve --audit-db): shred its capture store")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: give one model name", ErrUsage)
+	}
+	if *dsn != "" {
+		return m.sharedShred(ctx, *dsn, af, pos[0])
 	}
 	store, err := capture.Open(filepath.Join(af.DataDir, "capture"))
 	if err != nil {
@@ -735,19 +746,82 @@ erasure is itself recorded in the log (an access record, action "shred").`)
 	return nil
 }
 
-func runAuditPurge(ctx context.Context, m *Main, args []string) error {
-	fs := m.newFlagSet("audit purge", "audit purge [--data DIR]", `
-Deletes captured inputs whose retention (vouch serve --retain) has expired,
-and any left under a shredded key. A running server also purges daily.`)
-	data := fs.String("data", defaultDataDir(), "data directory (captures are DATA/capture)")
-	if _, err := parseInterleaved(fs, args); err != nil {
-		return err
+// sharedShred shreds a model's captured inputs in the replicas' shared
+// store, after appending the access record to the shared log (the log
+// key signs it, as a replica's would).
+func (m *Main) sharedShred(ctx context.Context, dsn string, af auditFlags, model string) error {
+	if af.LogKey.Path == "" {
+		return fmt.Errorf("%w: --audit-db needs --log-key FILE (the shared log's signing key) to record the erasure", ErrUsage)
 	}
-	store, err := capture.Open(filepath.Join(*data, "capture"))
+	skey, err := audit.LoadKeyFile(af.LogKey.Path, "", "")
 	if err != nil {
 		return err
 	}
-	n, err := store.Purge()
+	signer, err := audit.NewSigner(skey)
+	if err != nil {
+		return err
+	}
+	l, err := sqllog.Open(ctx, sqllog.Options{DSN: dsn, Signer: signer})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		l.Close(cctx)
+	}()
+	store, err := sqlcapture.Open(ctx, l.DB(), sqlcapture.Options{})
+	if err != nil {
+		return err
+	}
+	rec := &audit.Record{Kind: audit.KindAccess, TraceID: newTraceID(), Time: time.Now().UTC(),
+		Principal: defaultPrincipal(), Access: &audit.Access{Action: "shred", Target: model}}
+	idx, _, err := l.Append(ctx, rec)
+	if err != nil {
+		return fmt.Errorf("recording the erasure in the shared log: %w", err)
+	}
+	n, err := store.Shred(model)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "shredded %d key(s) of %s in the shared store: its captured inputs are unreadable on every replica\n", n, model)
+	fmt.Fprintf(m.Stderr, "access recorded: shared log index %d (shred %s by %s)\n", idx, model, rec.Principal)
+	return nil
+}
+
+func runAuditPurge(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("audit purge", "audit purge [--data DIR | --audit-db DSN]", `
+Deletes captured inputs whose retention (vouch serve --retain) has expired,
+and any left under a shredded key. A running server also purges daily.
+--audit-db DSN purges the store replicas share in the database (each
+input expires after the --retain of the replica that captured it).`)
+	data := fs.String("data", defaultDataDir(), "data directory (captures are DATA/capture)")
+	dsn := fs.String("audit-db", "", "the shared log's database: purge its capture store")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	purge := func() (int, error) {
+		store, err := capture.Open(filepath.Join(*data, "capture"))
+		if err != nil {
+			return 0, err
+		}
+		return store.Purge()
+	}
+	if *dsn != "" {
+		purge = func() (int, error) {
+			db, err := sql.Open("mysql", *dsn) // the driver sqllog registers
+			if err != nil {
+				return 0, err
+			}
+			defer db.Close()
+			store, err := sqlcapture.Open(ctx, db, sqlcapture.Options{})
+			if err != nil {
+				return 0, err
+			}
+			return store.Purge()
+		}
+	}
+	n, err := purge()
 	if err != nil {
 		return err
 	}
