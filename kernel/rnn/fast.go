@@ -92,7 +92,11 @@ func act32s(s actSpec, v vmath.Vec) func(dst, src []float32) {
 	}
 }
 
-// fast32 is one direction of a float32 node, its weights transposed.
+// fast32 is one direction of a float32 node, its weights transposed, with
+// the state of every batch row: the recurrent chains of all rows at one
+// step are computed together (eight rows share each row of Rᵀ), and each
+// row's gate arithmetic is its own, so a row's bits never depend on the
+// others (batch invariance).
 type fast32 struct {
 	c      config
 	z      bool
@@ -101,12 +105,12 @@ type fast32 struct {
 	rbh    []float32 // GRU linear_before_reset: Rb of the h~ block, or zeros
 	p      []float32 // peepholes (i, o, f) or nil
 	acts   []func(dst, src []float32)
-	pre    []float32 // [seq, G]: the chains
-	h, cs  []float32
-	g1, g2 []float32 // gate values
+	pre    []float32 // [batch, seq, G]: the chains
+	h, cs  []float32 // [batch, H]
+	hb, rh []float32 // [batch, H]: GRU's h~ recurrent chains, r ⊙ h
+	g1, g2 []float32 // gate values (one row at a time)
 	g3, g4 []float32
-	hb     []float32 // GRU: the h~ block's recurrent chain (linear_before_reset)
-	xin    []float32 // eight steps of x, packed step-major (project)
+	xin    []float32 // eight rows of a chain's x, packed step-major
 }
 
 func newFast32(c config, d int, pk *pack, b, p []float32, z bool, v vmath.Vec) *fast32 {
@@ -133,10 +137,11 @@ func newFast32(c config, d int, pk *pack, b, p []float32, z bool, v vmath.Vec) *
 	for _, s := range c.acts[d*perDir : (d+1)*perDir] {
 		e.acts = append(e.acts, act32s(s, v))
 	}
-	e.pre = make([]float32, c.seq*G)
-	e.h, e.cs = make([]float32, H), make([]float32, H)
+	B := c.batch
+	e.pre = make([]float32, B*c.seq*G)
+	e.h, e.cs, e.hb, e.rh = make([]float32, B*H), make([]float32, B*H), make([]float32, B*H), make([]float32, B*H)
 	e.g1, e.g2, e.g3, e.g4 = make([]float32, H), make([]float32, H), make([]float32, H), make([]float32, H)
-	e.hb = make([]float32, H)
+	e.xin = make([]float32, 8*max(c.input, H))
 	return e
 }
 
@@ -148,71 +153,108 @@ func (e *fast32) clip(v []float32) {
 	}
 }
 
-// project computes the input chains P[t] of steps t < L of one batch row
-// (x(t) is step t's input). On AVX-512, eight steps at a time share each
-// row of Wᵀ (chainRows8Z: Wᵀ is read L/8 times, not L times, which is
-// what a large input projection is bound by); the columns past the last
-// multiple of 32 and the last steps go one step at a time. Every chain is
-// the same either way.
-func (e *fast32) project(L int, x func(t int) []float32) {
-	G, I := len(e.init), e.c.input
-	for t := 0; t < L; t++ {
-		copy(e.pre[t*G:(t+1)*G], e.init)
-	}
-	t, n32 := 0, G&^31
-	if e.z && I > 0 && n32 > 0 {
-		if len(e.xin) < 8*I {
-			e.xin = make([]float32, 8*I)
-		}
-		for ; t+8 <= L; t += 8 {
-			for r := 0; r < 8; r++ {
-				for kk, v := range x(t + r)[:I] {
-					e.xin[kk*8+r] = v
+// chains continues, for rows r < nb, the chains dst[r*ldd : r*ldd+n] over
+// src(r)·b (src(r) of K values, b of row stride ldb): on AVX-512 eight
+// rows at a time share each row of b (chainRows8Z; the columns past the
+// last multiple of 32 and the last rows one row at a time). Every chain is
+// chainRows' chain either way.
+func (e *fast32) chains(nb, K int, src func(r int) []float32, b []float32, ldb int, dst []float32, ldd, n int) {
+	r, n32 := 0, n&^31
+	if e.z && K > 0 && n32 > 0 {
+		for ; r+8 <= nb; r += 8 {
+			for q := 0; q < 8; q++ {
+				for kk, v := range src(r + q)[:K] {
+					e.xin[kk*8+q] = v
 				}
 			}
-			chainRows8Z(I, &e.xin[0], &e.wt[0], G, &e.pre[t*G], G, n32)
-			if n32 < G {
-				for r := 0; r < 8; r++ {
-					chainRows(e.z, x(t+r), e.wt[n32:], G, e.pre[(t+r)*G+n32:(t+r+1)*G])
+			_ = dst[(r+7)*ldd+n32-1]
+			chainRows8Z(K, &e.xin[0], &b[0], ldb, &dst[r*ldd], ldd, n32)
+			if n32 < n {
+				for q := r; q < r+8; q++ {
+					chainRows(e.z, src(q), b[n32:], ldb, dst[q*ldd+n32:q*ldd+n])
 				}
 			}
 		}
 	}
-	for ; t < L; t++ {
-		chainRows(e.z, x(t), e.wt, G, e.pre[t*G:(t+1)*G])
+	for ; r < nb; r++ {
+		chainRows(e.z, src(r), b, ldb, dst[r*ldd:r*ldd+n])
 	}
 }
 
-// step advances the state by step t (its input chains in P[t]).
-func (e *fast32) step(t int) {
-	H, G := e.c.hidden, len(e.init)
-	pre := e.pre[t*G : (t+1)*G]
-	h := e.h
+// project computes the input chains P[b][s] of steps s < L of batch row b
+// (x(s) is step s's input): eight steps at a time share each row of Wᵀ,
+// which is what a large input projection is bound by.
+func (e *fast32) project(b, L int, x func(s int) []float32) {
+	G := len(e.init)
+	pre := e.pre[b*e.c.seq*G:]
+	for s := 0; s < L; s++ {
+		copy(pre[s*G:(s+1)*G], e.init)
+	}
+	e.chains(L, e.c.input, x, e.wt, G, pre, G, G)
+}
+
+// step advances rows [b0, b0+nb) by step s (their input chains in
+// P[b][s]); every row of the run is at a step it has.
+func (e *fast32) step(s, b0, nb int) {
+	H, G, seq := e.c.hidden, len(e.init), e.c.seq
+	pre := e.pre[(b0*seq+s)*G:]
+	ldp := seq * G
+	hrow := func(r int) []float32 { return e.h[(b0+r)*H : (b0+r+1)*H] }
+	switch e.c.kind {
+	case cellRNN, cellLSTM:
+		e.chains(nb, H, hrow, e.rt, G, pre, ldp, G)
+	case cellGRU:
+		e.chains(nb, H, hrow, e.rt, G, pre, ldp, 2*H)
+	}
+	if e.c.kind == cellGRU {
+		f := e.acts[0]
+		for r := 0; r < nb; r++ {
+			pr := pre[r*ldp : r*ldp+G]
+			e.clip(pr[:2*H])
+			f(pr[:H], pr[:H])       // z
+			f(pr[H:2*H], pr[H:2*H]) // r
+		}
+		hb := e.hb[b0*H:]
+		if e.c.linearBeforeReset {
+			for r := 0; r < nb; r++ {
+				copy(hb[r*H:(r+1)*H], e.rbh)
+			}
+			e.chains(nb, H, hrow, e.rt[2*H:], G, hb, H, H)
+		} else {
+			rh := e.rh[b0*H:]
+			for r := 0; r < nb; r++ {
+				rg, h := pre[r*ldp+H:r*ldp+2*H], hrow(r)
+				for k := range h {
+					rh[r*H+k] = rg[k] * h[k]
+				}
+			}
+			e.chains(nb, H, func(r int) []float32 { return rh[r*H : (r+1)*H] }, e.rt[2*H:], G, pre[2*H:], ldp, H)
+		}
+	}
+	for r := 0; r < nb; r++ {
+		e.gates(pre[r*ldp:r*ldp+G], b0+r)
+	}
+}
+
+// gates finishes row b's step from its chains pre (the scalar cell's
+// element operations, in its order).
+func (e *fast32) gates(pre []float32, b int) {
+	H := e.c.hidden
+	h := e.h[b*H : (b+1)*H]
 	switch e.c.kind {
 	case cellRNN:
-		chainRows(e.z, h, e.rt, G, pre)
 		e.clip(pre)
 		e.acts[0](h, pre)
 	case cellGRU:
-		f, g := e.acts[0], e.acts[1]
-		chainRows(e.z, h, e.rt, G, pre[:2*H])
-		e.clip(pre[:2*H])
-		zg, rg, hh := e.g1, e.g2, e.g3
-		f(zg, pre[:H])
-		f(rg, pre[H:2*H])
+		g := e.acts[1]
+		zg, rg, hh := pre[:H], pre[H:2*H], e.g3
 		xp := pre[2*H:]
 		if e.c.linearBeforeReset {
-			copy(e.hb, e.rbh)
-			chainRows(e.z, h, e.rt[2*H:], G, e.hb)
+			hb := e.hb[b*H : (b+1)*H]
 			for j := range hh {
-				hh[j] = vmath.FMA32(rg[j], e.hb[j], xp[j])
+				hh[j] = vmath.FMA32(rg[j], hb[j], xp[j])
 			}
 		} else {
-			rh := e.g4
-			for k := range rh {
-				rh[k] = rg[k] * h[k]
-			}
-			chainRows(e.z, rh, e.rt[2*H:], G, xp)
 			copy(hh, xp)
 		}
 		e.clip(hh)
@@ -222,9 +264,8 @@ func (e *fast32) step(t int) {
 		}
 	case cellLSTM:
 		f, g, ha := e.acts[0], e.acts[1], e.acts[2]
-		chainRows(e.z, h, e.rt, G, pre)
 		pi, po, pf, pc := pre[:H], pre[H:2*H], pre[2*H:3*H], pre[3*H:]
-		c := e.cs
+		c := e.cs[b*H : (b+1)*H]
 		if p := e.p; p != nil {
 			for j := range c {
 				pi[j] = vmath.FMA32(p[j], c[j], pi[j])
@@ -286,33 +327,50 @@ func compute32(c config, in []*tensor.Tensor, lens []int, pk *pack, kc *kernel.C
 	yh := make([]float32, c.dirs*c.batch*H)
 	yc := make([]float32, c.dirs*c.batch*H)
 	xOff, stOff, yOff := c.xOff, c.stOff, c.yOff
+	maxL := 0
+	for _, L := range lens {
+		maxL = max(maxL, L)
+	}
 	for d := 0; d < c.dirs; d++ {
 		e := newFast32(c, d, pk, b, p, z, vec)
 		reverse := c.reverse || d == 1
+		at := func(bi, s int) int {
+			if reverse {
+				return lens[bi] - 1 - s
+			}
+			return s
+		}
 		for bi := 0; bi < c.batch; bi++ {
-			clear(e.h)
-			clear(e.cs)
 			if h0 != nil {
-				copy(e.h, h0[stOff(d, bi):])
+				copy(e.h[bi*H:(bi+1)*H], h0[stOff(d, bi):])
 			}
 			if c0 != nil {
-				copy(e.cs, c0[stOff(d, bi):])
+				copy(e.cs[bi*H:(bi+1)*H], c0[stOff(d, bi):])
 			}
-			L := lens[bi]
-			at := func(s int) int {
-				if reverse {
-					return L - 1 - s
+			e.project(bi, lens[bi], func(s int) []float32 { t := at(bi, s); return x[xOff(t, bi) : xOff(t, bi)+I] })
+		}
+		for s := 0; s < maxL; s++ {
+			// Runs of consecutive rows that have step s.
+			for b0 := 0; b0 < c.batch; {
+				if s >= lens[b0] {
+					b0++
+					continue
 				}
-				return s
+				nb := 1
+				for b0+nb < c.batch && s < lens[b0+nb] {
+					nb++
+				}
+				e.step(s, b0, nb)
+				for bi := b0; bi < b0+nb; bi++ {
+					t := at(bi, s)
+					copy(y[yOff(t, d, bi):yOff(t, d, bi)+H], e.h[bi*H:(bi+1)*H])
+				}
+				b0 += nb
 			}
-			e.project(L, func(s int) []float32 { t := at(s); return x[xOff(t, bi) : xOff(t, bi)+I] })
-			for s := 0; s < L; s++ {
-				e.step(s)
-				t := at(s)
-				copy(y[yOff(t, d, bi):yOff(t, d, bi)+H], e.h)
-			}
-			copy(yh[stOff(d, bi):stOff(d, bi)+H], e.h)
-			copy(yc[stOff(d, bi):stOff(d, bi)+H], e.cs)
+		}
+		for bi := 0; bi < c.batch; bi++ {
+			copy(yh[stOff(d, bi):stOff(d, bi)+H], e.h[bi*H:(bi+1)*H])
+			copy(yc[stOff(d, bi):stOff(d, bi)+H], e.cs[bi*H:(bi+1)*H])
 		}
 	}
 	yShape, stShape := c.outShapes()

@@ -47,6 +47,12 @@ func TestFast32Twins(t *testing.T) {
 		{op: "LSTM", dir: "bidirectional", seq: 19, batch: 2, in: 21, hidden: 37, lens: true},
 		{op: "GRU", dir: "forward", seq: 16, batch: 1, in: 64, hidden: 48, lbr: 1},
 		{op: "RNN", dir: "reverse", seq: 9, batch: 1, in: 8, hidden: 64, layout: 1},
+		// Eight batch rows at a step share Rᵀ (chainRows8Z), runs of rows
+		// split by sequence lengths, column tails.
+		{op: "LSTM", dir: "bidirectional", seq: 6, batch: 11, in: 10, hidden: 40, lens: true, peep: true},
+		{op: "GRU", dir: "forward", seq: 5, batch: 9, in: 7, hidden: 33, lbr: 0, lens: true},
+		{op: "GRU", dir: "reverse", seq: 4, batch: 8, in: 12, hidden: 64, lbr: 1, layout: 1},
+		{op: "RNN", dir: "forward", seq: 10, batch: 10, in: 9, hidden: 32},
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%d_%s_%s_h%d", i, c.op, c.dir, c.hidden), func(t *testing.T) {
