@@ -99,8 +99,8 @@ type ZooSummary struct {
 	Worst                                ZooRow
 }
 
-// ZooModels lists the model names of a zoo directory (subdirectories
-// holding model.onnx), sorted.
+// ZooModels lists the model names of a zoo directory (subdirectories, or
+// links to directories, holding model.onnx), sorted.
 func ZooModels(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -108,9 +108,7 @@ func ZooModels(dir string) ([]string, error) {
 	}
 	var names []string
 	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
+		// os.Stat follows links: a zoo may link models from others.
 		if _, err := os.Stat(filepath.Join(dir, e.Name(), "model.onnx")); err == nil {
 			names = append(names, e.Name())
 		}

@@ -96,6 +96,12 @@ func TestZoo(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "not_a_model"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A model linked from another directory counts.
+	other := t.TempDir()
+	writeZooModel(t, other, "mlp_linked", "Relu", 8, 4, func([]float32) {})
+	if err := os.Symlink(filepath.Join(other, "mlp_linked"), filepath.Join(dir, "mlp_linked")); err != nil {
+		t.Fatal(err)
+	}
 	var progress []string
 	rows, err := Zoo(context.Background(), dir, ZooOptions{Runs: 3, Progress: func(r ZooRow) { progress = append(progress, r.Model) }})
 	if err != nil {
@@ -106,6 +112,7 @@ func TestZoo(t *testing.T) {
 		reason string
 	}{
 		"mlp_ok":         {ZooOK, ""},
+		"mlp_linked":     {ZooOK, ""},
 		"mlp_wrong":      {ZooMismatch, `output "y": element 2`},
 		"mlp_unknown_op": {ZooFailed, "NoSuchOperator"},
 		"mlp_no_data":    {ZooFailed, "reference output"},
@@ -136,7 +143,7 @@ func TestZoo(t *testing.T) {
 	if err := WriteZooTable(&buf, rows, "ort"); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"| mlp_ok | 3 → ", "mismatch: output", "failed: ", "4 models: 0 compared with ort; 1 mismatched, 2 failed"} {
+	for _, s := range []string{"| mlp_ok | 3 → ", "mismatch: output", "failed: ", "5 models: 0 compared with ort; 1 mismatched, 2 failed"} {
 		if !strings.Contains(buf.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, buf.String())
 		}
