@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"unsafe"
@@ -506,7 +507,7 @@ func (s *state) gpu(n *ir.Node) error {
 	case "Fused":
 		layout := ints(n, "layout")
 		base := &ir.Node{OpType: n.String("base", ""), Attrs: n.Attrs}
-		relu := n.String("activation", "") == "Relu"
+		act := s.activation(n, int(layout[0]+layout[1]))
 		var res string
 		if layout[1] == 1 {
 			res = n.Inputs[layout[0]]
@@ -517,14 +518,14 @@ func (s *state) gpu(n *ir.Node) error {
 			if layout[0] == 3 {
 				bias = n.Inputs[2]
 			}
-			return s.conv(base, n.Inputs[0], n.Inputs[1], bias, res, relu, n.Outputs[0])
+			return s.conv(base, n.Inputs[0], n.Inputs[1], bias, res, act, n.Outputs[0])
 		case "Gemm":
-			return s.gemm(base, n.Inputs[0], n.Inputs[1], n.Inputs[2], relu, n.Outputs[0])
+			return s.gemm(base, n.Inputs[0], n.Inputs[1], n.Inputs[2], act, n.Outputs[0])
 		}
 	case "Conv":
-		return s.conv(n, n.Input(0), n.Input(1), n.Input(2), "", false, n.Outputs[0])
+		return s.conv(n, n.Input(0), n.Input(1), n.Input(2), "", nil, n.Outputs[0])
 	case "Gemm":
-		return s.gemm(n, n.Input(0), n.Input(1), n.Input(2), false, n.Outputs[0])
+		return s.gemm(n, n.Input(0), n.Input(1), n.Input(2), nil, n.Outputs[0])
 	case "ConvChain":
 		body := n.Attrs["body"].G
 		sub := &state{pr: s.pr, ctx: s.ctx, g: body, vals: map[string]*val{}, b: s.b, next: s.next}
@@ -545,6 +546,20 @@ func (s *state) gpu(n *ir.Node) error {
 		}
 		s.vals[n.Outputs[0]] = &val{ptr: v.ptr, shape: v.shape}
 		return nil
+	case "Clip":
+		x, shape, err := s.dev(n.Inputs[0])
+		if err != nil {
+			return err
+		}
+		y, err := s.out(n.Outputs[0], shape)
+		if err != nil {
+			return err
+		}
+		lo, hi, hasLo, hasHi, err := s.clipBounds(n, n.Version, 1, "")
+		if err != nil {
+			return err
+		}
+		return e.Clip(s.pr.st, x, y, int64(tensor.NumElems(shape)), lo, hi, hasLo, hasHi)
 	case "Relu":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -678,7 +693,7 @@ func (s *state) gpu(n *ir.Node) error {
 // conv runs kernel/nn's Conv (chain, then + bias) and, fused, + res and
 // then the Relu activation as its own elementwise kernel, as kernel/fused
 // runs the parts.
-func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, relu bool, out string) error {
+func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, act func(y uint64, n int64) error, out string) error {
 	x, xs, err := s.dev(xn)
 	if err != nil {
 		return err
@@ -729,8 +744,8 @@ func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, relu bool, out string) e
 	if err := s.pr.e.Conv2D(s.pr.st, g, x, w, bias, res, false, y); err != nil {
 		return err
 	}
-	if relu {
-		return s.pr.e.Unary(s.pr.st, exact.Relu, y, y, int64(g.OutLen()))
+	if act != nil {
+		return act(y, int64(g.OutLen()))
 	}
 	return nil
 }
@@ -738,7 +753,7 @@ func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, relu bool, out string) e
 // gemm runs kernel/nn's Gemm with alpha = beta = 1: the chain over k from
 // +0, then acc + C as one rounded addition (on the GPU x*1 + C: the
 // product is exact), then Relu when fused.
-func (s *state) gemm(n *ir.Node, an, bn, cn string, relu bool, out string) error {
+func (s *state) gemm(n *ir.Node, an, bn, cn string, act func(y uint64, n int64) error, out string) error {
 	a, as, err := s.dev(an)
 	if err != nil {
 		return err
@@ -794,10 +809,56 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, relu bool, out string) error
 			return fmt.Errorf("Gemm C of shape %v for an output of [%d %d]", cs, M, N)
 		}
 	}
-	if relu {
-		return s.pr.e.Unary(s.pr.st, exact.Relu, y, y, int64(M*N))
+	if act != nil {
+		return act(y, int64(M*N))
 	}
 	return nil
+}
+
+// activation returns a fused layer's activation as an in-place kernel
+// run after the base op (and its Add), as kernel/fused runs the parts;
+// nil for none. Its inputs (Clip's bounds) start at first.
+func (s *state) activation(n *ir.Node, first int) func(y uint64, count int64) error {
+	switch n.String("activation", "") {
+	case "Relu":
+		return func(y uint64, count int64) error { return s.pr.e.Unary(s.pr.st, exact.Relu, y, y, count) }
+	case "Clip":
+		return func(y uint64, count int64) error {
+			lo, hi, hasLo, hasHi, err := s.clipBounds(n, n.Int("act_version", 0), first, "act_")
+			if err != nil {
+				return err
+			}
+			return s.pr.e.Clip(s.pr.st, y, y, count, lo, hi, hasLo, hasHi)
+		}
+	}
+	return nil
+}
+
+// clipBounds reads a Clip's bounds as kernel/elementwise does: before
+// opset 11 the min and max attributes (prefix: a fused layer's act_),
+// always both; from 11 the inputs from first on, each absent or a scalar
+// weight.
+func (s *state) clipBounds(n *ir.Node, version int64, first int, prefix string) (lo, hi float32, hasLo, hasHi bool, err error) {
+	if version > 0 && version < 11 {
+		return n.Float(prefix+"min", float32(math.Inf(-1))), n.Float(prefix+"max", float32(math.Inf(1))), true, true, nil
+	}
+	for i, p := range []*float32{&lo, &hi} {
+		name := n.Input(first + i)
+		if name == "" {
+			continue
+		}
+		t, ok := s.g.Initializers[name]
+		if !ok || t.DType != tensor.Float32 || t.Len() != 1 {
+			return 0, 0, false, false, fmt.Errorf("Clip bound %q is not a float32 constant", name)
+		}
+		*p = t.Data.([]float32)[0]
+		if i == 0 {
+			hasLo = true
+		} else {
+			hasHi = true
+		}
+	}
+	return lo, hi, hasLo, hasHi, nil
 }
 
 // ones returns n float32 ones on the device (Gemm's bias as an affine map).

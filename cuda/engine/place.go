@@ -19,6 +19,7 @@ import (
 	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // Place returns every top-level layer's placement, in g's order. types
@@ -31,7 +32,7 @@ func Place(g *ir.Graph, types map[string]ir.Type) []plan.Placement {
 		if name == "" {
 			name = fmt.Sprintf("%s_%d", n.OpType, i) // plan.Encode's name for it
 		}
-		k, why := kernelFor(n, types, false)
+		k, why := kernelFor(n, g, types, false)
 		if why == "" {
 			out = append(out, plan.Placement{Layer: name, Backend: plan.BackendCUDA, Kernel: k})
 		} else {
@@ -44,7 +45,7 @@ func Place(g *ir.Graph, types map[string]ir.Type) []plan.Placement {
 // kernelFor names the GPU kernels that run n, or says why none does.
 // chain is set inside a ConvChain's body, whose Adds are residuals by the
 // chain's construction (kernel/fused.ConvChain).
-func kernelFor(n *ir.Node, types map[string]ir.Type, chain bool) (kernel, reason string) {
+func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (kernel, reason string) {
 	if n.Domain != "" && n.Domain != "vouch" {
 		return "", fmt.Sprintf("domain %q has no GPU kernels", n.Domain)
 	}
@@ -57,14 +58,14 @@ func kernelFor(n *ir.Node, types map[string]ir.Type, chain bool) (kernel, reason
 	}
 	switch n.OpType {
 	case "Fused":
-		return fusedKernel(n, types, chain)
+		return fusedKernel(n, g, types, chain)
 	case "ConvChain":
 		body := n.Attrs["body"]
 		if body == nil || body.G == nil {
 			return "", "ConvChain without a body"
 		}
 		for _, b := range body.G.Nodes {
-			if _, why := kernelFor(b, body.G.Types, true); why != "" {
+			if _, why := kernelFor(b, body.G, body.G.Types, true); why != "" {
 				return "", fmt.Sprintf("body layer %s: %s", b.Name, why)
 			}
 		}
@@ -81,6 +82,11 @@ func kernelFor(n *ir.Node, types map[string]ir.Type, chain bool) (kernel, reason
 		return kernels.SGEMM + "+" + kernels.Affine, ""
 	case "Relu":
 		return kernels.Unary, ""
+	case "Clip":
+		if why := clipOK(n, n.Version, 1, g); why != "" {
+			return "", why
+		}
+		return kernels.Clip, ""
 	case "Add":
 		if len(n.Inputs) != 2 || !sameStatic(types, n.Input(0), n.Input(1)) {
 			return "", "Add with broadcasting (or operand shapes unknown at build time)"
@@ -124,13 +130,22 @@ func kernelFor(n *ir.Node, types map[string]ir.Type, chain bool) (kernel, reason
 
 // fusedKernel covers kernel/fused's Fused layers over Conv and Gemm with a
 // residual Add at most and Relu or no activation.
-func fusedKernel(n *ir.Node, types map[string]ir.Type, chain bool) (string, string) {
+func fusedKernel(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (string, string) {
 	layout := n.Ints("layout", nil)
-	if len(layout) != 3 || layout[2] != 0 || layout[1] > 1 {
-		return "", fmt.Sprintf("fused layout %v (more than one Add, or activation inputs)", layout)
+	if len(layout) != 3 || layout[1] > 1 || layout[0] < 1 || int(layout[0]+layout[1]+layout[2]) != len(n.Inputs) {
+		return "", fmt.Sprintf("fused layout %v (more than one Add)", layout)
 	}
 	act := n.String("activation", "")
-	if act != "" && act != "Relu" {
+	switch act {
+	case "", "Relu":
+		if layout[2] != 0 {
+			return "", fmt.Sprintf("fused layout %v: activation inputs", layout)
+		}
+	case "Clip":
+		if why := clipOK(n, n.Int("act_version", 0), int(layout[0]+layout[1]), g); why != "" {
+			return "", "fused " + why
+		}
+	default:
 		return "", fmt.Sprintf("fused activation %s has no GPU epilogue yet", act)
 	}
 	base := &ir.Node{OpType: n.String("base", ""), Version: n.Int("base_version", 0), Attrs: n.Attrs}
@@ -162,10 +177,34 @@ func fusedKernel(n *ir.Node, types map[string]ir.Type, chain bool) (string, stri
 		}
 		k += "+residual"
 	}
-	if act == "Relu" {
+	switch act {
+	case "Relu":
 		k += "+" + kernels.Unary + "(Relu)"
+	case "Clip":
+		k += "+" + kernels.Clip
 	}
 	return k, ""
+}
+
+// clipOK checks a Clip's bounds: before opset 11 attributes, from 11 the
+// inputs from first on (at most two), each absent or a float32 weight of
+// one element.
+func clipOK(n *ir.Node, version int64, first int, g *ir.Graph) string {
+	if version > 0 && version < 11 {
+		return ""
+	}
+	if len(n.Inputs)-first > 2 {
+		return "Clip with more than two bounds"
+	}
+	for _, b := range n.Inputs[min(first, len(n.Inputs)):] {
+		if b == "" {
+			continue
+		}
+		if t, ok := g.Initializers[b]; !ok || t.DType != tensor.Float32 || t.Len() != 1 {
+			return "Clip with a bound that is not a float32 constant"
+		}
+	}
+	return ""
 }
 
 func convOK(n *ir.Node) string {

@@ -100,6 +100,19 @@ func (e *Engine) Unary(s *cuda.Stream, op Unary, x, y uint64, n int64) error {
 	return e.fn[kernels.Unary].Launch(s, cuda.D3(e.grid(n, 256), 1, 1), cuda.D3(256, 1, 1), 0, a)
 }
 
+// Clip sets y[i] to elementwise's Clip of x[i] for n floats: below lo
+// (when hasLo) lo, then above hi (when hasHi) hi.
+func (e *Engine) Clip(s *cuda.Stream, x, y uint64, n int64, lo, hi float32, hasLo, hasHi bool) error {
+	b := func(v bool) int32 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	a := new(cuda.Args).Ptr(x).Ptr(y).I64(n).F32(lo).F32(hi).I32(b(hasLo)).I32(b(hasHi))
+	return e.fn[kernels.Clip].Launch(s, cuda.D3(e.grid(n, 256), 1, 1), cuda.D3(256, 1, 1), 0, a)
+}
+
 // Add sets y[i] = a[i] + b[i] for n floats.
 func (e *Engine) Add(s *cuda.Stream, a, b, y uint64, n int64) error {
 	args := new(cuda.Args).Ptr(a).Ptr(b).Ptr(y).I64(n)

@@ -2,6 +2,7 @@ package gputest
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/exact"
@@ -73,7 +74,37 @@ func (s *suite) unary() error {
 		}
 		s.record(fmt.Sprintf("%v [%d]", op, n), gpu, cpu, false)
 	}
+	// Clip (opset 13) as ReLU6 and with one bound only.
+	f := func(v float32) *float32 { return &v }
+	for _, c := range []struct{ lo, hi *float32 }{{f(0), f(6)}, {f(-1.5), nil}, {nil, f(0.25)}, {f(float32(math.Copysign(0, -1))), f(0)}} {
+		ins := []*tensor.Tensor{tensor.From(x, n), nil, nil}
+		var lo, hi float32
+		if c.lo != nil {
+			lo, ins[1] = *c.lo, tensor.Scalar(*c.lo)
+		}
+		if c.hi != nil {
+			hi, ins[2] = *c.hi, tensor.Scalar(*c.hi)
+		}
+		t, err := cpuOp("Clip", 13, nil, ins...)
+		if err != nil {
+			return err
+		}
+		gpu, err := s.run(n, [][]float32{x}, func(in []uint64, out uint64) error {
+			return s.e.Clip(nil, in[0], out, int64(n), lo, hi, c.lo != nil, c.hi != nil)
+		})
+		if err != nil {
+			return err
+		}
+		s.record(fmt.Sprintf("Clip(%v, %v) [%d]", fmtBound(c.lo), fmtBound(c.hi), n), gpu, f32(t), false)
+	}
 	return nil
+}
+
+func fmtBound(p *float32) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprint(*p)
 }
 
 func (s *suite) add() error {

@@ -227,6 +227,17 @@ extern "C" __global__ void vx_unary(int op, const float* __restrict__ x, float* 
 	}
 }
 
+// vx_clip sets y[i] to elementwise's Clip of x[i]: below lo (when has_lo)
+// it becomes lo, then above hi (when has_hi) hi; NaN passes, -0 stays -0.
+extern "C" __global__ void vx_clip(const float* __restrict__ x, float* __restrict__ y, i64 n, float lo, float hi, int has_lo, int has_hi) {
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+		float v = x[i];
+		if (has_lo && v < lo) v = lo;
+		if (has_hi && v > hi) v = hi;
+		y[i] = v;
+	}
+}
+
 // vx_add sets y[i] = a[i] + b[i] (one rounding).
 extern "C" __global__ void vx_add(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y, i64 n) {
 	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {

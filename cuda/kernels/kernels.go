@@ -53,7 +53,8 @@ const (
 	LayerNorm  = "vx_layernorm"
 	Affine     = "vx_channel_affine"
 	Conv2D128  = "vx_conv2d128"
+	Clip       = "vx_clip"
 )
 
 // All lists every kernel name, for loading checks.
-var All = []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Conv2D128}
+var All = []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Conv2D128, Clip}
