@@ -136,7 +136,8 @@ EOF
 	for m in digits_cnn breast_cancer_mlp tiny_bert; do [ -f $W/$m.gpu.plan ] && small="$small $m.gpu.plan"; done
 	tar czf "$OUT/proof.tgz" -C $W data traces.txt $small in
 	[ -f $W/mobilenet_v2.gpu.plan ] && cp $W/mobilenet_v2.gpu.plan "$OUT/"
-	[ -f $W/resnet18.gpu.plan ] && split -b 15000000 $W/resnet18.gpu.plan "$OUT/resnet18.gpu.plan.part-"
+	# NO_BIG=1 leaves resnet18's 47 MB plan behind (the device tool brings back 64 MiB at most).
+	[ -f $W/resnet18.gpu.plan ] && [ -z "${NO_BIG:-}" ] && split -b 15000000 $W/resnet18.gpu.plan "$OUT/resnet18.gpu.plan.part-"
 	ls -la "$OUT"
 	# Speed: the GPU plans end to end (input upload, the layers as one CUDA
 	# graph per shape where all run on the GPU, output download).
@@ -160,6 +161,10 @@ replay() {
 	done
 	fail=0
 	while read -r model trace; do
+		if [ ! -f "$w/$model.gpu.plan" ]; then
+			echo "SKIPPED   trace $trace: $model's plan did not come back (NO_BIG)"
+			continue
+		fi
 		if ! ${VOUCH:-go run ./cmd/vouch} replay "$trace" --data "$w/data" --plan "$w/$model.gpu.plan"; then
 			fail=1
 		fi
