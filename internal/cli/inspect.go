@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/plan"
 )
 
@@ -145,24 +146,22 @@ func layerKind(l plan.Layer) string {
 	for _, a := range l.Attrs {
 		attr[a.Name] = a
 	}
-	base, ok := attr["base"]
+	base, ok := attr[fused.AttrBase]
 	if !ok {
-		if in, ok := attr["inner_op"]; ok && strings.HasSuffix(l.Kind, "F16") {
+		if in, ok := attr[fused.AttrInnerOp]; ok && strings.HasSuffix(l.Kind, fused.OpF16) {
 			return "F16(" + in.S + ")"
 		}
 		return l.Kind
 	}
-	parts := base.S
-	if lay, ok := attr["layout"]; ok && len(lay.Ints) == 3 && lay.Ints[1] == 1 {
-		parts += "+Add"
+	h := fused.Layer{Base: base.S, Activation: attr[fused.AttrActivation].S}
+	if lay := attr[fused.AttrLayout]; len(lay.Ints) == 3 {
+		h.Adds = int(lay.Ints[1])
 	}
-	if a, ok := attr["activation"]; ok && a.S != "" {
-		parts += "+" + a.S
-	}
+	parts := h.Base + h.Suffix()
 	switch {
-	case strings.HasSuffix(l.Kind, "Q8"):
+	case strings.HasSuffix(l.Kind, fused.OpQ8):
 		return "Q8(" + parts + ")"
-	case strings.HasSuffix(l.Kind, "F16"):
+	case strings.HasSuffix(l.Kind, fused.OpF16):
 		return "F16(" + parts + ")"
 	}
 	return "Fused(" + parts + ")"

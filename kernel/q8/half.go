@@ -8,6 +8,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -61,7 +62,7 @@ func HalfToFloat32(c *kernel.Ctx, dst []float32, h []tensor.Half) {
 }
 
 func innerNode(n *ir.Node) (*ir.Node, []int, error) {
-	op := n.String("inner_op", "")
+	op := n.String(fused.AttrInnerOp, "")
 	if op == "" {
 		return nil, nil, fmt.Errorf("q8: F16 layer has no inner_op")
 	}
@@ -69,7 +70,7 @@ func innerNode(n *ir.Node) (*ir.Node, []int, error) {
 		Inputs: n.Inputs, Outputs: n.Outputs, Attrs: map[string]*ir.Attr{}}
 	for k, a := range n.Attrs {
 		switch k {
-		case "inner_op", "inner_domain", "inner_version", "half":
+		case fused.AttrInnerOp, "inner_domain", "inner_version", "half":
 		default:
 			in.Attrs[k] = a
 		}
@@ -223,13 +224,12 @@ func (f *f16Op) tactics(n *ir.Node, in []ir.Type) []string {
 			ts[i].DType = tensor.Float32
 		}
 	}
-	if inner.OpType == "Fused" {
-		lay := inner.Ints("layout", nil)
-		if len(lay) != 3 || int(lay[0]) > len(ts) {
+	if h, ok := fused.LayerOf(inner); ok {
+		if h.BaseInputs < 1 || h.BaseInputs > len(ts) {
 			return nil
 		}
-		inner = &ir.Node{Name: n.Name, OpType: inner.String("base", ""), Version: inner.Int("base_version", 0), Attrs: inner.Attrs}
-		ts = ts[:lay[0]]
+		inner = &ir.Node{Name: n.Name, OpType: h.Base, Version: h.BaseVersion, Attrs: inner.Attrs}
+		ts = ts[:h.BaseInputs]
 	}
 	op, err := f.reg.Lookup(inner)
 	if err != nil || op.Tactics == nil {

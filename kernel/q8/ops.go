@@ -10,6 +10,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -103,11 +104,11 @@ func (q *q8Op) layer(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*layer, er
 }
 
 func (q *q8Op) parse(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
-	lay := n.Ints("layout", nil)
-	if len(lay) != 3 || lay[0] != 4 || lay[1] < 0 || lay[1] > 1 || lay[2] < 0 || int(4+lay[1]+lay[2]) != len(n.Inputs) {
-		return nil, fmt.Errorf("q8: bad layout %v for %d inputs", lay, len(n.Inputs))
+	h, _ := fused.LayerOf(n)
+	if h.BaseInputs != 4 || h.Adds < 0 || h.Adds > 1 || h.ActInputs < 0 || h.BaseInputs+h.Adds+h.ActInputs != len(n.Inputs) {
+		return nil, fmt.Errorf("q8: bad layout [%d %d %d] for %d inputs", h.BaseInputs, h.Adds, h.ActInputs, len(n.Inputs))
 	}
-	l := &layer{base: n.String("base", ""), nact: int(lay[2])}
+	l := &layer{base: h.Base, nact: h.ActInputs}
 	switch l.base {
 	case "Conv", "Gemm", "MatMul":
 	default:
@@ -118,7 +119,7 @@ func (q *q8Op) parse(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
 		return nil, fmt.Errorf("q8: x_scale %v must be positive and finite", l.xScale)
 	}
 	l.inv = 1 / l.xScale
-	l.attrs, l.add, l.act = splitAttrs(n, lay[1] == 1)
+	l.attrs, l.add, l.act = splitAttrs(n, h.Adds == 1)
 	var err error
 	if l.add != nil {
 		if l.addOp, err = q.reg.Lookup(l.add); err != nil {
@@ -208,20 +209,21 @@ func (l *layer) convPacked() [][]int16 {
 // splitAttrs separates the base op's attributes and builds the Add and
 // activation nodes.
 func splitAttrs(n *ir.Node, hasAdd bool) (base, add, act *ir.Node) {
-	base = &ir.Node{Name: n.Name + "/base", OpType: n.String("base", ""), Version: n.Int("base_version", 0), Attrs: map[string]*ir.Attr{}}
-	if a := n.String("activation", ""); a != "" {
-		act = &ir.Node{Name: n.Name + "/act", OpType: a, Version: n.Int("act_version", 0), Attrs: map[string]*ir.Attr{}, Outputs: []string{n.Name + "/act"}}
+	h, _ := fused.LayerOf(n)
+	base = &ir.Node{Name: n.Name + "/base", OpType: h.Base, Version: h.BaseVersion, Attrs: map[string]*ir.Attr{}}
+	if h.Activation != "" {
+		act = &ir.Node{Name: n.Name + "/act", OpType: h.Activation, Version: h.ActVersion, Attrs: map[string]*ir.Attr{}, Outputs: []string{n.Name + "/act"}}
 	}
 	if hasAdd {
 		add = &ir.Node{Name: n.Name + "/add", OpType: "Add", Version: 14, Attrs: map[string]*ir.Attr{}, Outputs: []string{n.Name + "/add"}}
 	}
 	for k, a := range n.Attrs {
 		switch {
-		case k == "base" || k == "base_version" || k == "layout" || k == "activation" || k == "act_version" || k == "x_scale" || k == kernel.TacticAttr:
-		case strings.HasPrefix(k, "act_"):
+		case fused.IsHeaderAttr(k) || k == "x_scale" || k == kernel.TacticAttr:
+		case strings.HasPrefix(k, fused.ActPrefix):
 			if act != nil {
 				c := *a
-				c.Name = strings.TrimPrefix(k, "act_")
+				c.Name = strings.TrimPrefix(k, fused.ActPrefix)
 				act.Attrs[c.Name] = &c
 			}
 		default:
