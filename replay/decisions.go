@@ -77,7 +77,8 @@ func checkDecisions(ctx context.Context, eng *Engine, rec *audit.Record, inputs,
 	}
 	xp, err := explain.ForModel(explain.Model{Graph: p.Graph, Meta: meta, Data: eng.Explain, Output: output,
 		MaxBatch: explain.MaxBatch(p), Run: func(ctx context.Context, in map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
-			return run(p, in)
+			outs, _, err := runOn(p, in, o.exec())
+			return outs, err
 		}})
 	if err != nil {
 		return nil, fmt.Errorf("replay: explainer: %w", err)

@@ -33,6 +33,7 @@ import (
 	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/explain"
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
@@ -94,6 +95,10 @@ type Options struct {
 	// Device re-runs the plan there: "" or "cpu" (any plan, a GPU plan's
 	// CPU kernels included), or "cuda:N" (a GPU plan; exec.NewPlanEngine).
 	Device string
+	// CPU is how the CPU kernels run: the instruction set (portable Go
+	// twins, AVX2, AVX-512) and threads. Every choice gives the same bits
+	// (the determinism contract); the report names the one that ran.
+	CPU exec.CPU
 	// Labels and LabelOutput name the classes when the server was given
 	// them (serve --labels) rather than taking them from the bundle.
 	Labels      []string
@@ -152,7 +157,8 @@ func Replay(ctx context.Context, trace string, o Options) (*Report, error) {
 		return nil, fmt.Errorf("%w: bundle %s has digest %s, the record names %s", ErrPlan, eng.Source, eng.BundleDigest, rec.BundleDigest)
 	}
 	r.Engine = engineInfo(eng)
-	outs, err := runOn(eng.Plan, inputs, o.Device)
+	outs, ranOn, err := runOn(eng.Plan, inputs, o.exec())
+	r.Engine.RanOn = ranOn
 	if err != nil {
 		return nil, fmt.Errorf("replay: running %s: %w", eng.Source, err)
 	}
@@ -225,22 +231,29 @@ func resolveInputs(rec *audit.Record, o Options) (map[string]*tensor.Tensor, str
 }
 
 func run(p *plan.Plan, inputs map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
-	return runOn(p, inputs, "")
+	outs, _, err := runOn(p, inputs, exec.Options{})
+	return outs, err
 }
 
-// runOn runs p on device (Options.Device).
-func runOn(p *plan.Plan, inputs map[string]*tensor.Tensor, device string) (map[string]*tensor.Tensor, error) {
+// exec is the engine options of o's runs.
+func (o Options) exec() exec.Options { return exec.Options{Device: o.Device, CPU: o.CPU} }
+
+// runOn runs p with the engine options eo and says what it ran on: the
+// device and, on the CPU, the instruction set its kernels used.
+func runOn(p *plan.Plan, inputs map[string]*tensor.Tensor, eo exec.Options) (map[string]*tensor.Tensor, string, error) {
 	if _, err := p.SelectProfile(inputs); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// The serving engine itself, so that a replayed output is computed by
 	// the code that served it.
-	eng, err := exec.NewPlanEngine(p, builtin.Registry(), exec.Options{Device: device})
+	eng, err := exec.NewPlanEngine(p, builtin.Registry(), eo)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer eng.Close()
-	return eng.Run(context.Background(), inputs)
+	outs, err := eng.Run(context.Background(), inputs)
+	ctx := &kernel.Ctx{ISA: eo.CPU.ISA}
+	return outs, fmt.Sprintf("%s (CPU kernels at instruction set %s)", eng.DeviceName(), ctx.Level()), err
 }
 
 // Against runs the recorded inputs of trace through the record's own plan
@@ -263,11 +276,11 @@ func Against(ctx context.Context, trace string, other *Engine, crit Criteria, o 
 	if err != nil {
 		return nil, fmt.Errorf("%w for %s: %w", ErrPlan, trace, err)
 	}
-	ref, err := runOn(base.Plan, inputs, o.Device)
+	ref, _, err := runOn(base.Plan, inputs, o.exec())
 	if err != nil {
 		return nil, err
 	}
-	got, err := runOn(other.Plan, inputs, o.Device)
+	got, _, err := runOn(other.Plan, inputs, o.exec())
 	if err != nil {
 		return nil, fmt.Errorf("replay: running %s: %w", other.Source, err)
 	}

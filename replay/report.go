@@ -58,6 +58,9 @@ type EngineInfo struct {
 	BuiltOn      string    `json:"built_on,omitempty"`
 	BuiltAt      time.Time `json:"built_at,omitzero"`
 	SignedBy     []string  `json:"signed_by,omitempty"`
+	// RanOn is where the replay ran: the device, and the instruction set
+	// of the CPU kernels.
+	RanOn string `json:"ran_on,omitempty"`
 }
 
 // OutputCheck compares one output's recorded and replayed digests.
@@ -111,6 +114,9 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, ", signed by %s", strings.Join(r.Engine.SignedBy, ", "))
 	}
 	fmt.Fprintln(w)
+	if r.Engine.RanOn != "" {
+		fmt.Fprintf(w, "  ran on     %s\n", r.Engine.RanOn)
+	}
 	fmt.Fprintf(w, "  input      %s (%s)\n", short(rec.InputDigest, 23)+"…", r.InputSource)
 	for _, o := range r.Outputs {
 		mark := "equal"
@@ -283,6 +289,7 @@ Replayed at {{time .R.ReplayedAt}}{{if .R.Replayer}} by {{.R.Replayer}}{{end}}.<
 <table class="kv">
 <tr><th scope="row">Served by</th><td>{{.R.Engine.Source}}</td></tr>
 <tr><th scope="row">Plan digest</th><td><code>{{.R.Engine.PlanDigest}}</code></td></tr>
+{{if .R.Engine.RanOn}}<tr><th scope="row">Replayed on</th><td>{{.R.Engine.RanOn}}</td></tr>{{end}}
 {{if .R.Engine.BundleDigest}}<tr><th scope="row">Bundle digest</th><td><code>{{.R.Engine.BundleDigest}}</code></td></tr>{{end}}
 {{if .R.Engine.Model}}<tr><th scope="row">Model build</th><td>{{.R.Engine.Model}} from source <code>{{.R.Engine.SourceDigest}}</code></td></tr>
 <tr><th scope="row">Built by</th><td>{{.R.Engine.Builder}} on {{.R.Engine.BuiltOn}} at {{time .R.Engine.BuiltAt}}</td></tr>

@@ -95,6 +95,16 @@ func TestBankDeclineReplays(t *testing.T) {
 			t.Fatalf("reason %q is not the same in audit show and replay:\n%s\n%s", r[1], shown, replayed)
 		}
 	}
+	// The same decision, replayed on the portable Go kernels on one
+	// thread (as on a CPU without AVX2): the same bits.
+	portable := must("replay", trace[1], "--data", data, "--key", p("bank.pub"), "--isa", "portable", "--threads", "1")
+	if !strings.HasPrefix(portable, "VERIFIED") || !strings.Contains(portable, "ran on     cpu (CPU kernels at instruction set portable)") ||
+		!strings.Contains(portable, "recomputed, the same bit for bit") {
+		t.Fatalf("replay on the portable kernels:\n%s", portable)
+	}
+	if code, _, errs := run(t, "replay", trace[1], "--data", data, "--key", p("bank.pub"), "--isa", "sse9"); code == 0 || !strings.Contains(errs, "--isa") {
+		t.Fatalf("replay --isa sse9: %d %s", code, errs)
+	}
 	page, err := os.ReadFile(p("report", "report.html"))
 	if err != nil || !strings.Contains(string(page), "Principal reasons for this decision") || strings.Contains(string(page), "differs</span>") {
 		t.Fatalf("report.html lacks the reasons: %v", err)

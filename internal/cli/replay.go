@@ -39,6 +39,7 @@ type ReplayOptions struct {
 	Labels      string // class labels file, when the server was given them (serve --labels)
 	LabelOutput string
 	Device      string        // --device (device.go)
+	CPU         cpuFlags      // --isa, --threads (isa.go)
 	inputSource replay.Inputs // tests and the demo: captured inputs
 }
 
@@ -56,6 +57,11 @@ the bundle's feature names, background and labels — the code the server
 ran — and compares them with the record, bit for bit: a reason, label or
 contribution that differs is a MISMATCH naming it. A server given its
 labels by serve --labels needs the same file here (--labels).
+
+--isa portable (or avx2) re-runs on the portable Go kernels (or AVX2 ones)
+instead of the fastest this CPU has: a decision served with AVX-512 kernels
+gives the same bits, as it would on a machine without them. The report
+names the instruction set that ran.
 
 --report DIR writes report.json, report.html (for a compliance officer) and,
 with --sign KEY, report.dsse.json (the JSON in a DSSE envelope signed by you).
@@ -84,6 +90,7 @@ a time range with --since and --until (RFC 3339 or a duration like 24h).`)
 	fs.StringVar(&o.SignKey, "sign", "", "sign the JSON report with this private key (vouch keygen)")
 	fs.StringVar(&o.Principal, "principal", defaultPrincipal(), "who is replaying, for the access trails")
 	deviceFlag(fs, &o.Device)
+	o.CPU.register(fs)
 	fs.StringVar(&o.Labels, "labels", "", "class labels, one a line (when the server was given them with serve --labels; else the bundle's)")
 	fs.StringVar(&o.LabelOutput, "label-output", "", "the output --labels name")
 	pos, err := parseInterleaved(fs, args)
@@ -185,6 +192,9 @@ func (m *Main) replay(ctx context.Context, o ReplayOptions) error {
 		}
 	}
 	ro := replay.Options{Records: connRecords{conn}, LogKeys: logKeys, Inputs: o.inputSource, LabelOutput: o.LabelOutput, Device: o.Device}
+	if ro.CPU, err = o.CPU.cpu(); err != nil {
+		return err
+	}
 	if o.Labels != "" {
 		b, err := os.ReadFile(o.Labels)
 		if err != nil {
