@@ -125,18 +125,18 @@ func errNoGPU(d exec.Device, err error) error {
 // newEngine returns the engine that runs a model on device: the CPU
 // engine for "cpu" (an ONNX model, a CPU plan or a GPU plan), else the
 // plan's GPU program.
-func newEngine(g *ir.Graph, p *plan.Plan, reg *kernel.Registry, device string) (*exec.Engine, error) {
+func newEngine(g *ir.Graph, p *plan.Plan, reg *kernel.Registry, device string, cpu exec.CPU) (*exec.Engine, error) {
 	d, err := parseDevice(device)
 	if err != nil {
 		return nil, err
 	}
 	if d.Kind == exec.DeviceCPU {
-		return exec.NewEngine(g, reg, exec.Options{})
+		return exec.NewEngine(g, reg, exec.Options{CPU: cpu})
 	}
 	if p == nil {
 		return nil, fmt.Errorf("%w: --device %s runs engine plans: build one with vouch build MODEL.onnx --device %s", ErrUsage, d, d)
 	}
-	e, err := exec.NewPlanEngine(p, reg, exec.Options{Device: d.String()})
+	e, err := exec.NewPlanEngine(p, reg, exec.Options{Device: d.String(), CPU: cpu})
 	return e, errNoGPU(d, err)
 }
 
@@ -172,7 +172,7 @@ func benchEngine(model *bench.Model, device string, w io.Writer) (bench.Engine, 
 			return nil, err
 		}
 	}
-	eng, err := newEngine(p.Graph, p, builtin.Registry(), device)
+	eng, err := newEngine(p.Graph, p, builtin.Registry(), device, exec.CPU{})
 	if err != nil {
 		return nil, err
 	}

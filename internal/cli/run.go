@@ -13,6 +13,7 @@ import (
 
 	"github.com/vouchml/vouch/bundle"
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/npy"
 	"github.com/vouchml/vouch/onnx"
@@ -28,6 +29,7 @@ type RunOptions struct {
 	JSON   bool
 	Keys   string // trusted public keys, for bundles
 	Device string // --device (device.go)
+	CPU    cpuFlags // --isa, --threads (isa.go)
 }
 
 func runRun(ctx context.Context, m *Main, args []string) error {
@@ -50,6 +52,7 @@ Example:
 	fs.BoolVar(&o.JSON, "json", false, "print the outputs as JSON (all values)")
 	fs.StringVar(&o.Keys, "key", "", "trusted public key(s) for a bundle (.vouch): it is verified before it is loaded")
 	deviceFlag(fs, &o.Device)
+	o.CPU.register(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -67,7 +70,11 @@ func (m *Main) run(o RunOptions) error {
 		return err
 	}
 	reg := builtin.Registry()
-	eng, err := newEngine(g, pl, reg, o.Device)
+	cpu, err := o.CPU.cpu()
+	if err != nil {
+		return err
+	}
+	eng, err := newEngine(g, pl, reg, o.Device, cpu)
 	if err != nil {
 		return err
 	}
@@ -110,7 +117,7 @@ func (m *Main) run(o RunOptions) error {
 	for _, v := range g.Outputs {
 		fmt.Fprintln(m.Stdout, describe(v.Name, outs[v.Name]))
 	}
-	fmt.Fprintf(m.Stdout, "ran in %v%s on %s\n", elapsed.Round(time.Microsecond), profile, eng.DeviceName())
+	fmt.Fprintf(m.Stdout, "ran in %v%s on %s (CPU kernels at instruction set %s)\n", elapsed.Round(time.Microsecond), profile, eng.DeviceName(), (&kernel.Ctx{ISA: cpu.ISA}).Level())
 	if o.OutDir != "" {
 		fmt.Fprintf(m.Stdout, "outputs written to %s\n", o.OutDir)
 	}

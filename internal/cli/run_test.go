@@ -208,3 +208,33 @@ func TestInspectFitsWidth(t *testing.T) {
 		t.Error("--json lost the origin lists")
 	}
 }
+
+// TestRunISA: `vouch run --isa portable --threads 1` gives the bytes the
+// fastest kernels give on all threads, and says which instruction set ran;
+// an unknown one is a usage error.
+func TestRunISA(t *testing.T) {
+	dir := t.TempDir()
+	in := "image=" + digits + "/test_data_set_0/input_0.pb"
+	outs := map[string]string{}
+	for _, isa := range []string{"best", "avx2", "portable"} {
+		d := filepath.Join(dir, isa)
+		code, out, errs := run(t, "run", digits+"/model.onnx", "--input", in, "--out", d, "--isa", isa, "--threads", "1")
+		if code != 0 {
+			t.Fatalf("--isa %s: exit %d: %s", isa, code, errs)
+		}
+		if isa == "portable" && !strings.Contains(out, "(CPU kernels at instruction set portable)") {
+			t.Errorf("--isa portable: the output does not say what ran:\n%s", out)
+		}
+		b, err := os.ReadFile(filepath.Join(d, "logits.pb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[isa] = string(b)
+	}
+	if outs["portable"] != outs["best"] || outs["avx2"] != outs["best"] {
+		t.Fatal("the instruction sets give different bytes")
+	}
+	if code, _, errs := run(t, "run", digits+"/model.onnx", "--input", in, "--isa", "mmx"); code != 2 || !strings.Contains(errs, "--isa") {
+		t.Fatalf("--isa mmx: exit %d: %s", code, errs)
+	}
+}
