@@ -27,8 +27,8 @@ type RunOptions struct {
 	Inputs []string // NAME=FILE, or FILE for a single-input model
 	OutDir string
 	JSON   bool
-	Keys   string // trusted public keys, for bundles
-	Device string // --device (device.go)
+	Keys   string   // trusted public keys, for bundles
+	Device string   // --device (device.go)
 	CPU    cpuFlags // --isa, --threads (isa.go)
 }
 
