@@ -12,6 +12,7 @@ import (
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -504,18 +505,21 @@ func ints(n *ir.Node, name string, def ...int) []int {
 func (s *state) gpu(n *ir.Node) error {
 	e := s.pr.e
 	switch n.OpType {
-	case "Fused":
-		layout := ints(n, "layout")
-		base := &ir.Node{OpType: n.String("base", ""), Attrs: n.Attrs}
-		act := s.activation(n, int(layout[0]+layout[1]))
+	case fused.OpFused:
+		h, _ := fused.LayerOf(n)
+		if err := h.Check(len(n.Inputs)); err != nil {
+			return err
+		}
+		base := &ir.Node{OpType: h.Base, Attrs: n.Attrs}
+		act := s.activation(n, h, h.BaseInputs+h.Adds)
 		var res string
-		if layout[1] == 1 {
-			res = n.Inputs[layout[0]]
+		if h.Adds == 1 {
+			res = n.Inputs[h.BaseInputs]
 		}
 		switch base.OpType {
 		case "Conv":
 			var bias string
-			if layout[0] == 3 {
+			if h.BaseInputs == 3 {
 				bias = n.Inputs[2]
 			}
 			return s.conv(base, n.Inputs[0], n.Inputs[1], bias, res, act, n.Outputs[0])
@@ -818,13 +822,13 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, act func(y uint64, n int64) 
 // activation returns a fused layer's activation as an in-place kernel
 // run after the base op (and its Add), as kernel/fused runs the parts;
 // nil for none. Its inputs (Clip's bounds) start at first.
-func (s *state) activation(n *ir.Node, first int) func(y uint64, count int64) error {
-	switch n.String("activation", "") {
+func (s *state) activation(n *ir.Node, h fused.Layer, first int) func(y uint64, count int64) error {
+	switch h.Activation {
 	case "Relu":
 		return func(y uint64, count int64) error { return s.pr.e.Unary(s.pr.st, exact.Relu, y, y, count) }
 	case "Clip":
 		return func(y uint64, count int64) error {
-			lo, hi, hasLo, hasHi, err := s.clipBounds(n, n.Int("act_version", 0), first, "act_")
+			lo, hi, hasLo, hasHi, err := s.clipBounds(n, h.ActVersion, first, fused.ActPrefix)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -57,7 +58,7 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 		}
 	}
 	switch n.OpType {
-	case "Fused":
+	case fused.OpFused:
 		return fusedKernel(n, g, types, chain)
 	case "ConvChain":
 		body := n.Attrs["body"]
@@ -131,48 +132,49 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 // fusedKernel covers kernel/fused's Fused layers over Conv and Gemm with a
 // residual Add at most and Relu or no activation.
 func fusedKernel(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (string, string) {
-	layout := n.Ints("layout", nil)
-	if len(layout) != 3 || layout[1] > 1 || layout[0] < 1 || int(layout[0]+layout[1]+layout[2]) != len(n.Inputs) {
+	h, _ := fused.LayerOf(n)
+	layout := []int{h.BaseInputs, h.Adds, h.ActInputs}
+	if h.Check(len(n.Inputs)) != nil || h.Adds > 1 {
 		return "", fmt.Sprintf("fused layout %v (more than one Add)", layout)
 	}
-	act := n.String("activation", "")
+	act := h.Activation
 	switch act {
 	case "", "Relu":
-		if layout[2] != 0 {
+		if h.ActInputs != 0 {
 			return "", fmt.Sprintf("fused layout %v: activation inputs", layout)
 		}
 	case "Clip":
-		if why := clipOK(n, n.Int("act_version", 0), int(layout[0]+layout[1]), g); why != "" {
+		if why := clipOK(n, h.ActVersion, h.BaseInputs+h.Adds, g); why != "" {
 			return "", "fused " + why
 		}
 	default:
 		return "", fmt.Sprintf("fused activation %s has no GPU epilogue yet", act)
 	}
-	base := &ir.Node{OpType: n.String("base", ""), Version: n.Int("base_version", 0), Attrs: n.Attrs}
+	base := &ir.Node{OpType: h.Base, Version: h.BaseVersion, Attrs: n.Attrs}
 	k := ""
 	switch base.OpType {
 	case "Conv":
 		if why := convOK(base); why != "" {
 			return "", why
 		}
-		if layout[0] < 2 || layout[0] > 3 {
-			return "", fmt.Sprintf("fused Conv with %d inputs", layout[0])
+		if h.BaseInputs < 2 || h.BaseInputs > 3 {
+			return "", fmt.Sprintf("fused Conv with %d inputs", h.BaseInputs)
 		}
 		k = kernels.Conv2D
 	case "Gemm":
 		if why := gemmOK(base); why != "" {
 			return "", why
 		}
-		if layout[0] != 3 || layout[1] != 0 {
+		if h.BaseInputs != 3 || h.Adds != 0 {
 			return "", "fused Gemm without a bias or with an Add"
 		}
 		k = kernels.SGEMM + "+" + kernels.Affine
 	default:
 		return "", fmt.Sprintf("fused %s has no GPU kernel yet", base.OpType)
 	}
-	if layout[1] == 1 {
+	if h.Adds == 1 {
 		// The Add must be a same-shape residual (the conv epilogue's).
-		if !chain && !sameStatic(types, n.Input(int(layout[0])), n.Outputs[0]) {
+		if !chain && !sameStatic(types, n.Input(h.BaseInputs), n.Outputs[0]) {
 			return "", "fused Add that broadcasts (or shapes unknown at build time)"
 		}
 		k += "+residual"
