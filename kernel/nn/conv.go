@@ -20,6 +20,7 @@ type convSetup struct {
 	tabs               [][]int // g.taps(false), when cached
 	// direct holds TacticDirect's packed weights, once packed.
 	direct atomic.Pointer[directPack]
+	row    *convSetup // a 1-D convolution as a 2-D one of height 1 (conv1d.go)
 }
 
 func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {
@@ -54,8 +55,8 @@ func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {
 			return nil, fmt.Errorf("nn: %s: tactic %q needs a 1x1, stride-1, unpadded convolution", op, s.tactic)
 		}
 	case TacticDirect:
-		if s.G != 1 || len(s.g.in) != 2 {
-			return nil, fmt.Errorf("nn: %s: tactic %q needs one group and two spatial dimensions", op, s.tactic)
+		if s.G != 1 || len(s.g.in) > 2 {
+			return nil, fmt.Errorf("nn: %s: tactic %q needs one group and one or two spatial dimensions", op, s.tactic)
 		}
 	case TacticDepthwise:
 		if s.Cg != 1 || s.Mg != 1 {
@@ -64,6 +65,7 @@ func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {
 	default:
 		return nil, fmt.Errorf("nn: %s: unknown tactic %q", op, s.tactic)
 	}
+	s.row = rowView(s)
 	return s, nil
 }
 
@@ -99,7 +101,7 @@ func convTactics(n *ir.Node, in []ir.Type) []string {
 		return []string{TacticGemm1x1, TacticIm2col, TacticDirect}
 	case s.pointwise():
 		return []string{TacticGemm1x1, TacticIm2col}
-	case s.G == 1 && len(s.g.in) == 2:
+	case s.G == 1 && len(s.g.in) <= 2:
 		return []string{TacticDirect, TacticIm2col}
 	}
 	return []string{TacticIm2col}

@@ -11,6 +11,9 @@ import (
 // the bias, y = acc + B[m], then the fused epilogue ep, if on (see
 // epilogue.go). Run and Into both come here, so they give the same bits.
 func convF32(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
+	if conv1DRow(pool, s) {
+		s = s.row
+	}
 	P := prod(s.g.out)
 	dw := s.Cg == 1 && s.Mg == 1 && (s.tactic == "" || s.tactic == TacticDepthwise)
 	switch {
