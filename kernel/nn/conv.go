@@ -55,8 +55,8 @@ func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {
 			return nil, fmt.Errorf("nn: %s: tactic %q needs a 1x1, stride-1, unpadded convolution", op, s.tactic)
 		}
 	case TacticDirect:
-		if s.G != 1 || len(s.g.in) > 2 {
-			return nil, fmt.Errorf("nn: %s: tactic %q needs one group and one or two spatial dimensions", op, s.tactic)
+		if !directGroups(s) || len(s.g.in) > 2 {
+			return nil, fmt.Errorf("nn: %s: tactic %q needs one group (or groups of a multiple of 16 output channels) and one or two spatial dimensions", op, s.tactic)
 		}
 	case TacticDepthwise:
 		if s.Cg != 1 || s.Mg != 1 {
@@ -101,7 +101,7 @@ func convTactics(n *ir.Node, in []ir.Type) []string {
 		return []string{TacticGemm1x1, TacticIm2col, TacticDirect}
 	case s.pointwise():
 		return []string{TacticGemm1x1, TacticIm2col}
-	case s.G == 1 && len(s.g.in) <= 2:
+	case directGroups(s) && len(s.g.in) <= 2:
 		return []string{TacticDirect, TacticIm2col}
 	}
 	return []string{TacticIm2col}

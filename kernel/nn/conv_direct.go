@@ -45,10 +45,28 @@ type directPack struct {
 }
 
 // directOK reports whether s can run as TacticDirect here: a fast CPU,
-// one group, two spatial dimensions, and an epilogue whose residual is
-// not the output itself.
+// one group or groups of whole 16-channel panels (directGroups), two
+// spatial dimensions, and an epilogue whose residual is not the output
+// itself.
 func directOK(pool machine, s *convSetup, y []float32, ep epi) bool {
-	return pool.fast && s.G == 1 && len(s.g.in) == 2 && !(ep.on && overlaps(ep.r, y))
+	return pool.fast && directGroups(s) && len(s.g.in) == 2 && !(ep.on && overlaps(ep.r, y))
+}
+
+// directGroups reports whether s's groups suit TacticDirect: one group,
+// or groups whose output channels fill whole 16-channel panels, so that
+// each panel reads one group's input planes (RegNet's and ResNeXt's 3x3
+// convolutions of 16 or 32 channels a group). A panel's chain is the
+// group's chain: its Cg channels' taps in order, from its first plane.
+func directGroups(s *convSetup) bool { return s.G == 1 || s.Mg%dirNR == 0 }
+
+// groupAt returns, for a panel width of cw channels, how many panels a
+// group has and the floats between consecutive groups' input planes
+// (hwp floats a plane); one group gives a stride of 0.
+func (s *convSetup) groupAt(cw, hwp int) (pg, gx int) {
+	if s.G == 1 {
+		return 1, 0
+	}
+	return s.Mg / cw, s.Cg * hwp
 }
 
 // pack returns s's packed weights for w and bias, packing them on first
@@ -125,6 +143,7 @@ func convDirect(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 		}
 		*j = directJob{s: s, d: d, x: xn, y: y[ni*s.M*P : (ni+1)*s.M*P], ep: ep.at(ni * s.M * P), P: P,
 			nch: (P + dirPC - 1) / dirPC}
+		j.pg, j.gx = s.groupAt(dirNR, hp*wp)
 		np := (s.M + dirNR - 1) / dirNR
 		pool.Run(np*j.nch, s.M*P*len(d.offs), j)
 	}
@@ -144,6 +163,8 @@ type directJob struct {
 	ep   epi
 	P    int
 	nch  int
+	// pg panels a group, gx floats between groups' planes (groupAt).
+	pg, gx int
 }
 
 var directJobs = sync.Pool{New: func() any { return new(directJob) }}
@@ -154,9 +175,10 @@ func (j *directJob) Run(lo, hi int) {
 	s, d, g := j.s, j.d, j.s.g
 	K := len(d.offs)
 	OW, sh, sw, wp := g.out[1], g.stride[0], g.stride[1], d.wp
-	_ = j.x[(g.out[0]-1)*sh*wp+(OW-1)*sw+int(d.offs[K-1])]
+	_ = j.x[(s.G-1)*j.gx+(g.out[0]-1)*sh*wp+(OW-1)*sw+int(d.offs[K-1])]
 	for u := lo; u < hi; u++ {
 		q, ch := u/j.nch, u%j.nch
+		xg := j.x[q/j.pg*j.gx:]
 		p0 := ch * dirPC
 		n := min(dirPC, j.P-p0)
 		var bias *float32
@@ -167,7 +189,7 @@ func (j *directJob) Run(lo, hi int) {
 		for t := 0; t < n; t += dirMR {
 			for i := range px {
 				p := p0 + min(t+i, n-1)
-				px[i] = &j.x[p/OW*sh*wp+p%OW*sw]
+				px[i] = &xg[p/OW*sh*wp+p%OW*sw]
 			}
 			amd64.Conv6x16(K, &px, &d.offs[0], pan, bias, &scratch[t*dirNR], dirNR)
 		}
@@ -211,7 +233,7 @@ func zTile(pool machine, s *convSetup) (zShape, bool) {
 	if !pool.z {
 		return zShape{}, false
 	}
-	if z := pool.f().tileZ; z.R != 0 {
+	if z := pool.f().tileZ; z.R != 0 && (s.G == 1 || s.Mg%(16*z.C) == 0) {
 		return z, true
 	}
 	return zTileAt(s, s.g.stride[1], true)
@@ -225,8 +247,8 @@ func zTileAt(s *convSetup, S int, rowBonus bool) (zShape, bool) {
 	best, bestCost := zShape{}, 0.0
 	for _, k := range amd64.ConvZShapes {
 		R, T, C := k[0], k[1], k[2]
-		if k[3] != S {
-			continue
+		if k[3] != S || s.G > 1 && s.Mg%(16*C) != 0 {
+			continue // a panel's channels must lie in one group
 		}
 		tiles := (OH + R - 1) / R * ((OW + T - 1) / T) * ((s.M + 16*C - 1) / (16 * C))
 		cost := float64(tiles*R*T*C) * (1 + 1/float64(R*T))
@@ -255,9 +277,10 @@ func convDirectZ(pool machine, s *convSetup, x, w, bias, y []float32, ep epi, z 
 	hp, wp := g.padded()
 	K := s.Cg * prod(g.k)
 	padded := g.padB[0] != 0 || g.padB[1] != 0 || hp != g.in[0] || wp != g.in[1]
-	lastOff := (s.Cg-1)*hp*wp + (g.k[0]-1)*g.dil[0]*wp + (g.k[1]-1)*g.dil[1]
+	// The last tap of the last group reads channel C-1.
+	lastOff := (s.C-1)*hp*wp + (g.k[0]-1)*g.dil[0]*wp + (g.k[1]-1)*g.dil[1]
 	if !padded {
-		lastOff = (s.Cg-1)*inSz + (g.k[0]-1)*g.dil[0]*g.in[1] + (g.k[1]-1)*g.dil[1]
+		lastOff = (s.C-1)*inSz + (g.k[0]-1)*g.dil[0]*g.in[1] + (g.k[1]-1)*g.dil[1]
 	}
 	owt := (OW + z.T - 1) / z.T * z.T
 	// The farthest float a tile reads: the last row's last (padding)
@@ -265,7 +288,7 @@ func convDirectZ(pool machine, s *convSetup, x, w, bias, y []float32, ep epi, z 
 	reach := func(wp int) int { return (OH-1)*sh*wp + (owt-1)*sw + lastOff + 1 }
 	if !padded && reach(g.in[1]) > s.C*inSz {
 		padded = true
-		lastOff = (s.Cg-1)*hp*wp + (g.k[0]-1)*g.dil[0]*wp + (g.k[1]-1)*g.dil[1]
+		lastOff = (s.C-1)*hp*wp + (g.k[0]-1)*g.dil[0]*wp + (g.k[1]-1)*g.dil[1]
 	}
 	var pad *[]float32
 	if padded {
@@ -292,6 +315,7 @@ func convDirectZ(pool machine, s *convSetup, x, w, bias, y []float32, ep epi, z 
 		*j = directZJob{s: s, d: d, z: z, x: xn, y: y[ni*s.M*P : (ni+1)*s.M*P], ep: ep.at(ni * s.M * P), P: P,
 			rpu: rpu, ngr: ngr, np: np, owt: owt, rowsOuter: K*s.M < s.C*hp*wp,
 			pfTiles: pool.pfTiles((OH + z.R - 1) / z.R * ((OW + z.T - 1) / z.T))}
+		j.pg, j.gx = s.groupAt(16*z.C, hp*wp)
 		pool.Run(np*ngr, s.M*P*K, j)
 	}
 	*j = directZJob{}
@@ -314,6 +338,7 @@ type directZJob struct {
 	np            int  // panels
 	rowsOuter     bool // units row-group-major
 	pfTiles       bool // tiles prefetch the next panel
+	pg, gx        int  // panels a group, floats between groups' planes (groupAt)
 }
 
 var directZJobs = sync.Pool{New: func() any { return new(directZJob) }}
@@ -348,6 +373,7 @@ func (j *directZJob) Run(lo, hi int) {
 			q, gr = u%j.np, u/j.np
 		}
 		oy0, oy1 := gr*j.rpu, min(OH, (gr+1)*j.rpu)
+		xg := j.x[q/j.pg*j.gx:]
 		var bias *float32
 		if d.bias != nil {
 			bias = &d.bias[q*cw]
@@ -371,7 +397,7 @@ func (j *directZJob) Run(lo, hi int) {
 				}
 				tile++
 				for r := 0; r < z.R; r++ {
-					base[r] = &j.x[min(oy+r, OH-1)*sh*wp+ox*sw]
+					base[r] = &xg[min(oy+r, OH-1)*sh*wp+ox*sw]
 				}
 				if !amd64.ConvZ(z.R, z.T, z.C, sw, K, &base, &d.offs[0], pan, bias, &scratch[0], clamp, pf) {
 					panic(fmt.Sprintf("nn: no ConvZ kernel for tile %+v, stride %d", z, sw)) // zTile picks listed tiles only

@@ -79,7 +79,7 @@ func convCases(r *rand.Rand) []convCase {
 			[]*ir.Attr{intAttr("group", int64(c)), ints("strides", int64(1+r.Intn(2)), int64(1+r.Intn(2))),
 				ints("pads", int64(r.Intn(2)), int64(r.Intn(2)), int64(r.Intn(2)), int64(r.Intn(2)))}})
 	}
-	return append(cs, conv1DCases(r)...)
+	return append(append(cs, conv1DCases(r)...), convGroupedCases(r)...)
 }
 
 // TestConvTwin: Conv on the vector kernels (GEMM, depthwise 3x3) gives the
