@@ -116,6 +116,12 @@ func TestDropPaddingTaps(t *testing.T) {
 	if b, y = dil(nil, 1, 1); len(cropped(b, y)) != 0 {
 		t.Error("a 3x3 Conv of pads 1 was cropped")
 	}
+	// A dynamic batch: the spatial sizes are enough.
+	b, y = dil(nil, 8, 8)
+	b.g.Inputs[0].Type.Shape[0] = ir.Dim{Value: -1, Param: "batch"}
+	if len(cropped(b, y)) != 1 {
+		t.Error("the dilation-8 Conv of a dynamic batch was not cropped")
+	}
 	// Dilation 4 on 6 rows: the outer taps are read by some outputs.
 	b, y = dil(nil, 4, 4)
 	if kinds := b.check(t, y, true); len(kinds) != 1 {

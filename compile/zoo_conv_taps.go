@@ -34,9 +34,18 @@ func dropPaddingTaps(s *state) error {
 		if !ok || !ok2 || w.DType != tensor.Float32 || len(w.Shape) < 3 {
 			continue
 		}
-		x, static := xt.Static()
+		// Only the spatial sizes matter (the batch may be dynamic).
 		nd := len(w.Shape) - 2
-		if !static || len(x) != nd+2 {
+		if !xt.RankKnown || len(xt.Shape) != nd+2 {
+			continue
+		}
+		x := make([]int, nd+2)
+		known := true
+		for i, d := range xt.Shape[2:] {
+			known = known && d.Known()
+			x[2+i] = int(d.Value)
+		}
+		if !known {
 			continue
 		}
 		k := w.Shape[2:]
