@@ -59,9 +59,9 @@ func TestEliminateNoopPad(t *testing.T) {
 	}
 	b = newGB([]int{1, 2, 4, 4})
 	p = b.node("Pad", []string{"x", b.int64s("pads", 0, 0, 1, 1, 0, 0, 1, 1)}, "p")
-	y = b.node("AveragePool", []string{p}, "y", ints("kernel_shape", 2, 2), ints("strides", 2, 2))
+	y = b.node("MaxPool", []string{p}, "y", ints("kernel_shape", 2, 2), ints("strides", 2, 2))
 	if kinds := b.check(t, y, true); len(kinds) != 2 || kinds[0] != "Pad" {
-		t.Fatalf("Pad + AveragePool became %v", kinds)
+		t.Fatalf("Pad + MaxPool became %v", kinds)
 	}
 }
 
