@@ -84,16 +84,16 @@ func poolSetup(n *ir.Node, x []int) (*geom, error) {
 	return g, err
 }
 
-func runAveragePool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	return runSumPool(n, in, false)
+func runAveragePool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return runSumPool(c, n, in, false)
 }
 
-func runLpPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	return runSumPool(n, in, true)
+func runLpPool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return runSumPool(c, n, in, true)
 }
 
 // runSumPool is AveragePool (sum / count) and LpPool ((sum |x|^p)^(1/p)).
-func runSumPool(n *ir.Node, in []*tensor.Tensor, lp bool) ([]*tensor.Tensor, error) {
+func runSumPool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor, lp bool) ([]*tensor.Tensor, error) {
 	if err := need(in, 1, n.OpType); err != nil {
 		return nil, err
 	}
@@ -137,6 +137,10 @@ func runSumPool(n *ir.Node, in []*tensor.Tensor, lp bool) ([]*tensor.Tensor, err
 		return []*tensor.Tensor{tensor.From(y, out...)}, nil
 	}
 	y := make([]float32, NC*P)
+	if !lp && avgPoolS1OK(g) {
+		avgPoolS1(machineOf(c), g, NC, xf, y, inclPad)
+		return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
+	}
 	sumPoolF32(xf, windowTable(g), NC, y, inclPad, lp, float32(p))
 	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
 }
