@@ -43,7 +43,7 @@ func TestDeviceFlag(t *testing.T) {
 		}
 	}
 	code, out, errs := vouch(t, "run", pl, "--input", input, "--device", "cpu")
-	if code != 0 || !strings.Contains(out, " on cpu\n") {
+	if code != 0 || !strings.Contains(out, " on cpu (CPU kernels at instruction set ") {
 		t.Fatalf("run on the CPU: exit %d, %s%s", code, out, errs)
 	}
 	code, _, errs = vouch(t, "run", model, "--input", input, "--device", "cuda:0")
