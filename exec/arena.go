@@ -95,10 +95,16 @@ func planLayout(g *ir.Graph, types map[string]ir.Type, reg *kernel.Registry) *la
 		}
 		if op == nil || op.Into == nil || !staticNode(n, types) {
 			// Allocating kernel: its outputs may alias what it reads, so
-			// every storage it reads lives as long as those outputs.
+			// every storage it reads lives as long as those outputs. Each
+			// storage is listed once: a chain of such nodes reading a value
+			// twice (x·x, a residual) would double the list at every node.
 			var rs []*storage
 			for _, name := range reads(n) {
-				rs = append(rs, refs[name]...)
+				for _, s := range refs[name] {
+					if !slices.Contains(rs, s) {
+						rs = append(rs, s)
+					}
+				}
 			}
 			for _, o := range n.Outputs {
 				if o == "" || len(rs) == 0 {
