@@ -56,6 +56,10 @@ func maxPool2D(pool machine, g *geom, NC int, x, y []float32) {
 	if len(g.in) == 1 {
 		g = g.row
 	}
+	if maxPoolS1OK(pool.fast, g) {
+		maxPoolS1(pool, g, NC, x, y)
+		return
+	}
 	j := maxPoolJobs.Get().(*maxPoolJob)
 	*j = maxPoolJob{g: g, x: x, y: y, fast: pool.fast}
 	pool.Run(NC, NC*prod(g.in)*(g.k[0]+g.k[1]), j)
