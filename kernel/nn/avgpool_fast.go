@@ -91,9 +91,7 @@ func (j *avgPoolJob) Run(lo, hi int) {
 	}
 	for c := lo; c < hi; c++ {
 		xc, yc := j.x[c*H*W:(c+1)*H*W], j.y[c*OH*OW:(c+1)*OH*OW]
-		for iy := 0; iy < H; iy++ {
-			copy(xp[(pt+iy)*wp+pl:(pt+iy)*wp+pl+W], xc[iy*W:(iy+1)*W])
-		}
+		intoPadded(xp, xc, g, wp)
 		clear(acc)
 		for ky := 0; ky < kh; ky++ {
 			for kx := 0; kx < kw; kx++ {
@@ -110,4 +108,13 @@ func (j *avgPoolJob) Run(lo, hi int) {
 	}
 	putF32(pbuf)
 	putF32(abuf)
+}
+
+// intoPadded copies the plane xc (g.in) into the padded plane xp of row
+// stride wp, after g.padB's rows and columns; the padding is left as it is.
+func intoPadded(xp, xc []float32, g *geom, wp int) {
+	H, W, pt, pl := g.in[0], g.in[1], g.padB[0], g.padB[1]
+	for iy := 0; iy < H; iy++ {
+		copy(xp[(pt+iy)*wp+pl:(pt+iy)*wp+pl+W], xc[iy*W:(iy+1)*W])
+	}
 }

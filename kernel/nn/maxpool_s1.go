@@ -63,9 +63,7 @@ func (j *maxPoolS1Job) Run(lo, hi int) {
 	fillInf(xp)
 	for c := lo; c < hi; c++ {
 		xc, yc := j.x[c*H*W:(c+1)*H*W], j.y[c*OH*OW:(c+1)*OH*OW]
-		for iy := 0; iy < H; iy++ {
-			copy(xp[(pt+iy)*wp+pl:(pt+iy)*wp+pl+W], xc[iy*W:(iy+1)*W])
-		}
+		intoPadded(xp, xc, g, wp)
 		fillInf(hm)
 		for kx := 0; kx < kw; kx++ {
 			maxInto(true, hm, xp[kx:kx+Lh])
