@@ -27,6 +27,8 @@ func convF32(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 	case s.tactic == TacticDirect && directOK(pool, s, y, ep):
 		convDirect(pool, s, x, w, bias, y, ep)
 		return
+	case groupTapsOK(pool, s):
+		groupTaps(pool, s, x, w, y)
 	case pool.fast:
 		convGEMMFast(pool, s, x, w, bias, y, ep)
 		return

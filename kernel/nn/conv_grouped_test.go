@@ -30,6 +30,13 @@ func convGroupedCases(r *rand.Rand) []convCase {
 		{[]int{1, 32, 12, 12}, []int{64, 8, 3, 3}, []*ir.Attr{intAttr("group", 4)}},
 		{[]int{1, 32, 15, 15}, []int{32, 16, 3, 3}, []*ir.Attr{intAttr("group", 2), ints("dilations", 2, 2), ints("pads", 2, 2, 2, 2)}},
 		{[]int{1, 32, 100}, []int{32, 16, 5}, []*ir.Attr{intAttr("group", 2), ints("pads", 2, 2)}},
+		// Groups of fewer than 16 output channels (groupTaps): ResNeXt's 4
+		// and 8 at strides 1 and 2, 3 from 5, dilated, 1-D.
+		{[]int{2, 128, 14, 14}, []int{128, 4, 3, 3}, []*ir.Attr{intAttr("group", 32), p1}},
+		{[]int{1, 64, 15, 16}, []int{64, 8, 3, 3}, []*ir.Attr{intAttr("group", 8), p1, ints("strides", 2, 2)}},
+		{[]int{1, 10, 9, 23}, []int{6, 5, 3, 2}, []*ir.Attr{intAttr("group", 2), ints("pads", 0, 1, 2, 0)}},
+		{[]int{1, 12, 13, 13}, []int{12, 4, 3, 3}, []*ir.Attr{intAttr("group", 3), ints("dilations", 2, 2), ints("pads", 2, 2, 2, 2)}},
+		{[]int{1, 16, 70}, []int{24, 4, 5}, []*ir.Attr{intAttr("group", 4), ints("pads", 2, 2), ints("strides", 2)}},
 	}
 	for i := 0; i < 6; i++ {
 		g, cg, mg := 1+r.Intn(4), 1+r.Intn(20), 16*(1+r.Intn(3))
@@ -59,8 +66,8 @@ func TestConvGroupedZTiles(t *testing.T) {
 	}()
 	tried := 0
 	for ci, c := range convGroupedCases(r) {
-		if len(c.x) != 4 {
-			continue
+		if len(c.x) != 4 || (c.w[0]/int(c.attrs[0].I))%16 != 0 {
+			continue // not 2-D, or groupTaps' groups
 		}
 		n := node("Conv", append(append([]*ir.Attr{}, c.attrs...), strAttr(kernel.TacticAttr, TacticDirect))...)
 		in := []*tensor.Tensor{tensor.From(specialF32(r, prod(c.x), ci%2 == 0), c.x...),
