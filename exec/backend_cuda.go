@@ -7,8 +7,8 @@ import (
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/engine"
 	"github.com/vouchml/vouch/ir"
-	"github.com/vouchml/vouch/tensor"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // openCUDA loads p's GPU section on CUDA device d (the driver found where
