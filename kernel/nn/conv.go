@@ -21,6 +21,8 @@ type convSetup struct {
 	// direct holds TacticDirect's packed weights, once packed.
 	direct atomic.Pointer[directPack]
 	row    *convSetup // a 1-D convolution as a 2-D one of height 1 (conv1d.go)
+	// taps holds groupTaps' layout, once built (conv_grouped_taps.go).
+	taps atomic.Pointer[groupTapsGeom]
 }
 
 func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {

@@ -1,6 +1,10 @@
 package nn
 
-import "github.com/vouchml/vouch/kernel/amd64"
+import (
+	"sync"
+
+	"github.com/vouchml/vouch/kernel/amd64"
+)
 
 // A grouped float32 convolution whose groups have fewer than 16 output
 // channels (ResNeXt-50's 4 and 8, RegNetY's 8), on AVX-512, runs each
@@ -20,36 +24,70 @@ func groupTapsOK(pool machine, s *convSetup) bool {
 		prod(s.g.out) > 0 && s.Cg*prod(s.g.k) < 1<<16
 }
 
-// groupTaps computes the chains of s into y (groupTapsOK must hold).
-func groupTaps(pool machine, s *convSetup, x, w, y []float32) {
+// groupTapsGeom is groupTaps' layout of one convolution: built once per
+// setup (kept in it), so that a bound plan's calls allocate nothing.
+type groupTapsGeom struct {
+	d                 *dwAnyGeom
+	offs              []int32 // the K taps' offsets into the group's planes
+	K, chs, bufLen, P int
+	inSz              int
+}
+
+func (s *convSetup) groupTapsGeom() *groupTapsGeom {
+	if t := s.taps.Load(); t != nil {
+		return t
+	}
 	d := newDwAnyGeom(s.g)
-	P, inSz, kn := prod(s.g.out), prod(s.g.in), len(d.offs)
-	K, chs := s.Cg*kn, d.sh*d.sw*d.plane
-	offs := make([]int32, K)
+	kn := len(d.offs)
+	t := &groupTapsGeom{d: d, K: s.Cg * kn, chs: d.sh * d.sw * d.plane, P: prod(s.g.out), inSz: prod(s.g.in)}
+	t.offs = make([]int32, t.K)
 	for c := 0; c < s.Cg; c++ {
-		for t, o := range d.offs {
-			offs[c*kn+t] = int32(c*chs) + o
+		for i, o := range d.offs {
+			t.offs[c*kn+i] = int32(c*t.chs) + o
 		}
 	}
-	bufLen := (s.Cg-1)*chs + d.bufLen
-	pool.For(s.N*s.G, s.N*s.M*P*K, func(lo, hi int) {
-		buf, out := getF32(bufLen), getF32(d.n16)
-		clear((*buf)[:bufLen]) // the padding stays zero: only input elements are written
-		for u := lo; u < hi; u++ {
-			ni, gi := u/s.G, u%s.G
-			for c := 0; c < s.Cg; c++ {
-				ch := ni*s.C + gi*s.Cg + c
-				d.fill((*buf)[c*chs:], x[ch*inSz:(ch+1)*inSz])
-			}
-			for m := gi * s.Mg; m < (gi+1)*s.Mg; m++ {
-				amd64.DwTapsZ(d.n16, K, &offs[0], &w[m*K], &(*buf)[0], &(*out)[0])
-				ym := y[(ni*s.M+m)*P : (ni*s.M+m+1)*P]
-				for oy := 0; oy < d.OH; oy++ {
-					copy(ym[oy*d.OW:(oy+1)*d.OW], (*out)[oy*d.Wq:])
-				}
+	t.bufLen = (s.Cg-1)*t.chs + d.bufLen
+	s.taps.CompareAndSwap(nil, t)
+	return s.taps.Load()
+}
+
+// groupTapsJob is one call's work: units (image, group) pairs.
+type groupTapsJob struct {
+	s       *convSetup
+	t       *groupTapsGeom
+	x, w, y []float32
+}
+
+var groupTapsJobs = sync.Pool{New: func() any { return new(groupTapsJob) }}
+
+// groupTaps computes the chains of s into y (groupTapsOK must hold).
+func groupTaps(pool machine, s *convSetup, x, w, y []float32) {
+	t := s.groupTapsGeom()
+	j := groupTapsJobs.Get().(*groupTapsJob)
+	*j = groupTapsJob{s: s, t: t, x: x, w: w, y: y}
+	pool.Run(s.N*s.G, s.N*s.M*t.P*t.K, j)
+	*j = groupTapsJob{}
+	groupTapsJobs.Put(j)
+}
+
+func (j *groupTapsJob) Run(lo, hi int) {
+	s, t, d := j.s, j.t, j.t.d
+	buf, out := getF32(t.bufLen), getF32(d.n16)
+	clear((*buf)[:t.bufLen]) // the padding stays zero: only input elements are written
+	for u := lo; u < hi; u++ {
+		ni, gi := u/s.G, u%s.G
+		for c := 0; c < s.Cg; c++ {
+			ch := ni*s.C + gi*s.Cg + c
+			d.fill((*buf)[c*t.chs:], j.x[ch*t.inSz:(ch+1)*t.inSz])
+		}
+		for m := gi * s.Mg; m < (gi+1)*s.Mg; m++ {
+			amd64.DwTapsZ(d.n16, t.K, &t.offs[0], &j.w[m*t.K], &(*buf)[0], &(*out)[0])
+			ym := j.y[(ni*s.M+m)*t.P : (ni*s.M+m+1)*t.P]
+			for oy := 0; oy < d.OH; oy++ {
+				copy(ym[oy*d.OW:(oy+1)*d.OW], (*out)[oy*d.Wq:])
 			}
 		}
-		putF32(out)
-		putF32(buf)
-	})
+	}
+	putF32(out)
+	putF32(buf)
 }
