@@ -79,6 +79,9 @@ type ZooRow struct {
 	Reason string `json:"reason,omitempty"`
 	Nodes  int    `json:"onnx_nodes"`
 	Layers int    `json:"layers,omitempty"`
+	// ThreadInvariant: the plan gave the same bits at 1 and at 2 threads
+	// as at the run's own thread count (a difference is a mismatch).
+	ThreadInvariant bool `json:"thread_invariant"`
 	// MaxAbsErr is the largest |vouch - reference| over float outputs.
 	MaxAbsErr float64 `json:"max_abs_err"`
 	// PeerMaxAbsErr is the same for the peer's outputs (0 when it did not
@@ -95,8 +98,11 @@ type ZooRow struct {
 // matched and ran on both engines, and the worst of them.
 type ZooSummary struct {
 	Models, Compared, Mismatched, Failed int
-	Geomean                              float64
-	Worst                                ZooRow
+	// ThreadInvariant counts the models whose plan gave the same bits at
+	// 1 and 2 threads.
+	ThreadInvariant int
+	Geomean         float64
+	Worst           ZooRow
 }
 
 // ZooModels lists the model names of a zoo directory (subdirectories, or
@@ -226,6 +232,15 @@ func zooModel(ctx context.Context, dir, name string, o ZooOptions) (row ZooRow) 
 	if len(bad) > 0 {
 		row.Status, row.Reason = ZooMismatch, strings.Join(bad, "; ")
 	}
+	// The determinism promise on every zoo model: the plan at 1 and at 2
+	// threads gives the bits of the run above.
+	row.ThreadInvariant = true
+	for _, th := range []int{1, 2} {
+		if why := threadBits(g, shapes, inputs, got, th); why != "" {
+			row.ThreadInvariant = false
+			row.Status, row.Reason = ZooMismatch, joinReason(row.Reason, why)
+		}
+	}
 	vouch := &vouchEngine{b: b, inputs: inputs}
 	engines := []Engine{vouch}
 	if o.Peer != "" {
@@ -264,6 +279,40 @@ func zooModel(ctx context.Context, dir, name string, o ZooOptions) (row ZooRow) 
 		row.Ratio = Ratio(row.Vouch, row.Peer)
 	}
 	return row
+}
+
+// threadBits runs g on a fresh executor at threads threads and names the
+// first output whose bits differ from want ("" when all are the same).
+func threadBits(g *ir.Graph, shapes [][]int, inputs, want []*tensor.Tensor, threads int) string {
+	ex, err := exec.New(g, builtin.Registry())
+	if err == nil {
+		err = ex.SetCPU(exec.CPU{Threads: threads})
+	}
+	var b *exec.Bound
+	if err == nil {
+		b, err = ex.Bind(shapes)
+	}
+	var got []*tensor.Tensor
+	if err == nil {
+		got, err = b.Execute(inputs)
+	}
+	if err != nil {
+		return fmt.Sprintf("at %d threads: %v", threads, err)
+	}
+	for i, v := range g.Outputs {
+		if !sameBits(got[i], want[i]) {
+			return fmt.Sprintf("output %q differs at %d threads", v.Name, threads)
+		}
+	}
+	return ""
+}
+
+// sameBits reports whether a and b hold the same values bit for bit.
+func sameBits(a, b *tensor.Tensor) bool {
+	if a.DType != b.DType || !reflect.DeepEqual(a.Shape, b.Shape) {
+		return false
+	}
+	return string(tensor.RawBytes(a)) == string(tensor.RawBytes(b))
 }
 
 func joinReason(a, b string) string {
@@ -396,6 +445,9 @@ func SummarizeZoo(rows []ZooRow) ZooSummary {
 			s.Mismatched++
 		case ZooFailed:
 			s.Failed++
+		}
+		if r.ThreadInvariant {
+			s.ThreadInvariant++
 		}
 		if r.Status != ZooOK || r.Ratio <= 0 {
 			continue

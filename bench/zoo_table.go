@@ -33,7 +33,7 @@ func WriteZooTable(w io.Writer, rows []ZooRow, peer string) error {
 	if s.Compared > 0 {
 		fmt.Fprintf(&b, ", geometric mean vouch/%s %.2f, worst %.2f (%s)", peer, s.Geomean, s.Worst.Ratio, s.Worst.Model)
 	}
-	fmt.Fprintf(&b, "; %d mismatched, %d failed\n", s.Mismatched, s.Failed)
+	fmt.Fprintf(&b, "; %d mismatched, %d failed; %d of %d run bit-identical at 1 and 2 threads\n", s.Mismatched, s.Failed, s.ThreadInvariant, s.Models-s.Failed)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

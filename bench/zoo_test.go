@@ -11,7 +11,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/onnx/onnxpb"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // zooTensor is a float32 TensorProto.
@@ -135,6 +138,9 @@ func TestZoo(t *testing.T) {
 		if r.Status != ZooFailed && (r.Layers < 1 || r.Vouch <= 0 || r.Runs < 3) {
 			t.Errorf("%s: not timed: %+v", r.Model, r)
 		}
+		if r.Status != ZooFailed && !r.ThreadInvariant {
+			t.Errorf("%s: not bit-identical at 1 and 2 threads: %s", r.Model, r.Reason)
+		}
 		if r.Status == ZooMismatch && math.Abs(r.MaxAbsErr-0.5) > 1e-6 {
 			t.Errorf("%s: max abs err %v, want 0.5", r.Model, r.MaxAbsErr)
 		}
@@ -143,7 +149,7 @@ func TestZoo(t *testing.T) {
 	if err := WriteZooTable(&buf, rows, "ort"); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"| mlp_ok | 3 → ", "mismatch: output", "failed: ", "5 models: 0 compared with ort; 1 mismatched, 2 failed"} {
+	for _, s := range []string{"| mlp_ok | 3 → ", "mismatch: output", "failed: ", "5 models: 0 compared with ort; 1 mismatched, 2 failed; 3 of 3 run bit-identical at 1 and 2 threads"} {
 		if !strings.Contains(buf.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, buf.String())
 		}
@@ -207,5 +213,41 @@ func TestSummarizeZoo(t *testing.T) {
 	}
 	if math.Abs(s.Geomean-math.Cbrt(4)) > 1e-12 {
 		t.Errorf("geomean %v, want %v", s.Geomean, math.Cbrt(4))
+	}
+}
+
+// TestThreadBits: the zoo's thread check names an output whose bits
+// differ from the run it checks, and passes the same bits.
+func TestThreadBits(t *testing.T) {
+	dir := t.TempDir()
+	writeZooModel(t, dir, "m", "Relu", 24, 16, func([]float32) {})
+	var row ZooRow
+	m, _, err := loadZooModel(filepath.Join(dir, "m"), "m", ZooOptions{}.withDefaults(), &row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := m.Plan.Graph
+	in := []*tensor.Tensor{m.Inputs[g.Inputs[0].Name]}
+	shapes := [][]int{in[0].Shape}
+	ex, err := exec.New(g, builtin.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ex.Bind(shapes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Execute(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*tensor.Tensor{got[0].Clone()}
+	if why := threadBits(g, shapes, in, want, 2); why != "" {
+		t.Fatalf("the same bits: %s", why)
+	}
+	v := want[0].Data.([]float32)
+	v[3] = math.Nextafter32(v[3], float32(math.Inf(1)))
+	if why := threadBits(g, shapes, in, want, 1); !strings.Contains(why, `output "y" differs at 1 threads`) {
+		t.Fatalf("one ulp off: %q", why)
 	}
 }
