@@ -33,19 +33,34 @@ func (l *Log) Export(ctx context.Context, w io.Writer, f index.Filter) (int, err
 	if err != nil {
 		return 0, err
 	}
+	tr := &tileReader{fsys: l.fsys}
+	n, err := WriteExport(w, cp,
+		func(fn func(index.Row) error) error { return l.Query(ctx, f, fn) },
+		func(i uint64) (*Inclusion, error) { return l.proveAt(cp, tr, i) })
+	if err != nil {
+		return n, fmt.Errorf("audit: export: %w", err)
+	}
+	return n, nil
+}
+
+// WriteExport writes an export to w: the header holding cp, then the
+// inclusion proof (prove) of each row that query yields under cp (rows at
+// or past cp.Size are left out), without its checkpoint member. Both the
+// local log and the replicas' shared log export through it. It returns
+// the number of records written.
+func WriteExport(w io.Writer, cp *Checkpoint, query func(fn func(index.Row) error) error, prove func(index uint64) (*Inclusion, error)) (int, error) {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(exportHeader{Checkpoint: string(cp.Note), Format: ExportFormat}); err != nil {
-		return 0, fmt.Errorf("audit: export: %w", err)
+		return 0, err
 	}
-	tr := &tileReader{fsys: l.fsys}
 	n := 0
-	err = l.Query(ctx, f, func(r index.Row) error {
+	err := query(func(r index.Row) error {
 		if r.Index >= cp.Size {
 			return nil
 		}
-		inc, err := l.proveAt(cp, tr, r.Index)
+		inc, err := prove(r.Index)
 		if err != nil {
 			return err
 		}
@@ -54,12 +69,9 @@ func (l *Log) Export(ctx context.Context, w io.Writer, f index.Filter) (int, err
 		return enc.Encode(inc)
 	})
 	if err != nil {
-		return n, fmt.Errorf("audit: export: %w", err)
+		return n, err
 	}
-	if err := bw.Flush(); err != nil {
-		return n, fmt.Errorf("audit: export: %w", err)
-	}
-	return n, nil
+	return n, bw.Flush()
 }
 
 // VerifyExport checks an export read from r: the header's checkpoint

@@ -1,7 +1,6 @@
 package sqllog
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
@@ -206,12 +205,6 @@ func (r *Records) proveAt(ctx context.Context, cp *audit.Checkpoint, tr *tileRea
 	return inc, nil
 }
 
-// exportHeader is audit's export header (format audit.ExportFormat).
-type exportHeader struct {
-	Checkpoint string `json:"checkpoint"`
-	Format     string `json:"format"`
-}
-
 // Export writes the records that f selects, with their inclusion proofs
 // against the latest checkpoint, to w, in audit.ExportFormat (checked by
 // audit.VerifyExport). Records not yet under a checkpoint are left out.
@@ -220,30 +213,11 @@ func (r *Records) Export(ctx context.Context, w io.Writer, f index.Filter) (int,
 	if err != nil {
 		return 0, err
 	}
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(exportHeader{Checkpoint: string(cp.Note), Format: audit.ExportFormat}); err != nil {
-		return 0, fmt.Errorf("sqllog: export: %w", err)
-	}
 	tr := &tileReader{ctx: ctx, fsys: r.l.FS(ctx)}
-	n := 0
-	err = r.Query(ctx, f, func(row index.Row) error {
-		if row.Index >= cp.Size {
-			return nil
-		}
-		inc, err := r.proveAt(ctx, cp, tr, row.Index)
-		if err != nil {
-			return err
-		}
-		inc.Checkpoint = ""
-		n++
-		return enc.Encode(inc)
-	})
+	n, err := audit.WriteExport(w, cp,
+		func(fn func(index.Row) error) error { return r.Query(ctx, f, fn) },
+		func(i uint64) (*audit.Inclusion, error) { return r.proveAt(ctx, cp, tr, i) })
 	if err != nil {
-		return n, fmt.Errorf("sqllog: export: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
 		return n, fmt.Errorf("sqllog: export: %w", err)
 	}
 	return n, nil
