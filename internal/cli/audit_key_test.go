@@ -156,12 +156,12 @@ func TestAuditRepairCommand(t *testing.T) {
 	if len(segs) != 1 {
 		t.Fatalf("wal files: %v", segs)
 	}
-	// A bad header: damage, not a torn tail.
+	// A bad header: damage, not a torn tail (four bytes that are no WAL magic).
 	f, err := os.OpenFile(segs[0], os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt([]byte("XXXX"), 0); err != nil {
+	if _, err := f.WriteAt([]byte{0xde, 0xad, 0xbe, 0xef}, 0); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
