@@ -126,7 +126,7 @@ func reduceInto(name string, k kind) kernel.IntoFunc {
 		clear(ys)
 		if a, b, inner, ok := blocks(x.Shape, reduced[:rank]); ok && len(xs) > 0 {
 			if inner == 1 {
-				sumRows(xs, ys, b)
+				c.Vec().SumRows32(ys, xs, b) // each row's chain, in order (vmath)
 			} else {
 				sumPlanes(xs, ys, a, b, inner)
 			}
@@ -187,38 +187,6 @@ func blocks(shape []int, reduced []bool) (a, b, inner int, ok bool) {
 		}
 	}
 	return a, b, inner, true
-}
-
-// sumRows adds each row of b values of x into its y[r], in order: the
-// sequential chain of the row-major walk. Eight rows go at once, so that
-// eight independent chains hide the adder's latency; each one's additions
-// are those of the walk, in the same order.
-func sumRows(x, y []float32, b int) {
-	rows := len(y)
-	r := 0
-	for ; r+8 <= rows; r += 8 {
-		x0, x1, x2, x3 := x[r*b:(r+1)*b], x[(r+1)*b:(r+2)*b], x[(r+2)*b:(r+3)*b], x[(r+3)*b:(r+4)*b]
-		x4, x5, x6, x7 := x[(r+4)*b:(r+5)*b], x[(r+5)*b:(r+6)*b], x[(r+6)*b:(r+7)*b], x[(r+7)*b:(r+8)*b]
-		var s0, s1, s2, s3, s4, s5, s6, s7 float32
-		for j := range x0 {
-			s0 += x0[j]
-			s1 += x1[j]
-			s2 += x2[j]
-			s3 += x3[j]
-			s4 += x4[j]
-			s5 += x5[j]
-			s6 += x6[j]
-			s7 += x7[j]
-		}
-		y[r], y[r+1], y[r+2], y[r+3], y[r+4], y[r+5], y[r+6], y[r+7] = s0, s1, s2, s3, s4, s5, s6, s7
-	}
-	for ; r < rows; r++ {
-		var s float32
-		for _, v := range x[r*b : (r+1)*b] {
-			s += v
-		}
-		y[r] = s
-	}
 }
 
 // sumPlanes adds, for each of a outer blocks, its b planes of inner
