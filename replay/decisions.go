@@ -6,7 +6,9 @@ import (
 	"math"
 
 	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/explain"
+	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -75,10 +77,23 @@ func checkDecisions(ctx context.Context, eng *Engine, rec *audit.Record, inputs,
 	if output == "" && len(p.Graph.Outputs) > 0 {
 		output = p.Graph.Outputs[0].Name
 	}
+	// One engine for every model run of the explainer (KernelSHAP makes
+	// many), as the server's explainer runs on its plan's engine.
+	var run *exec.Engine
+	defer func() {
+		if run != nil {
+			run.Close()
+		}
+	}()
 	xp, err := explain.ForModel(explain.Model{Graph: p.Graph, Meta: meta, Data: eng.Explain, Output: output,
 		MaxBatch: explain.MaxBatch(p), Run: func(ctx context.Context, in map[string]*tensor.Tensor) (map[string]*tensor.Tensor, error) {
-			outs, _, err := runOn(p, in, o.exec())
-			return outs, err
+			if run == nil {
+				var err error
+				if run, err = exec.NewPlanEngine(p, builtin.Registry(), o.exec()); err != nil {
+					return nil, err
+				}
+			}
+			return run.Run(ctx, in)
 		}})
 	if err != nil {
 		return nil, fmt.Errorf("replay: explainer: %w", err)
