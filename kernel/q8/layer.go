@@ -35,6 +35,11 @@ func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) err
 		l.computeDirect(pool, g, xd, y, p, sc)
 		return nil
 	}
+	if g == nil && pool.vnni && !pool.f().noRowsQ8 && l.wShape[1] > 0 {
+		N, K := l.wShape[0], l.wShape[1]
+		l.computeRows(pool, xd, y, p, sc, len(xd)/K, N, K)
+		return nil
+	}
 	xq := grow16(&sc.xq, len(xd))
 	quantize(pool.twins, *xq, xd, l.inv)
 	e := &sc.epi
@@ -395,6 +400,8 @@ type scratch struct {
 	conv            convJob
 	epi             epiJob
 	dconv           dconvJob
+	xu              []uint8 // the u8 x s8 path's shifted activations
+	rows            rowsJob
 }
 
 // getScratch takes free buffers (a plain free list, not a sync.Pool, so

@@ -30,6 +30,8 @@ type forced struct {
 	// noDirectQ8 turns the AVX-512 direct convolution off; noDirect the
 	// direct stride-1 GEMM path (packed straight from the padded input).
 	noDirectQ8, noDirect bool
+	// noRowsQ8 turns the linear layers' u8 x s8 tiles (vnni.go) off.
+	noRowsQ8 bool
 }
 
 // machineOf reads c's pool and instruction set (c may be nil).

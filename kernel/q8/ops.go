@@ -68,6 +68,8 @@ type layer struct {
 	tOnce        sync.Once
 	dpack        [][]int8 // Conv through the direct kernels: packed weights per group
 	dOnce        sync.Once
+	vpack        *vnniPack // linear layers through the u8 x s8 tiles (vnni.go)
+	vOnce        sync.Once
 	geomMu       sync.Mutex
 	geom         *geom2
 	geomX        []int // the last input shape, its geometry and output shape

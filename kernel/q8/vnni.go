@@ -1,0 +1,233 @@
+package q8
+
+import "unsafe"
+
+// The u8 x s8 path (AVX512_VNNI's VPDPBUSD: four byte products into each
+// int32 lane, twice the pairs of VPDPWSSD) for linear layers: the input
+// rows are quantized as everywhere (q = clamp(roundEven(x/scale), ±127))
+// and stored shifted, q + 128 in [1, 255], the unsigned operand; the
+// weights are the signed one. Each accumulator starts from the column's
+// correction −128·Σₖ w[n,k], so that it ends at Σₖ w[n,k]·q[k]: VPDPBUSD
+// does not saturate (VPDPBUSDS would), and every partial sum wraps modulo
+// 2³² as Go's int32 does, so the result is the exact sum whenever that
+// fits in int32, which MaxK guarantees. These are the integers the int16
+// GEMM and its portable twin compute, and the epilogue (epiCols, twin
+// epiColsGo) is the same float32 sequence, so the output bits do not
+// depend on the path.
+
+// vnniPack is a linear layer's weights packed for the rows tiles: panels
+// of 64 columns, k in quads, p[((cb·kq + kk)·64 + j)·4 + e] =
+// W[64cb + j, 4kk + e] (zero past N and K); init the columns'
+// corrections; zb zeros for a layer without bias.
+type vnniPack struct {
+	p      []int8
+	init   []int32
+	kq, nb int
+	zb     []float32
+}
+
+const vnniCols = 64
+
+func newVNNIPack(w []int8, N, K int) *vnniPack {
+	kq := (K + 3) / 4
+	nb := (N + vnniCols - 1) / vnniCols
+	v := &vnniPack{p: make([]int8, nb*kq*vnniCols*4), init: make([]int32, nb*vnniCols), kq: kq, nb: nb}
+	for n := 0; n < N; n++ {
+		row := w[n*K : (n+1)*K]
+		cb, j := n/vnniCols, n%vnniCols
+		var s int32
+		for k, x := range row {
+			v.p[((cb*kq+k/4)*vnniCols+j)*4+k%4] = x
+			s += int32(x)
+		}
+		v.init[n] = -128 * s
+	}
+	return v
+}
+
+// vnniRows returns the layer's rows-tile packing (packed at first use).
+func (l *layer) vnniRows() *vnniPack {
+	l.vOnce.Do(func() {
+		N, K := l.wShape[0], l.wShape[1]
+		l.vpack = newVNNIPack(l.w.Data.([]int8), N, K)
+		if l.bias == nil {
+			l.vpack.zb = make([]float32, N)
+		}
+	})
+	return l.vpack
+}
+
+// quantizeU8 writes uint8(quantize1(x, inv) + 128) for each x.
+func quantizeU8(c twins, q []uint8, x []float32, inv float32) {
+	i := 0
+	if c.vnni && len(x) >= 16 {
+		n16 := len(x) &^ 15
+		_ = q[n16-1]
+		quantU8(&q[0], &x[0], inv, n16)
+		i = n16
+	}
+	for ; i < len(x); i++ {
+		q[i] = uint8(quantize1(x[i], inv) + 128)
+	}
+}
+
+// computeRows runs a linear layer of R rows (X [R×K] float32, Y [R×N])
+// through the rows tiles.
+func (l *layer) computeRows(pool machine, xd, y []float32, p post, sc *scratch, R, N, K int) {
+	v := l.vnniRows()
+	ldx := v.kq * 4
+	xu := *grow8(&sc.xu, R*ldx)
+	for r := 0; r < R; r++ {
+		quantizeU8(pool.twins, xu[r*ldx:r*ldx+K], xd[r*K:(r+1)*K], l.inv)
+		clear(xu[r*ldx+K : (r+1)*ldx])
+	}
+	bias := l.bias
+	if bias == nil {
+		bias = v.zb
+	}
+	j := &sc.rows
+	*j = rowsJob{l: l, v: v, xu: xu, ldx: ldx, R: R, N: N, y: y, mult: l.mult, bias: bias, res: p.res, relu: p.relu, twins: pool.twins}
+	nrq := (R + 3) / 4
+	pool.Run(v.nb*nrq, R*N*K, j)
+	*j = rowsJob{}
+}
+
+// rowsJob computes units [lo, hi) of (64-column block, 4-row group),
+// block major (a block's weights stay in the cache across its rows).
+type rowsJob struct {
+	l          *layer
+	v          *vnniPack
+	xu         []uint8
+	ldx, R, N  int
+	y          []float32
+	mult, bias []float32
+	res        []float32
+	relu       bool
+	twins      twins
+}
+
+func (j *rowsJob) Run(lo, hi int) {
+	sc := j.l.getScratch()
+	defer j.l.putScratch(sc)
+	acc := *grow32(&sc.acc2, 4*vnniCols)
+	v := j.v
+	nrq := (j.R + 3) / 4
+	for u := lo; u < hi; u++ {
+		cb, r0 := u/nrq, 4*(u%nrq)
+		rr := min(4, j.R-r0)
+		_ = j.xu[(r0+rr-1)*j.ldx+j.ldx-1]
+		pan := v.p[cb*v.kq*vnniCols*4 : (cb+1)*v.kq*vnniCols*4]
+		rowsTile(j.twins, rr, v.kq, j.xu[r0*j.ldx:], j.ldx, pan, v.init[cb*vnniCols:(cb+1)*vnniCols], acc)
+		j0 := cb * vnniCols
+		n := min(vnniCols, j.N-j0)
+		for r := 0; r < rr; r++ {
+			o := (r0+r)*j.N + j0
+			var res []float32
+			if j.res != nil {
+				res = j.res[o : o+n]
+			}
+			epilogueCols(j.twins, j.y[o:o+n], acc[r*vnniCols:r*vnniCols+n], j.mult[j0:j0+n], j.bias[j0:j0+n], res, j.relu)
+		}
+	}
+}
+
+// rowsTile is rowsR (rr rows) or its portable twin: the exact sums
+// init[j] + Σ (x+128)·w, wrapping as int32.
+func rowsTile(c twins, rr, kq int, xu []uint8, ldx int, pan []int8, init []int32, acc []int32) {
+	if c.vnni {
+		rowsTiles[rr-1](kq, &xu[0], ldx, &pan[0], &init[0], &acc[0])
+		return
+	}
+	for r := 0; r < rr; r++ {
+		x := xu[r*ldx : r*ldx+4*kq]
+		a := acc[r*vnniCols : (r+1)*vnniCols]
+		copy(a, init)
+		for kk := 0; kk < kq; kk++ {
+			q := pan[kk*vnniCols*4 : (kk+1)*vnniCols*4]
+			x0, x1, x2, x3 := int32(x[4*kk]), int32(x[4*kk+1]), int32(x[4*kk+2]), int32(x[4*kk+3])
+			for jj := range a {
+				w := q[4*jj : 4*jj+4]
+				a[jj] += x0*int32(w[0]) + x1*int32(w[1]) + x2*int32(w[2]) + x3*int32(w[3])
+			}
+		}
+	}
+}
+
+// epilogueCols is the per-column epilogue: y = float32(float32(a)·m) + b,
+// then + res, then Relu (as epiJob's per-column branch).
+func epilogueCols(c twins, y []float32, a []int32, m, b, res []float32, relu bool) {
+	i := 0
+	if c.vnni && len(a) >= 16 {
+		n16 := len(a) &^ 15
+		_, _, _, _ = y[n16-1], m[n16-1], b[n16-1], a[n16-1]
+		var rp *float32
+		if res != nil {
+			_ = res[n16-1]
+			rp = &res[0]
+		}
+		r := 0
+		if relu {
+			r = 1
+		}
+		epiCols(&y[0], &a[0], &m[0], &b[0], rp, n16, r)
+		i = n16
+	}
+	epiColsGo(y[i:], a[i:], m[i:], b[i:], tail(res, i), relu)
+}
+
+func tail(s []float32, i int) []float32 {
+	if s == nil {
+		return nil
+	}
+	return s[i:]
+}
+
+func epiColsGo(y []float32, a []int32, m, b, res []float32, relu bool) {
+	for i, v := range a {
+		t := float32(float32(v)*m[i]) + b[i]
+		if res != nil {
+			t += res[i]
+		}
+		if relu && t < 0 {
+			t = 0
+		}
+		y[i] = t
+	}
+}
+
+func grow8(b *[]uint8, n int) *[]uint8 {
+	if cap(*b) < n {
+		*b = make([]uint8, n)
+	}
+	*b = (*b)[:n]
+	return b
+}
+
+// colsTile is colsR (rr output channels) or its portable twin: acc[r][j]
+// = init[r] + Σ w[r]·(x+128) over the panel's 64 positions, wrapping as
+// int32.
+func colsTile(c twins, rr, kq int, wr []int8, ldw int, pan []uint8, init []int32, acc []int32) {
+	if c.vnni {
+		_ = init[rr-1]
+		if kq > 0 {
+			_, _ = wr[(rr-1)*ldw+4*kq-1], pan[kq*vnniCols*4-1]
+		}
+		colsTiles[rr-1](kq, (*uint8)(unsafe.Pointer(&wr[0])), ldw, (*int8)(unsafe.Pointer(&pan[0])), &init[0], &acc[0])
+		return
+	}
+	for r := 0; r < rr; r++ {
+		w := wr[r*ldw : r*ldw+4*kq]
+		a := acc[r*vnniCols : (r+1)*vnniCols]
+		for jj := range a {
+			a[jj] = init[r]
+		}
+		for kk := 0; kk < kq; kk++ {
+			q := pan[kk*vnniCols*4 : (kk+1)*vnniCols*4]
+			w0, w1, w2, w3 := int32(w[4*kk]), int32(w[4*kk+1]), int32(w[4*kk+2]), int32(w[4*kk+3])
+			for jj := range a {
+				x := q[4*jj : 4*jj+4]
+				a[jj] += w0*int32(x[0]) + w1*int32(x[1]) + w2*int32(x[2]) + w3*int32(x[3])
+			}
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package q8
+
+// The u8 x s8 VPDPBUSD kernels (vnni_amd64.s, gen_vnni.py; vnni.go
+// documents the arithmetic). They run where twins.vnni is set (AVX-512F
+// and AVX512_VNNI: hasVNNI).
+
+// rowsR computes R rows by 64 columns of int32 sums over kq k-quads for a
+// linear layer: row r's unsigned activation bytes at b + r*ldb, the
+// weights' panel at p (kq quads of 64 columns by 4 signed bytes), the 64
+// columns' starting values at init; acc receives R*64 sums, row-major.
+//
+//go:noescape
+func rows1(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+
+//go:noescape
+func rows2(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+
+//go:noescape
+func rows3(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+
+//go:noescape
+func rows4(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+
+// colsR is rowsR for a pointwise convolution: R output channels' signed
+// weight rows at b + r*ldb (read as bytes), the unsigned activations'
+// panel at p (kq quads of 64 positions by 4 bytes), one starting value
+// per row at init.
+//
+//go:noescape
+func cols1(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+
+//go:noescape
+func cols2(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+
+//go:noescape
+func cols3(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+
+//go:noescape
+func cols4(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+
+// epiCols is the vector twin of epiColsGo over n (a multiple of 16)
+// columns; res may be nil, relu is 0 or 1.
+//
+//go:noescape
+func epiCols(y *float32, acc *int32, mult, bias, res *float32, n int, relu int)
+
+// quantU8 is the vector twin of quantizeU8 over n (a multiple of 16)
+// values.
+//
+//go:noescape
+func quantU8(dst *uint8, src *float32, inv float32, n int)
+
+var rowsTiles = [4]func(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32){rows1, rows2, rows3, rows4}
+var colsTiles = [4]func(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32){cols1, cols2, cols3, cols4}

@@ -1,0 +1,16 @@
+//go:build !amd64
+
+package q8
+
+func noVNNI(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32) {
+	panic("q8: no vector kernels")
+}
+
+var rowsTiles = [4]func(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32){noVNNI, noVNNI, noVNNI, noVNNI}
+var colsTiles = rowsTiles
+
+func epiCols(y *float32, acc *int32, mult, bias, res *float32, n int, relu int) {
+	panic("q8: no vector kernels")
+}
+
+func quantU8(dst *uint8, src *float32, inv float32, n int) { panic("q8: no vector kernels") }
