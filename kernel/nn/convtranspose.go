@@ -119,18 +119,18 @@ func runConvTranspose(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor
 		}
 		return []*tensor.Tensor{tensor.From(y, out...)}, nil
 	}
-	var y []float32
+	var bf []float32
+	if b != nil {
+		bf, _, _ = floatIn(b, "ConvTranspose B")
+	}
 	if x.DType == tensor.Float32 {
-		y = make([]float32, s.N*s.M*prod(g.out))
-		if !convTransposeTiled(machineOf(c), s, xf, wf, y) {
-			y = nil
+		y := make([]float32, s.N*s.M*prod(g.out))
+		if convTransposeTiled(machineOf(c), n, s, xf, wf, bf, y) {
+			return []*tensor.Tensor{tensor.From(y, out...)}, nil
 		}
 	}
-	if y == nil {
-		y = convGEMM(machineOf(c), s, xf, regroup(s, wf), true, sgemmP)
-	}
+	y := convGEMM(machineOf(c), s, xf, regroup(s, wf), true, sgemmP)
 	if b != nil {
-		bf, _, _ := floatIn(b, "ConvTranspose B")
 		addBias(y, bf, s.M, prod(g.out))
 	}
 	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil

@@ -9,18 +9,30 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/kerneltest"
+	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
-// TestConvTransposeTiled checks the per-tap GEMMs against convGEMM's
-// zero-inserted columns, bit for bit, at every level, for kernels that
-// tile the output (2x2/2, 3x3/3, 2x3/(2,3), a batch of 2), with NaN, ±Inf
-// and -0 inputs; and that a non-finite weight or an overlapping kernel
+// TestConvTransposeTiled checks the all-taps GEMM and its scatter with
+// the bias against convGEMM's zero-inserted columns and addBias, bit for
+// bit, at every level and at 1 and 2 workers, for kernels that tile the output (2x2/2, 3x3/3,
+// 2x3/(2,3), a batch of 2, tap rows fewer than a register tile, with and
+// without a bias, W' kept in a State and W changed), with NaN, ±Inf and -0 inputs and -0 biases; and that a non-finite weight or an overlapping kernel
 // leaves the general path to run.
 func TestConvTransposeTiled(t *testing.T) {
 	r := rand.New(rand.NewSource(16))
-	for i, c := range []struct{ n, cin, m, h, w, kh, kw int }{
-		{1, 8, 4, 5, 6, 2, 2}, {2, 3, 5, 4, 3, 3, 3}, {1, 17, 6, 3, 7, 2, 3},
+	pools := []*parallel.Pool{parallel.New(1), parallel.New(2)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	for i, c := range []struct {
+		n, cin, m, h, w, kh, kw int
+		bias                    bool
+	}{
+		{1, 8, 4, 5, 6, 2, 2, false}, {2, 3, 5, 4, 3, 3, 3, true}, {1, 17, 6, 3, 7, 2, 3, true},
+		{1, 5, 1, 9, 8, 2, 2, true}, {2, 40, 16, 6, 5, 2, 2, true},
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			x := tensor.New(tensor.Float32, c.n, c.cin, c.h, c.w)
@@ -41,24 +53,53 @@ func TestConvTransposeTiled(t *testing.T) {
 			}
 			s.g = g
 			want := convGEMM(machine{}, s, xd, regroup(s, w.Data.([]float32)), true, sgemmP)
-			got, err := kerneltest.Twins(t, "ConvTranspose", nil, func(kc *kernel.Ctx) ([]*tensor.Tensor, error) {
-				y := make([]float32, len(want))
-				if !convTransposeTiled(machineOf(kc), s, xd, w.Data.([]float32), y) {
+			var bias []float32
+			if c.bias {
+				bias = make([]float32, c.m)
+				for j := range bias {
+					bias[j] = float32(r.NormFloat64())
+				}
+				bias[0] = float32(math.Copysign(0, -1))
+				addBias(want, bias, c.m, prod(g.out))
+			}
+			for _, p := range pools {
+				got, err := kerneltest.Twins(t, "ConvTranspose", &kernel.Ctx{Pool: p}, func(kc *kernel.Ctx) ([]*tensor.Tensor, error) {
+					y := make([]float32, len(want))
+					if !convTransposeTiled(machineOf(kc), n, s, xd, w.Data.([]float32), bias, y) {
+						t.Fatal("convTransposeTiled declined")
+					}
+					return []*tensor.Tensor{tensor.From(y, len(y))}, nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				gd := got[0].Data.([]float32)
+				for j := range want {
+					if math.Float32bits(gd[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("%d workers: output %d: %v (%#x), convGEMM %v (%#x)", p.Workers(), j, gd[j], math.Float32bits(gd[j]), want[j], math.Float32bits(want[j]))
+					}
+				}
+			}
+			// With a State the transposed W is kept: a changed W (an
+			// input that is not an initializer) must be transposed again.
+			st := &kernel.Ctx{Pool: pools[1], State: &kernel.State{}}
+			for round := 0; round < 2; round++ {
+				wd := w.Data.([]float32)
+				wd[len(wd)/2] += float32(round)
+				ref := convGEMM(machine{}, s, xd, regroup(s, wd), true, sgemmP)
+				if bias != nil {
+					addBias(ref, bias, c.m, prod(g.out))
+				}
+				y := make([]float32, len(ref))
+				if !convTransposeTiled(machineOf(st), n, s, xd, wd, bias, y) {
 					t.Fatal("convTransposeTiled declined")
 				}
-				return []*tensor.Tensor{tensor.From(y, len(y))}, nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			gd := got[0].Data.([]float32)
-			for j := range want {
-				if math.Float32bits(gd[j]) != math.Float32bits(want[j]) {
-					t.Fatalf("output %d: %v (%#x), convGEMM %v (%#x)", j, gd[j], math.Float32bits(gd[j]), want[j], math.Float32bits(want[j]))
+				if d := sameF32(y, ref); d >= 0 {
+					t.Fatalf("kept weights, round %d: y[%d] = %v, convGEMM %v", round, d, y[d], ref[d])
 				}
 			}
 			w.Data.([]float32)[1] = float32(math.Inf(-1))
-			if convTransposeTiled(machine{}, s, xd, w.Data.([]float32), make([]float32, len(want))) {
+			if convTransposeTiled(machine{}, n, s, xd, w.Data.([]float32), bias, make([]float32, len(want))) {
 				t.Error("an infinite weight took the tiled path")
 			}
 		})
@@ -66,7 +107,37 @@ func TestConvTransposeTiled(t *testing.T) {
 	n := &ir.Node{OpType: "ConvTranspose", Attrs: map[string]*ir.Attr{"strides": {Name: "strides", Kind: ir.AttrInts, Ints: []int64{1, 1}}}}
 	g, _ := transposeGeom(n, []int{4, 4}, []int{2, 2})
 	s := &convSetup{N: 1, C: 1, G: 1, Cg: 1, Mg: 1, M: 1, g: g}
-	if convTransposeTiled(machine{}, s, make([]float32, 16), make([]float32, 4), make([]float32, 25)) {
+	if convTransposeTiled(machine{}, n, s, make([]float32, 16), make([]float32, 4), nil, make([]float32, 25)) {
 		t.Error("an overlapping kernel (stride 1) took the tiled path")
+	}
+}
+
+// BenchmarkConvTransposeTiled times unet_small's up-convolutions (2x2/2,
+// with a bias) on one worker, W' kept as in a bound plan.
+func BenchmarkConvTransposeTiled(b *testing.B) {
+	for _, c := range []struct{ cin, m, h int }{{128, 64, 16}, {64, 32, 32}, {32, 16, 64}} {
+		b.Run(fmt.Sprintf("%dx%d_%d", c.cin, c.m, c.h), func(b *testing.B) {
+			n := &ir.Node{OpType: "ConvTranspose", Attrs: map[string]*ir.Attr{
+				"strides": {Name: "strides", Kind: ir.AttrInts, Ints: []int64{2, 2}}}}
+			g, err := transposeGeom(n, []int{c.h, c.h}, []int{2, 2})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := &convSetup{N: 1, C: c.cin, G: 1, Cg: c.cin, Mg: c.m, M: c.m, g: g}
+			r := rand.New(rand.NewSource(1))
+			x, w, bias := make([]float32, c.cin*c.h*c.h), make([]float32, c.cin*c.m*4), make([]float32, c.m)
+			for _, d := range [][]float32{x, w, bias} {
+				for j := range d {
+					d[j] = float32(r.NormFloat64())
+				}
+			}
+			y := make([]float32, c.m*4*c.h*c.h)
+			p := parallel.New(1)
+			defer p.Close()
+			pool := machineOf(&kernel.Ctx{Pool: p, State: &kernel.State{}})
+			for i := 0; i < b.N; i++ {
+				convTransposeTiled(pool, n, s, x, w, bias, y)
+			}
+		})
 	}
 }
