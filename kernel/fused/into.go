@@ -181,7 +181,7 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 	// as Act); if it did, they are done. An activation the epilogue cannot
 	// do then runs as its own pass after it.
 	addDone, add2Done := false, false
-	if ep, withAct, ok := epilogue(p, in, y[0]); ok {
+	if ep, withAct, ok := epilogue(c, p, in, y[0]); ok {
 		c.Epilogue = ep
 		err := base.Into(c, p.base, in[:nb], y)
 		applied := c.Epilogue.Applied
@@ -243,21 +243,21 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 
 // epilogue returns the kernel.Epilogue that does the layer's Add and
 // activation, or the Add alone, and true, when they can be one: a float32
-// output, no SiLU, and an Add operand of exactly the output's shape (a
+// output, and an Add operand of exactly the output's shape (a
 // residual) or of shape [N] or [1, ..., 1, N] with N the output's last
 // dimension (a column bias); the base output is the Add's first operand,
 // as in Run. withAct reports whether the epilogue does the activation as
 // well: none, Relu, or Clip with float32 scalar bounds (read as clipInto
-// reads them: attributes before opset 11, optional inputs since), or Gelu
-// (as Act, see actOf). An activation it cannot do is left to its own pass,
+// reads them: attributes before opset 11, optional inputs since), Gelu
+// (as Act, see actOf), or SiLU (as Act: siluAct, c's instruction set). An activation it cannot do is left to its own pass,
 // after the Add, and only with an Add in the epilogue. A second Add
 // (layout[1] == 2) goes in as Residual2 when its operand has exactly the
 // output's shape; otherwise the epilogue does the first Add alone and the
 // second Add and the activation run as their own passes. The epilogue's
 // operations are then exactly the Adds' and the activation's, element by
 // element.
-func epilogue(p *parts, in []*tensor.Tensor, out *tensor.Tensor) (e kernel.Epilogue, withAct, ok bool) {
-	if out.DType != tensor.Float32 || p.silu != nil || (p.add == nil && p.act == nil) {
+func epilogue(c *kernel.Ctx, p *parts, in []*tensor.Tensor, out *tensor.Tensor) (e kernel.Epilogue, withAct, ok bool) {
+	if out.DType != tensor.Float32 || (p.add == nil && p.act == nil) {
 		return e, false, false
 	}
 	if p.add != nil {
@@ -290,6 +290,10 @@ func epilogue(p *parts, in []*tensor.Tensor, out *tensor.Tensor) (e kernel.Epilo
 		e.Residual2 = d
 	}
 	if p.act == nil {
+		return e, true, true
+	}
+	if p.silu != nil {
+		e.Act = siluAct(c, p.sigFirst)
 		return e, true, true
 	}
 	if e, ok := clampOf(p, in, e); ok {

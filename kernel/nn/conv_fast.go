@@ -21,7 +21,8 @@ func convF32(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 		depthwise3x3(pool, s, x, w, bias, y, ep)
 		return
 	case dw && dwAnyOK(pool, s):
-		dwAny(pool, s, x, w, y)
+		dwAny(pool, s, x, w, bias, y, ep)
+		return
 	case dw:
 		depthwiseInto(pool, s, x, w, y)
 	case s.tactic == TacticDirect && directOK(pool, s, y, ep):

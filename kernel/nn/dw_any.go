@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"sync"
+
 	"github.com/vouchml/vouch/kernel/amd64"
 )
 
@@ -19,26 +21,61 @@ import (
 // vector load at a fixed offset: amd64.DwTapsZ. Each output is the chain
 // over the taps in row-major order from +0, padding taps included as
 // FMA(0, w, acc), then canon: depthwiseInto's chain, so the bits are the
-// same. The bias and the epilogue are convF32's, after.
-func dwAny(pool machine, s *convSetup, x, w, y []float32) {
-	d := newDwAnyGeom(s.g)
-	P, inSz, kn := prod(s.g.out), prod(s.g.in), len(d.offs)
-	pool.For(s.N*s.C, s.N*s.C*P*kn, func(lo, hi int) {
-		buf := getF32(d.bufLen)
-		out := getF32(d.n16)
-		clear(*buf) // the padding stays zero: only input elements are written
-		for nc := lo; nc < hi; nc++ {
-			c := nc % s.C
-			d.fill(*buf, x[nc*inSz:(nc+1)*inSz])
-			amd64.DwTapsZ(d.n16, kn, &d.offs[0], &w[c*kn], &(*buf)[0], &(*out)[0])
-			yc := y[nc*P : (nc+1)*P]
-			for oy := 0; oy < d.OH; oy++ {
-				copy(yc[oy*d.OW:(oy+1)*d.OW], (*out)[oy*d.Wq:])
+// same. Then, on each plane as it is copied out (still in cache), the
+// bias (y = acc + B[c], addBias's addition) and the epilogue ep (the
+// residual, the clamp, the activation: ep.all's operations, elementwise,
+// so applying them plane by plane changes nothing).
+//
+// The layout is built once per setup (groupTapsGeom's, which a depthwise
+// convolution, one input channel a group, shares) and the call runs a
+// pooled job, so that a bound plan's calls allocate nothing.
+func dwAny(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
+	t := s.groupTapsGeom()
+	j := dwAnyJobs.Get().(*dwAnyJob)
+	*j = dwAnyJob{s: s, d: t.d, x: x, w: w, bias: bias, y: y, ep: ep}
+	pool.Run(s.N*s.C, s.N*s.C*t.P*len(t.d.offs), j)
+	*j = dwAnyJob{}
+	dwAnyJobs.Put(j)
+}
+
+// dwAnyJob is one dwAny call: units (image, channel) planes.
+type dwAnyJob struct {
+	s             *convSetup
+	d             *dwAnyGeom
+	x, w, bias, y []float32
+	ep            epi
+}
+
+var dwAnyJobs = sync.Pool{New: func() any { return new(dwAnyJob) }}
+
+func (j *dwAnyJob) Run(lo, hi int) {
+	s, d := j.s, j.d
+	P, inSz, kn := d.OH*d.OW, d.H*d.W, len(d.offs)
+	buf := getF32(d.bufLen)
+	out := getF32(d.n16)
+	clear((*buf)[:d.bufLen]) // the padding stays zero: only input elements are written
+	for nc := lo; nc < hi; nc++ {
+		c := nc % s.C
+		d.fill(*buf, j.x[nc*inSz:(nc+1)*inSz])
+		amd64.DwTapsZ(d.n16, kn, &d.offs[0], &j.w[c*kn], &(*buf)[0], &(*out)[0])
+		yc := j.y[nc*P : (nc+1)*P]
+		for oy := 0; oy < d.OH; oy++ {
+			copy(yc[oy*d.OW:(oy+1)*d.OW], (*out)[oy*d.Wq:])
+		}
+		if j.bias != nil {
+			bv := j.bias[c]
+			for i := range yc {
+				yc[i] += bv
 			}
 		}
-		putF32(out)
-		putF32(buf)
-	})
+		if j.ep.on {
+			e := j.ep.at(nc * P)
+			e.block(yc, P, 1, P)
+			e.activate(yc, P, 1, P)
+		}
+	}
+	putF32(out)
+	putF32(buf)
 }
 
 // dwAnyOK reports whether dwAny runs the depthwise convolution s here.

@@ -74,7 +74,7 @@ func TestDwAnyTwin(t *testing.T) {
 			for j := range got {
 				got[j] = 12345 // every output must be written
 			}
-			dwAny(pool, s, x, w, got)
+			dwAny(pool, s, x, w, nil, got, epi{})
 			for j := range want {
 				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
 					t.Fatalf("output %d (of %d, out %v): %v (%#x), want %v (%#x)", j, len(want), s.g.out, got[j], math.Float32bits(got[j]), want[j], math.Float32bits(want[j]))

@@ -195,6 +195,7 @@ func (j *dwDirectJob) Run(lo0, hi0 int) {
 		// planes [nc, e): consecutive channels of one image
 		c := nc % C
 		e := min(hi0, nc-c+C)
+		e = j.ep.actRun(nc, e, OH*OW)
 		_ = j.x[e*H*W-1]
 		_ = j.y[e*OH*OW-1]
 		_ = j.w[(c+e-nc)*9-1]
@@ -216,6 +217,7 @@ func (j *dwDirectJob) Run(lo0, hi0 int) {
 				ep.block(j.y[k*OH*OW:(k+1)*OH*OW], OH*OW, 1, OH*OW)
 			}
 		}
+		j.ep.activate(j.y[nc*OH*OW:e*OH*OW], (e-nc)*OH*OW, 1, (e-nc)*OH*OW)
 		nc = e
 	}
 	putF32(zbuf)
@@ -315,6 +317,7 @@ func (j *dw9Job) Run(lo0, hi0 int) {
 			ep := j.ep.at(nc * OH * OW)
 			ep.block(yc, OH*OW, 1, OH*OW)
 		}
+		j.ep.activate(yc, OH*OW, 1, OH*OW)
 	}
 	putF32(pbuf)
 	if tbuf != nil {
@@ -428,6 +431,7 @@ func (j *dwFlatJob) Run(lo0, hi0 int) {
 		// planes [nc, e): consecutive channels of one image
 		c := nc % C
 		e := min(hi0, nc-c+C)
+		e = j.ep.actRun(nc, e, HW)
 		_ = j.x[e*HW-1]
 		_ = j.y[e*HW-1]
 		_ = j.w[(c+e-nc)*9-1]
@@ -444,6 +448,7 @@ func (j *dwFlatJob) Run(lo0, hi0 int) {
 				ep.block(j.y[k*HW:(k+1)*HW], HW, 1, HW)
 			}
 		}
+		j.ep.activate(j.y[nc*HW:e*HW], (e-nc)*HW, 1, (e-nc)*HW)
 		nc = e
 	}
 }
@@ -518,6 +523,7 @@ func (j *dwFlatS2Job) Run(lo0, hi0 int) {
 		// planes [nc, e): consecutive channels of one image
 		c := nc % C
 		e := min(hi0, nc-c+C)
+		e = j.ep.actRun(nc, e, OHW)
 		_ = j.x[e*HW-1]
 		_ = j.y[e*OHW-1]
 		_ = j.w[(c+e-nc)*9-1]
@@ -534,6 +540,7 @@ func (j *dwFlatS2Job) Run(lo0, hi0 int) {
 				ep.block(j.y[k*OHW:(k+1)*OHW], OHW, 1, OHW)
 			}
 		}
+		j.ep.activate(j.y[nc*OHW:e*OHW], (e-nc)*OHW, 1, (e-nc)*OHW)
 		nc = e
 	}
 }
@@ -594,6 +601,7 @@ func (j *dwDirectJob) runZ(lo0, hi0 int, zero *float32) {
 		// planes [nc, e): consecutive channels of one image
 		c := nc % C
 		e := min(hi0, nc-c+C)
+		e = j.ep.actRun(nc, e, OH*OW)
 		_ = j.x[e*H*W-1]
 		_ = j.y[e*OH*OW-1]
 		_ = j.w[(c+e-nc)*9-1]
@@ -611,6 +619,7 @@ func (j *dwDirectJob) runZ(lo0, hi0 int, zero *float32) {
 				ep.block(j.y[k*OH*OW:(k+1)*OH*OW], OH*OW, 1, OH*OW)
 			}
 		}
+		j.ep.activate(j.y[nc*OH*OW:e*OH*OW], (e-nc)*OH*OW, 1, (e-nc)*OH*OW)
 		nc = e
 	}
 }
@@ -653,6 +662,7 @@ func (j *dwDirectJob) runZRows(lo0, hi0 int, zero *float32) {
 			ep := j.ep.at(nc * OH * OW)
 			ep.block(yc, OH*OW, 1, OH*OW)
 		}
+		j.ep.activate(yc, OH*OW, 1, OH*OW)
 	}
 }
 

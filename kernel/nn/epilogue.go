@@ -47,17 +47,18 @@ type epi struct {
 	fast bool
 }
 
-// epiOf converts the context's epilogue for an output of n elements; ok
-// is false when the kernel cannot apply it (a residual of another length,
-// or a column bias: Conv's outputs have no GEMM columns to match).
+// epiOf converts the context's epilogue for an output of n elements (a
+// Conv's): the residual, the clamp and the activation; ok is false when
+// the kernel cannot apply it (a residual of another length, or a column
+// bias: Conv's outputs have no GEMM columns to match).
 func epiOf(pool machine, e *kernel.Epilogue, n int) (ep epi, ok bool) {
 	if !e.Active() {
 		return epi{}, true
 	}
-	if e.ColBias != nil || e.Residual2 != nil || e.Act != nil || e.Residual != nil && len(e.Residual) != n {
+	if e.ColBias != nil || e.Residual2 != nil || e.Residual != nil && len(e.Residual) != n {
 		return epi{}, false
 	}
-	return epiClamp(pool, e, epi{r: e.Residual}), true
+	return epiClamp(pool, e, epi{r: e.Residual, act: e.Act}), true
 }
 
 // epiCols converts the context's epilogue for a GEMM output of n columns
@@ -218,6 +219,20 @@ func (ep *epi) activate(y []float32, ld, rows, cols int) {
 		ep.act(ep.vec, r, r)
 	}
 }
+
+// actRun returns the end of the run of planes [nc, e) (of plane outputs
+// each) that a depthwise kernel computes in one call before ep's
+// activation runs over them: with an activation, at most dwActRun
+// outputs' worth (at least one plane), so that they are still in cache.
+func (ep *epi) actRun(nc, e, plane int) int {
+	if ep.act == nil {
+		return e
+	}
+	return min(e, nc+max(1, dwActRun/max(plane, 1)))
+}
+
+// dwActRun is actRun's bound: 8192 outputs (32 KiB).
+const dwActRun = 8192
 
 // all applies ep to the whole of y (len(y) outputs; with a column bias,
 // rows of len(ep.r)).

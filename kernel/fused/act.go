@@ -1,0 +1,91 @@
+package fused
+
+import (
+	"math"
+
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/vmath"
+)
+
+// The SiLU activation as a kernel.Epilogue.Act, so that the base kernel
+// applies x·Sigmoid(x) to each block of outputs as it finishes it (in
+// cache, one pass) instead of the Elementwise pass over the whole output
+// after it. Every form computes, per element, s = vmath.Sigmoid32(x) and
+// then the Mul's float32 product in the model's operand order (x·s, or
+// s·x with act_sigmoid_first: the order decides only which NaN a NaN
+// input gives): the Sigmoid and Mul nodes' bits (TestSiLUAct,
+// TestFusedSiLU).
+
+// siluTab is amd64.SiLUZ's constant table: vmath's Exp32 constants, as
+// float32 literals of the same values (TestSiLUAct compares with
+// vmath.Sigmoid32 itself), then 1, +Inf and the sign mask.
+var siluTab = [amd64.SiLUConsts]float32{
+	1.44269504088896341, // log2e
+	-0.693359375,        // -ln2Hi
+	2.12194440e-4,       // -ln2Lo
+	1.9875691500e-4,     // Exp32's polynomial, highest degree first
+	1.3981999507e-3,
+	8.3334519073e-3,
+	4.1665795894e-2,
+	1.6666665459e-1,
+	5.0000001201e-1,
+	88.72283935546875, // expMax
+	-87.33654475,      // expMin
+	1,
+	float32(math.Inf(1)),
+	float32(math.Copysign(0, -1)), // the sign mask: -0
+}
+
+// siluXS and siluSX are the SiLU Acts of the vector kernels' levels (AVX2
+// and the portable twins: the Ctx's Vec runs the Sigmoid), siluXSZ and
+// siluSXZ those of AVX-512 (amd64.SiLUZ); XS multiplies x·s, SX s·x.
+func siluXS(v vmath.Vec, dst, src []float32) { siluVec(v, dst, src, false) }
+func siluSX(v vmath.Vec, dst, src []float32) { siluVec(v, dst, src, true) }
+
+func siluXSZ(_ vmath.Vec, dst, src []float32) { siluZ(dst, src, false) }
+func siluSXZ(_ vmath.Vec, dst, src []float32) { siluZ(dst, src, true) }
+
+func siluZ(dst, src []float32, sigFirst bool) {
+	if len(src) == 0 {
+		return
+	}
+	_ = dst[len(src)-1]
+	amd64.SiLUZ(&src[0], &dst[0], len(src), &siluTab, sigFirst)
+}
+
+// siluVec is SiLU through v's Sigmoid32s, in blocks of a stack buffer.
+// dst and src may be the same slice: each x is read before its output is
+// written.
+func siluVec(v vmath.Vec, dst, src []float32, sigFirst bool) {
+	var buf [256]float32
+	dst = dst[:len(src)]
+	for i := 0; i < len(src); i += len(buf) {
+		x := src[i:min(i+len(buf), len(src))]
+		s := buf[:len(x)]
+		v.Sigmoid32s(s, x)
+		d := dst[i : i+len(x)]
+		if sigFirst {
+			for j, xv := range x {
+				d[j] = s[j] * xv
+			}
+		} else {
+			for j, xv := range x {
+				d[j] = xv * s[j]
+			}
+		}
+	}
+}
+
+// siluAct returns the SiLU Act for c's instruction set.
+func siluAct(c *kernel.Ctx, sigFirst bool) func(v vmath.Vec, dst, src []float32) {
+	switch {
+	case c.AVX512() && amd64.EnabledZ && sigFirst:
+		return siluSXZ
+	case c.AVX512() && amd64.EnabledZ:
+		return siluXSZ
+	case sigFirst:
+		return siluSX
+	}
+	return siluXS
+}

@@ -1,0 +1,151 @@
+package fused_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/kernel/fused"
+	"github.com/vouchml/vouch/kernel/vmath"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// siluInputs returns float32 values that reach every branch of
+// Sigmoid32: NaNs of both signs and several payloads, ±Inf, ±0,
+// subnormals, every float32 around the ends of Exp32's range (|x| from
+// 86 to 90, where Ldexp32 scales by 2^-126..2^128 and the Sigmoid is
+// subnormal or 1), a sweep over the exponents, and random values.
+func siluInputs() []float32 {
+	var xs []float32
+	for _, b := range []uint32{0x7fc00000, 0xffc00000, 0x7fc12345, 0xffa00001, 0x7f800001} {
+		xs = append(xs, math.Float32frombits(b))
+	}
+	xs = append(xs, float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
+		math.Float32frombits(1), math.Float32frombits(0x807fffff), math.Float32frombits(0x00400000))
+	for _, sign := range []uint32{0, 1 << 31} {
+		lo, hi := math.Float32bits(86), math.Float32bits(90)
+		for b := lo; b <= hi; b += 3 {
+			xs = append(xs, math.Float32frombits(b|sign))
+		}
+		for b := uint32(0); b < 0x7f800000; b += 0x3f01 {
+			xs = append(xs, math.Float32frombits(b|sign))
+		}
+	}
+	r := rand.New(rand.NewPCG(16, 1))
+	for range 20000 {
+		xs = append(xs, float32(r.NormFloat64()*8))
+	}
+	return xs
+}
+
+// siluNodes runs Sigmoid and then Mul (x first, or the Sigmoid's output
+// first) as the unfused nodes, on the portable twins: the bits a SiLU
+// epilogue must give, NaNs included (which NaN a product of two returns
+// is the Mul kernel's).
+func siluNodes(t *testing.T, xs []float32, sigFirst bool) []float32 {
+	t.Helper()
+	reg := builtin.Registry()
+	c := &kernel.Ctx{ISA: kernel.ISAPortable}
+	run := func(n *ir.Node, args ...*tensor.Tensor) *tensor.Tensor {
+		op, err := reg.Lookup(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := op.Run(c, n, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	x := tensor.From(append([]float32{}, xs...), len(xs))
+	s := run(&ir.Node{Name: "s", OpType: "Sigmoid", Version: 13, Inputs: []string{"x"}, Outputs: []string{"s"}, Attrs: map[string]*ir.Attr{}}, x)
+	mul := &ir.Node{Name: "m", OpType: "Mul", Version: 14, Inputs: []string{"x", "s"}, Outputs: []string{"y"}, Attrs: map[string]*ir.Attr{}}
+	if sigFirst {
+		return run(mul, s, x).Data.([]float32)
+	}
+	return run(mul, x, s).Data.([]float32)
+}
+
+// TestSiLUAct: every SiLU Act (AVX-512, the vector Sigmoid, the portable
+// twins), in both operand orders, gives the bits of the Sigmoid and Mul
+// nodes, out of place and in place, for runs of every length up to 40
+// (the masked tails) and for long runs.
+func TestSiLUAct(t *testing.T) {
+	xs := siluInputs()
+	want := [2][]float32{siluNodes(t, xs, false), siluNodes(t, xs, true)}
+	for i, x := range xs {
+		if s := vmath.Sigmoid32(x); x == x && math.Float32bits(want[0][i]) != math.Float32bits(x*s) {
+			t.Fatalf("x=%v: the nodes give %v, x·Sigmoid32(x) is %v", x, want[0][i], x*s)
+		}
+	}
+	forms := fused.SiLUForms()
+	if !amd64.EnabledZ {
+		t.Log("no AVX-512 here: SiLUZ not tested")
+	}
+	check := func(name string, got, w []float32, off int) {
+		t.Helper()
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(w[i]) {
+				t.Fatalf("%s: x=%v (%#08x): got %v (%#08x), want %v (%#08x)", name, xs[off+i], math.Float32bits(xs[off+i]),
+					got[i], math.Float32bits(got[i]), w[i], math.Float32bits(w[i]))
+			}
+		}
+	}
+	for _, f := range forms {
+		w := want[0]
+		if f.SigFirst {
+			w = want[1]
+		}
+		got := make([]float32, len(xs))
+		f.F(f.V, got, xs)
+		check(f.Name, got, w, 0)
+		in := append([]float32{}, xs...)
+		f.F(f.V, in, in)
+		check(f.Name+" in place", in, w, 0)
+		for n := 0; n <= 40; n++ {
+			for _, off := range []int{0, 3, 17} {
+				d := make([]float32, n+1)
+				d[n] = 42
+				f.F(f.V, d[:n], xs[off:off+n])
+				check(f.Name+" short", d[:n], w[off:off+n], off)
+				if d[n] != 42 {
+					t.Fatalf("%s: %d outputs: wrote past the end", f.Name, n)
+				}
+			}
+		}
+	}
+	// siluAct picks the form of each level.
+	for _, l := range kernel.ISAs() {
+		c := &kernel.Ctx{ISA: l}
+		for _, sf := range []bool{false, true} {
+			got := make([]float32, len(xs))
+			fused.SiLUAct(c, sf)(c.Vec(), got, xs)
+			w := want[0]
+			if sf {
+				w = want[1]
+			}
+			check(l.String(), got, w, 0)
+		}
+	}
+}
+
+func BenchmarkSiLUAct(b *testing.B) {
+	xs := make([]float32, 4096)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range xs {
+		xs[i] = float32(r.NormFloat64() * 4)
+	}
+	for _, f := range fused.SiLUForms() {
+		b.Run(f.Name, func(b *testing.B) {
+			d := make([]float32, len(xs))
+			b.SetBytes(int64(4 * len(xs)))
+			for b.Loop() {
+				f.F(f.V, d, xs)
+			}
+		})
+	}
+}

@@ -1,0 +1,30 @@
+package fused
+
+import (
+	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/vmath"
+)
+
+// SiLUForm is one SiLU Act, for the external tests.
+type SiLUForm struct {
+	Name     string
+	F        func(vmath.Vec, []float32, []float32)
+	V        vmath.Vec
+	SigFirst bool
+}
+
+// SiLUForms lists every SiLU Act this CPU can run, with the Vec each
+// takes.
+func SiLUForms() []SiLUForm {
+	f := []SiLUForm{
+		{"portable", siluXS, vmath.Vec{}, false}, {"portable/sx", siluSX, vmath.Vec{}, true},
+		{"avx2", siluXS, vmath.Vector(false), false}, {"avx2/sx", siluSX, vmath.Vector(false), true},
+	}
+	if amd64.EnabledZ {
+		f = append(f, SiLUForm{"avx512", siluXSZ, vmath.Vec{}, false}, SiLUForm{"avx512/sx", siluSXZ, vmath.Vec{}, true})
+	}
+	return f
+}
+
+// SiLUAct is siluAct.
+var SiLUAct = siluAct
