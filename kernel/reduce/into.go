@@ -56,7 +56,7 @@ func softmaxInto(k smKind) kernel.IntoFunc {
 		if err != nil {
 			return err
 		}
-		softmaxFloat(c.Vec(), k, xs, ys, geom{outer, size, inner}, f32)
+		softmaxPar(c.Workers(), c.Vec(), k, xs, ys, geom{outer, size, inner})
 		return nil
 	}
 }

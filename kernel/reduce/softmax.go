@@ -108,20 +108,27 @@ func runSoftmax(k smKind) kernel.RunFunc {
 
 type geom struct{ outer, size, inner int }
 
+// softmaxLines32 normalises the float32 lines [o0, o1) of size elements
+// (the last axis), four at a time from o0 while four remain, then one by
+// one. softmaxPar's ranges start at multiples of four, so every line is
+// computed in the group it has in one call over all lines.
+func softmaxLines32(v vmath.Vec, k smKind, x, y []float32, size, o0, o1 int) {
+	o := o0
+	if k == softmaxKind {
+		for ; o+4 <= o1; o += 4 {
+			softmax4Lines32(v, x[o*size:(o+4)*size], y[o*size:(o+4)*size], size)
+		}
+	}
+	for ; o < o1; o++ {
+		softmaxLine32(v, k, x[o*size:(o+1)*size], y[o*size:(o+1)*size])
+	}
+}
+
 // softmaxFloat normalises x into y over every line of g.size elements.
 // float32 lines over the last axis take softmaxLine32 (the same bits).
 func softmaxFloat[T kernel.Float](v vmath.Vec, k smKind, x, y []T, g geom, m floatMath[T]) {
 	if x32, ok := any(x).([]float32); ok && g.inner == 1 && k != hardmaxKind {
-		y32 := any(y).([]float32)
-		o := 0
-		if k == softmaxKind {
-			for ; o+4 <= g.outer; o += 4 {
-				softmax4Lines32(v, x32[o*g.size:(o+4)*g.size], y32[o*g.size:(o+4)*g.size], g.size)
-			}
-		}
-		for ; o < g.outer; o++ {
-			softmaxLine32(v, k, x32[o*g.size:(o+1)*g.size], y32[o*g.size:(o+1)*g.size])
-		}
+		softmaxLines32(v, k, x32, any(y).([]float32), g.size, 0, g.outer)
 		return
 	}
 	for o := 0; o < g.outer; o++ {

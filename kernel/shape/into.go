@@ -6,6 +6,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -187,13 +188,13 @@ func stridedInto[T any](d, s []T, shape, st []int, base int) {
 }
 
 // strided dispatches stridedInto on the element type.
-func strided(dst, src *tensor.Tensor, shape, st []int, base int) error {
+func strided(pool *parallel.Pool, dst, src *tensor.Tensor, shape, st []int, base int) error {
 	if dst.DType != src.DType {
 		return fmt.Errorf("output slot is %v, input is %v", dst.DType, src.DType)
 	}
 	switch d := dst.Data.(type) {
 	case []float32:
-		stridedF32(d, src.Data.([]float32), shape, st, base)
+		stridedPar(pool, d, src.Data.([]float32), shape, st, base)
 	case []float64:
 		stridedInto(d, src.Data.([]float64), shape, st, base)
 	case []tensor.Half:
@@ -273,7 +274,7 @@ func transposeInto(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if tensor.NumElems(shape[:r]) != o.Len() {
 		return fmt.Errorf("output slot has shape %v for the transpose of %v", o.Shape, x.Shape)
 	}
-	return strided(o, x, shape[:r], ost[:r], 0)
+	return strided(c.Workers(), o, x, shape[:r], ost[:r], 0)
 }
 
 func sliceInto(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
@@ -347,7 +348,7 @@ func sliceInto(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if tensor.NumElems(shape[:r]) != o.Len() {
 		return fmt.Errorf("output slot has shape %v for a slice of %v", o.Shape, x.Shape)
 	}
-	return strided(o, x, shape[:r], st[:r], base)
+	return strided(c.Workers(), o, x, shape[:r], st[:r], base)
 }
 
 func concatInto(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
@@ -382,7 +383,7 @@ func concatInto(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	inner := tensor.NumElems(o.Shape[axis+1:])
 	switch d := o.Data.(type) {
 	case []float32:
-		concatT(d, in, outer, inner, axis)
+		concatPar(c.Workers(), d, in, outer, inner, axis)
 	case []float64:
 		concatT(d, in, outer, inner, axis)
 	case []int64:
