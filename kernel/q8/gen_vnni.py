@@ -152,4 +152,53 @@ a('qu_done:')
 a('\tVZEROUPPER')
 a('\tRET')
 
+# packQuad: 4 channels (rows src, src+ld, src+2ld, src+3ld floats) by 64
+# positions quantized as quantU8 and interleaved into 256 bytes, position
+# major: dst[4j + e] = u8(channel e, position j). Per 16 positions the
+# four 16-byte rows are zipped by bytes, then by words.
+a('\n// func packQuad(dst *uint8, src *float32, ld int, inv float32)')
+a('TEXT ·packQuad(SB), NOSPLIT, $0-28')
+a('\tMOVQ dst+0(FP), DI')
+a('\tMOVQ src+8(FP), SI')
+a('\tMOVQ ld+16(FP), R8')
+a('\tSHLQ $2, R8')
+a('\tVBROADCASTSS inv+24(FP), Z1')
+a('\tMOVL $0x42fe0000, AX')
+a('\tVPBROADCASTD AX, Z2')
+a('\tMOVL $0xc2fe0000, AX')
+a('\tVPBROADCASTD AX, Z3')
+a('\tMOVL $128, AX')
+a('\tVPBROADCASTD AX, Z6')
+a('\tLEAQ (SI)(R8*2), R9')
+a('\tMOVQ $4, CX')
+a('pq_loop:')
+for e, addr in enumerate(['(SI)', '(SI)(R8*1)', '(R9)', '(R9)(R8*1)']):
+    a(f'\tVMULPS {addr}, Z1, Z0')
+    a('\tVCMPPS $7, Z0, Z0, K1')
+    a('\tVMOVAPS.Z Z0, K1, Z0')
+    a('\tVMINPS Z2, Z0, Z0')
+    a('\tVMAXPS Z3, Z0, Z0')
+    a('\tVCVTPS2DQ Z0, Z0')
+    a('\tVPADDD Z6, Z0, Z0')
+    a(f'\tVPMOVDB Z0, X{8+e}')
+a('\tVPUNPCKLBW X9, X8, X12')   # c0 c1 bytes, positions 0-7
+a('\tVPUNPCKHBW X9, X8, X13')   # positions 8-15
+a('\tVPUNPCKLBW X11, X10, X14')
+a('\tVPUNPCKHBW X11, X10, X15')
+a('\tVPUNPCKLWD X14, X12, X4')  # positions 0-3, 4 channels each
+a('\tVPUNPCKHWD X14, X12, X5')  # 4-7
+a('\tVPUNPCKLWD X15, X13, X7')  # 8-11
+a('\tVPUNPCKHWD X15, X13, X8')  # 12-15
+a('\tVMOVDQU X4, (DI)')
+a('\tVMOVDQU X5, 16(DI)')
+a('\tVMOVDQU X7, 32(DI)')
+a('\tVMOVDQU X8, 48(DI)')
+a('\tADDQ $64, SI')
+a('\tADDQ $64, R9')
+a('\tADDQ $64, DI')
+a('\tDECQ CX')
+a('\tJNZ pq_loop')
+a('\tVZEROUPPER')
+a('\tRET')
+
 open('vnni_amd64.s', 'w').write('\n'.join(L) + '\n')

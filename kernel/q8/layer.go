@@ -31,6 +31,10 @@ func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) err
 	}
 	sc := l.getScratch()
 	defer l.putScratch(sc)
+	if g != nil && g.usePointwise(pool) {
+		l.computePointwise(pool, g, xd, y, p, sc)
+		return nil
+	}
 	if g != nil && g.useDirect(pool) {
 		l.computeDirect(pool, g, xd, y, p, sc)
 		return nil
@@ -402,6 +406,8 @@ type scratch struct {
 	dconv           dconvJob
 	xu              []uint8 // the u8 x s8 path's shifted activations
 	rows            rowsJob
+	ppack           panelJob
+	cols            colsJob
 }
 
 // getScratch takes free buffers (a plain free list, not a sync.Pool, so

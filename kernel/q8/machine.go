@@ -32,6 +32,8 @@ type forced struct {
 	noDirectQ8, noDirect bool
 	// noRowsQ8 turns the linear layers' u8 x s8 tiles (vnni.go) off.
 	noRowsQ8 bool
+	// noColsQ8 turns the pointwise convolutions' cols tiles off.
+	noColsQ8 bool
 }
 
 // machineOf reads c's pool and instruction set (c may be nil).

@@ -70,6 +70,7 @@ type layer struct {
 	dOnce        sync.Once
 	vpack        *vnniPack // linear layers through the u8 x s8 tiles (vnni.go)
 	vOnce        sync.Once
+	vconv        *vnniConv // pointwise convolutions through the cols tiles
 	geomMu       sync.Mutex
 	geom         *geom2
 	geomX        []int // the last input shape, its geometry and output shape

@@ -231,3 +231,176 @@ func colsTile(c twins, rr, kq int, wr []int8, ldw int, pan []uint8, init []int32
 		}
 	}
 }
+
+// Pointwise convolutions (1×1, stride 1, no padding) through the cols
+// tiles: the output channels are the rows (their signed weights
+// broadcast), the positions the columns. The channel group's activations
+// are packed once per call into panels of 64 positions, channels in
+// quads: pan[((pb·kq + kk)·64 + j)·4 + e] = u8(x[4kk+e, 64pb+j]) (zero
+// past Cg and P), the weights once per layer as rows of kq quads with
+// their corrections −128·Σ w. The sums are the same exact integers as
+// every other path's, and the epilogue is epilogueRow.
+
+// vnniConv is a pointwise convolution's weights for the cols tiles, per
+// group: rows[gi] is [Mg][4kq] (zero past K), init[gi] the rows'
+// corrections.
+type vnniConv struct {
+	rows [][]int8
+	init [][]int32
+	kq   int
+}
+
+func (l *layer) vnniCols(g *geom2) *vnniConv {
+	l.vOnce.Do(func() {
+		wd := l.w.Data.([]int8)
+		K := g.K()
+		kq := (K + 3) / 4
+		v := &vnniConv{kq: kq}
+		for gi := 0; gi < g.G; gi++ {
+			rows := make([]int8, g.Mg*4*kq)
+			init := make([]int32, g.Mg)
+			for m := 0; m < g.Mg; m++ {
+				src := wd[(gi*g.Mg+m)*K : (gi*g.Mg+m+1)*K]
+				copy(rows[m*4*kq:], src)
+				var s int32
+				for _, x := range src {
+					s += int32(x)
+				}
+				init[m] = -128 * s
+			}
+			v.rows = append(v.rows, rows)
+			v.init = append(v.init, init)
+		}
+		l.vconv = v
+	})
+	return l.vconv
+}
+
+// usePointwise reports whether a convolution runs through the cols tiles.
+func (g *geom2) usePointwise(pool machine) bool {
+	return pool.vnni && !pool.f().noColsQ8 && g.pointwise() && g.Mg >= 4
+}
+
+// packPanel writes position block pb of channel group xg ([Cg][P]
+// float32) into pan (kq quads of 256 bytes).
+func packPanel(c twins, pan []uint8, xg []float32, Cg, P, pb, kq int, inv float32) {
+	p0 := pb * vnniCols
+	n := min(vnniCols, P-p0)
+	for kk := 0; kk < kq; kk++ {
+		d := pan[kk*vnniCols*4 : (kk+1)*vnniCols*4]
+		if c.vnni && n == vnniCols && 4*kk+3 < Cg {
+			_ = xg[(4*kk+3)*P+p0+vnniCols-1]
+			packQuad(&d[0], &xg[4*kk*P+p0], P, inv)
+			continue
+		}
+		for e := 0; e < 4; e++ {
+			ch := 4*kk + e
+			if ch >= Cg {
+				for j := 0; j < vnniCols; j++ {
+					d[4*j+e] = 0
+				}
+				continue
+			}
+			row := xg[ch*P+p0 : ch*P+p0+n]
+			for j, x := range row {
+				d[4*j+e] = uint8(quantize1(x, inv) + 128)
+			}
+			for j := n; j < vnniCols; j++ {
+				d[4*j+e] = 0
+			}
+		}
+	}
+}
+
+// computePointwise runs a pointwise convolution through the cols tiles.
+func (l *layer) computePointwise(pool machine, g *geom2, x, y []float32, p post, sc *scratch) {
+	v := l.vnniCols(g)
+	P := g.P()
+	nbp := (P + vnniCols - 1) / vnniCols
+	blk := v.kq * vnniCols * 4
+	pan := *grow8(&sc.xu, nbp*blk)
+	pj := &sc.ppack
+	cj := &sc.cols
+	nrg := (g.Mg + 3) / 4
+	for ni := 0; ni < g.N; ni++ {
+		for gi := 0; gi < g.G; gi++ {
+			xg := x[(ni*g.C+gi*g.Cg)*P : (ni*g.C+(gi+1)*g.Cg)*P]
+			*pj = panelJob{pan: pan, xg: xg, Cg: g.Cg, P: P, kq: v.kq, inv: l.inv, twins: pool.twins}
+			pool.Run(nbp, g.Cg*P, pj)
+			*pj = panelJob{}
+			o := (ni*g.M + gi*g.Mg) * P
+			*cj = colsJob{l: l, v: v, pan: pan, w: v.rows[gi], init: v.init[gi], Mg: g.Mg, P: P,
+				y: y[o : o+g.Mg*P], mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], relu: p.relu, twins: pool.twins}
+			if l.bias != nil {
+				cj.bias = l.bias[gi*g.Mg : (gi+1)*g.Mg]
+			}
+			if p.res != nil {
+				cj.res = p.res[o : o+g.Mg*P]
+			}
+			pool.Run(nbp*nrg, g.Mg*g.K()*P, cj)
+			*cj = colsJob{}
+		}
+	}
+}
+
+// panelJob packs position blocks [lo, hi).
+type panelJob struct {
+	pan       []uint8
+	xg        []float32
+	Cg, P, kq int
+	inv       float32
+	twins     twins
+}
+
+func (j *panelJob) Run(lo, hi int) {
+	blk := j.kq * vnniCols * 4
+	for pb := lo; pb < hi; pb++ {
+		packPanel(j.twins, j.pan[pb*blk:(pb+1)*blk], j.xg, j.Cg, j.P, pb, j.kq, j.inv)
+	}
+}
+
+// colsJob computes units [lo, hi) of (position block, 4-channel group),
+// position block major (a block's panel stays in the cache across the
+// channel groups).
+type colsJob struct {
+	l          *layer
+	v          *vnniConv
+	pan        []uint8
+	w          []int8
+	init       []int32
+	Mg, P      int
+	y          []float32
+	mult, bias []float32
+	res        []float32
+	relu       bool
+	twins      twins
+}
+
+func (j *colsJob) Run(lo, hi int) {
+	sc := j.l.getScratch()
+	defer j.l.putScratch(sc)
+	acc := *grow32(&sc.acc2, 4*vnniCols)
+	kq := j.v.kq
+	blk := kq * vnniCols * 4
+	nrg := (j.Mg + 3) / 4
+	for u := lo; u < hi; u++ {
+		pb, m0 := u/nrg, 4*(u%nrg)
+		rr := min(4, j.Mg-m0)
+		colsTile(j.twins, rr, kq, j.w[m0*4*kq:], 4*kq, j.pan[pb*blk:(pb+1)*blk], j.init[m0:m0+rr], acc)
+		p0 := pb * vnniCols
+		n := min(vnniCols, j.P-p0)
+		for r := 0; r < rr; r++ {
+			m := m0 + r
+			o := m*j.P + p0
+			var b float32
+			if j.bias != nil {
+				b = j.bias[m]
+			}
+			var res []float32
+			if j.res != nil {
+				res = j.res[o : o+n]
+			}
+			epilogueRow(j.twins, j.y[o:o+n], acc[r*vnniCols:r*vnniCols+n], j.mult[m], b, res, j.relu)
+		}
+	}
+}

@@ -235,3 +235,87 @@ func TestQ8RowsLayerTwins(t *testing.T) {
 		}
 	}
 }
+
+// TestQ8PointwiseTwins: pointwise convolutions through the cols tiles give
+// the bits of the direct kernels, of both GEMM tiles and of the portable
+// twins, at 1, 2 and 3 workers: positions across the 64-position blocks
+// (and fewer than one), channel counts not a multiple of 4, output
+// channels across the 4-row groups, groups, batch 2, residual, Relu, no
+// bias, clamped and NaN inputs.
+func TestQ8PointwiseTwins(t *testing.T) {
+	reg := kernel.NewRegistry("", elementwise.Ops(), nn.Ops())
+	reg.Add("vouch", Ops(reg))
+	r := rand.New(rand.NewPCG(21, 22))
+	type cs struct{ n, c, h, w, m, group, mode int } // mode: bit 0 residual, bit 1 Relu, bit 2 no bias
+	cases := []cs{{1, 64, 56, 56, 24, 1, 0}, {1, 3, 10, 10, 5, 1, 2}, {2, 18, 7, 7, 36, 1, 1}, {1, 40, 9, 13, 10, 2, 3},
+		{1, 256, 8, 8, 64, 1, 4}, {1, 5, 1, 1, 7, 1, 6}, {2, 32, 16, 4, 20, 4, 7}}
+	for _, s := range cases {
+		cg := s.c / s.group
+		x := randF32(r, s.n*s.c*s.h*s.w)
+		x[1], x[2], x[3] = 1e9, -1e9, float32(math.NaN())
+		wq := make([]int8, s.m*cg)
+		for i := range wq {
+			wq[i] = int8(r.IntN(255) - 127)
+		}
+		inputs := []string{"x", "w", "s", "b"}
+		if s.mode&4 != 0 {
+			inputs[3] = ""
+		}
+		add := int64(0)
+		if s.mode&1 != 0 {
+			inputs, add = append(inputs, "r"), 1
+		}
+		node := &ir.Node{Name: "pw", OpType: "Q8", Domain: "vouch", Version: 1, Inputs: inputs, Outputs: []string{"y"}, Attrs: map[string]*ir.Attr{
+			"base":    {Name: "base", Kind: ir.AttrString, S: "Conv"},
+			"x_scale": {Name: "x_scale", Kind: ir.AttrFloat, F: 0.02},
+			"layout":  {Name: "layout", Kind: ir.AttrInts, Ints: []int64{4, add, 0}},
+			"group":   {Name: "group", Kind: ir.AttrInt, I: int64(s.group)},
+		}}
+		if s.mode&2 != 0 {
+			node.Attrs["activation"] = &ir.Attr{Name: "activation", Kind: ir.AttrString, S: "Relu"}
+			node.Attrs["act_version"] = &ir.Attr{Name: "act_version", Kind: ir.AttrInt, I: 14}
+		}
+		ys := []int{s.n, s.m, s.h, s.w}
+		in := []*tensor.Tensor{tensor.From(x, s.n, s.c, s.h, s.w), tensor.From(wq, s.m, cg, 1, 1), tensor.From(randPos(r, s.m), s.m), nil}
+		if s.mode&4 == 0 {
+			in[3] = tensor.From(randF32(r, s.m), s.m)
+		}
+		if s.mode&1 != 0 {
+			in = append(in, tensor.From(randF32(r, s.n*s.m*s.h*s.w), ys...))
+		}
+		op, err := reg.Lookup(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []float32
+		variants := []struct {
+			name string
+			l    kernel.ISA
+			f    forced
+		}{{"portable", kernel.ISAPortable, forced{}}, {"avx2", kernel.ISAAVX2, forced{}},
+			{"vnni-gemm", kernel.ISABest, forced{noColsQ8: true, noDirectQ8: true}}, {"direct", kernel.ISABest, forced{noColsQ8: true}},
+			{"cols", kernel.ISABest, forced{}}}
+		for _, v := range variants {
+			for _, threads := range []int{1, 2, 3} {
+				f := v.f
+				ctx := ctxAt(parallel.New(threads), v.l, &f)
+				out := []*tensor.Tensor{tensor.New(tensor.Float32, ys...)}
+				err := op.Into(ctx, node, in, out)
+				ctx.Pool.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := out[0].Data.([]float32)
+				if want == nil {
+					want = got
+					continue
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%+v: %s on %d workers: y[%d] = %v, portable %v", s, v.name, threads, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
