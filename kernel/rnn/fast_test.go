@@ -9,6 +9,7 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/kerneltest"
+	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -136,6 +137,27 @@ func TestFast32Twins(t *testing.T) {
 					sameBits(t, fmt.Sprintf("%s output %d", l, k), got[k], ref[k])
 				}
 			}
+			// The fused path: its AVX-512 steps and their portable twin,
+			// on one worker and on two.
+			if !fusedOK(cfg) {
+				return
+			}
+			pool := parallel.New(2)
+			defer pool.Close()
+			for _, z := range []bool{false, true} {
+				if z && !haveZ {
+					continue
+				}
+				for _, kc := range []*kernel.Ctx{nil, {Pool: pool}} {
+					got, err := computeFused(cfg, in, lens, packFused(cfg, in[1].Data.([]float32), in[2].Data.([]float32)), kc, z)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for k := range ref {
+						sameBits(t, fmt.Sprintf("fused (AVX-512 %v, pool %v) output %d", z, kc != nil, k), got[k], ref[k])
+					}
+				}
+			}
 		})
 	}
 }
@@ -243,7 +265,8 @@ func TestPackedTactic(t *testing.T) {
 			for k := range want {
 				sameBits(t, fmt.Sprintf("%s run %d output %d", op, run, k), got[k], want[k])
 			}
-			p := packOf(kc, packed, mustConfig(t, op, packed, in), in[1].Data.([]float32), in[2].Data.([]float32))
+			cfg := mustConfig(t, op, packed, in)
+			p := packOf(kc, packed, cfg, in[1].Data.([]float32), in[2].Data.([]float32), haveZ && fusedOK(cfg))
 			if first == nil {
 				first = p
 			} else if p != first {

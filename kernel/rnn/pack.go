@@ -26,24 +26,31 @@ func tactics(n *ir.Node, in []ir.Type) []string {
 	return []string{TacticPacked}
 }
 
-// pack is a node's transposed weights, one entry per direction.
+// pack is a node's transposed weights, one entry per direction: in
+// fast32's layout (wt, rt) or, where fused, in the fused path's panels.
 type pack struct {
 	w, r   unsafe.Pointer // the W and R they were transposed from
 	nw, nr int
 	wt, rt [][]float32
+	fused  []fusedDir
 }
 
 // packKey keys a node's pack in its kernel.State.
 type packKey struct{ n *ir.Node }
 
-// packOf returns n's transposed W and R from kc's State, transposing them
-// on first use (or when n now runs on other weights; every call without a
-// State).
-func packOf(kc *kernel.Ctx, n *ir.Node, c config, w, r []float32) *pack {
+// packOf returns n's transposed W and R from kc's State, in the fused
+// layout where fused, transposing them on first use (or when n now runs on
+// other weights or the other path; every call without a State).
+func packOf(kc *kernel.Ctx, n *ir.Node, c config, w, r []float32, fused bool) *pack {
 	p, _ := kernel.Prepared(kc, packKey{n}, func(p *pack) bool {
-		return p.w == unsafe.Pointer(&w[0]) && p.r == unsafe.Pointer(&r[0]) && p.nw == len(w) && p.nr == len(r)
+		return p.w == unsafe.Pointer(&w[0]) && p.r == unsafe.Pointer(&r[0]) && p.nw == len(w) && p.nr == len(r) && (p.fused != nil) == fused
 	}, func() (*pack, error) {
-		p := transposeAll(c, w, r)
+		var p *pack
+		if fused {
+			p = &pack{fused: packFused(c, w, r)}
+		} else {
+			p = transposeAll(c, w, r)
+		}
 		p.w, p.r, p.nw, p.nr = unsafe.Pointer(&w[0]), unsafe.Pointer(&r[0]), len(w), len(r)
 		return p, nil
 	})

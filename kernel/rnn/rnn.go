@@ -218,9 +218,20 @@ func run(k cellKind) kernel.RunFunc {
 		}
 		switch in[0].DType {
 		case tensor.Float32:
+			w, r := in[1].Data.([]float32), in[2].Data.([]float32)
+			fused := haveZ && kc.AVX512() && fusedOK(c)
 			var pk *pack
 			if kernel.Tactic(n) == TacticPacked {
-				pk = packOf(kc, n, c, in[1].Data.([]float32), in[2].Data.([]float32))
+				pk = packOf(kc, n, c, w, r, fused)
+			}
+			if fused {
+				var dirs []fusedDir
+				if pk != nil {
+					dirs = pk.fused
+				} else {
+					dirs = packFused(c, w, r)
+				}
+				return computeFused(c, in, lens, dirs, kc, true)
 			}
 			return compute32(c, in, lens, pk, kc)
 		case tensor.Float64:

@@ -1,0 +1,139 @@
+package rnn
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+	"unsafe"
+)
+
+// TestStepArgsLayout: step_amd64.s reads stepArgs at gen_step.py's
+// offsets (ARGS there).
+func TestStepArgsLayout(t *testing.T) {
+	var p stepArgs
+	for _, f := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"k", unsafe.Offsetof(p.k), 0}, {"nblk", unsafe.Offsetof(p.nblk), 8},
+		{"panel", unsafe.Offsetof(p.panel), 16}, {"tab", unsafe.Offsetof(p.tab), 24},
+		{"peep", unsafe.Offsetof(p.peep), 32}, {"rbh", unsafe.Offsetof(p.rbh), 40},
+		{"h", unsafe.Offsetof(p.h), 48}, {"pre", unsafe.Offsetof(p.pre), 80},
+		{"c", unsafe.Offsetof(p.c), 112}, {"hout", unsafe.Offsetof(p.hout), 144},
+	} {
+		if f.got != f.want {
+			t.Errorf("stepArgs.%s at offset %d, gen_step.py reads it at %d", f.name, f.got, f.want)
+		}
+	}
+}
+
+// special draws float32 values over every range the steps' activations
+// branch on: random bit patterns (every exponent, subnormals, ±Inf, NaN),
+// the neighbourhoods of Tanh32's 0.625 and 9.01 and of Exp32's limits
+// (Sigmoid32 of about ±87..89), zeros, and ordinary gate values.
+func special(r *rand.Rand) float32 {
+	switch r.Intn(8) {
+	case 0:
+		return math.Float32frombits(r.Uint32())
+	case 1:
+		return float32(r.NormFloat64() * 3)
+	case 2:
+		v := []float32{0.625, 9.01, 87.33654475, 88.72283935546875, 0, 1}[r.Intn(6)]
+		v = math.Float32frombits(math.Float32bits(v) + uint32(r.Intn(9)) - 4)
+		if r.Intn(2) == 0 {
+			v = -v
+		}
+		return v
+	case 3:
+		return []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), float32(math.Copysign(0, -1)), 1e-40, -1e-40}[r.Intn(6)]
+	case 4:
+		return float32(r.Float64()*200 - 100)
+	}
+	return float32(r.Float64()*2 - 1)
+}
+
+// sameOrNaN reports whether a and b have the same bits, or are both NaN
+// (the steps keep NaN payloads only as far as fast32 does: see fast.go).
+func sameOrNaN(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
+}
+
+// TestStepTwins checks the AVX-512 fused steps against stepPortable, bit
+// for bit, for LSTM (with and without peepholes) and GRU, one to four
+// rows, hidden sizes on and off the 16-unit blocks, chains of length 0
+// (the gate values themselves reach the activations, so every range of
+// Sigmoid32 and Tanh32 is checked against vmath's scalar functions) and
+// longer, over ordinary and special values.
+func TestStepTwins(t *testing.T) {
+	if !haveZ {
+		t.Skip("no AVX-512 on this CPU: stepPortable is all there is (TestFast32Twins checks it)")
+	}
+	r := rand.New(rand.NewSource(7))
+	for _, kind := range []cellKind{cellLSTM, cellGRU} {
+		gates := kind.gates()
+		for _, peep := range []bool{false, true} {
+			if peep && kind != cellLSTM {
+				continue
+			}
+			for _, H := range []int{0, 16, 37, 128} {
+				for rows := 1; rows <= 4; rows++ {
+					for _, sp := range []bool{false, true} {
+						name := fmt.Sprintf("%d_peep%v_h%d_rows%d_special%v", kind, peep, H, rows, sp)
+						val := func() float32 {
+							if sp {
+								return special(r)
+							}
+							return float32(r.Float64()*2 - 1)
+						}
+						K := H
+						nblk := max((H+15)/16, 1)
+						if H == 0 {
+							K, nblk = 0, 256 // 4096 lanes a gate straight into the activations
+						}
+						fill := func(n int) []float32 {
+							s := make([]float32, n)
+							for i := range s {
+								s[i] = val()
+							}
+							return s
+						}
+						panel := fill(max(nblk*K*gates*16, 1))
+						p := stepArgs{k: K, nblk: nblk, panel: &panel[0], tab: &stepTab}
+						rbh := fill(nblk * 16)
+						p.rbh = &rbh[0]
+						if peep {
+							pp := fill(nblk * 48)
+							p.peep = &pp[0]
+						}
+						var cz, cp [4][]float32
+						var hz, hp [4][]float32
+						q := p
+						for i := 0; i < rows; i++ {
+							h, pre := fill(nblk*16), fill(nblk*gates*16)
+							p.h[i], p.pre[i] = &h[0], &pre[0]
+							q.h[i], q.pre[i] = &h[0], &pre[0]
+							cz[i] = fill(nblk * 16)
+							cp[i] = append([]float32{}, cz[i]...)
+							hz[i], hp[i] = make([]float32, nblk*16), make([]float32, nblk*16)
+							p.c[i], q.c[i] = &cz[i][0], &cp[i][0]
+							p.hout[i], q.hout[i] = &hz[i][0], &hp[i][0]
+						}
+						runStep(true, kind, &p, rows)
+						stepPortable(kind, &q, rows)
+						for i := 0; i < rows; i++ {
+							for j := range hz[i] {
+								if !sameOrNaN(hz[i][j], hp[i][j]) {
+									t.Fatalf("%s: row %d h[%d] is %#x, portable %#x", name, i, j, math.Float32bits(hz[i][j]), math.Float32bits(hp[i][j]))
+								}
+								if kind == cellLSTM && !sameOrNaN(cz[i][j], cp[i][j]) {
+									t.Fatalf("%s: row %d c[%d] is %#x, portable %#x", name, i, j, math.Float32bits(cz[i][j]), math.Float32bits(cp[i][j]))
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
