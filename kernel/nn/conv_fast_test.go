@@ -26,6 +26,10 @@ func convCases(r *rand.Rand) []convCase {
 		{[]int{1, 3, 32, 32}, []int{16, 3, 7, 7}, []*ir.Attr{ints("strides", 2, 2), ints("pads", 3, 3, 3, 3)}},
 		{[]int{1, 8, 10, 10}, []int{12, 4, 3, 3}, []*ir.Attr{intAttr("group", 2), ints("pads", 1, 1, 1, 1)}},
 		{[]int{1, 16, 7, 7}, []int{40, 16, 1, 1}, []*ir.Attr{ints("strides", 2, 2)}},
+		// 1x1 convolutions over planes that leave GEMM lanes idle, where
+		// conv.direct is the preferred tactic (gemmWastesLanes).
+		{[]int{1, 40, 7, 7}, []int{36, 40, 1, 1}, nil},
+		{[]int{2, 24, 6, 6}, []int{20, 24, 1, 1}, nil},
 		// Depthwise planes of many rows (most rows in one multi-row
 		// kernel call, the last ones through the scratch row).
 		{[]int{1, 6, 57, 57}, []int{6, 1, 3, 3}, []*ir.Attr{intAttr("group", 6), ints("strides", 2, 2), ints("pads", 1, 1, 1, 1)}},
@@ -150,6 +154,26 @@ func TestConvTwin(t *testing.T) {
 					t.Fatalf("case %d: Into y[%d] = %g, Run %g", i, d, y.Data.([]float32)[d], want[0].Data.([]float32)[d])
 				}
 			}
+		}
+	}
+}
+
+// TestConvTacticsSmallPlanes checks the preferred tactic of 1x1
+// convolutions: conv.direct over 7x7, 6x6 and 5x5 planes, the GEMM over
+// planes of whole or nearly whole 16-pixel panels and over 1x1 planes.
+func TestConvTacticsSmallPlanes(t *testing.T) {
+	for _, c := range []struct {
+		h, w int
+		want string
+	}{
+		{7, 7, TacticDirect}, {6, 6, TacticDirect}, {5, 5, TacticDirect},
+		{8, 8, TacticGemm1x1}, {14, 14, TacticGemm1x1}, {13, 13, TacticGemm1x1},
+		{56, 56, TacticGemm1x1}, {1, 1, TacticGemm1x1}, {4, 4, TacticGemm1x1},
+	} {
+		x, w := []int{1, 64, c.h, c.w}, []int{32, 64, 1, 1}
+		got := convTactics(node("Conv"), []ir.Type{ir.StaticType(tensor.Float32, x), ir.StaticType(tensor.Float32, w)})
+		if len(got) == 0 || got[0] != c.want {
+			t.Errorf("%dx%d plane: tactics %v, want %s first", c.h, c.w, got, c.want)
 		}
 	}
 }
