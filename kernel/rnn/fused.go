@@ -259,18 +259,33 @@ type fusedRun struct {
 	init []float32 // [gp]: the input chains' starts (permuted)
 	rbh  []float32 // [hp]
 	peep []float32 // [nblk·48] or nil
+	pp   []float32 // peep's storage
 	pre  []float32 // [batch][seq][gp]
 	h    []float32 // [batch][2][hp]
 	cs   []float32 // [batch][hp]
 	xin  []float32 // eight rows of x packed step-major
 }
 
-func newFusedRun(c config, d int, dir fusedDir, b, p []float32, z bool) *fusedRun {
+// grow returns s resized to n floats, reusing its storage when it is
+// large enough (the contents are then stale).
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// reset readies e for direction d of c (its buffers reused where large
+// enough): the chain starts from B, the peepholes from P, every row's
+// state from zero (its initial state is copied in later).
+func (e *fusedRun) reset(c config, d int, dir fusedDir, b, p []float32, z bool) {
 	g := newFusedGeom(c)
 	H, G := c.hidden, g.gates*c.hidden
-	e := &fusedRun{c: c, g: g, z: z, dir: dir}
-	e.init = make([]float32, g.gp)
-	e.rbh = make([]float32, g.hp)
+	e.c, e.g, e.z, e.dir = c, g, z, dir
+	e.init = grow(e.init, g.gp)
+	e.rbh = grow(e.rbh, g.hp)
+	clear(e.init)
+	clear(e.rbh)
 	if b != nil {
 		wb, rb := b[d*2*G:d*2*G+G], b[d*2*G+G:(d+1)*2*G]
 		for row := 0; row < G; row++ {
@@ -285,20 +300,24 @@ func newFusedRun(c config, d int, dir fusedDir, b, p []float32, z bool) *fusedRu
 			}
 		}
 	}
+	e.peep = nil
 	if p != nil {
 		pd := p[d*3*H : (d+1)*3*H]
-		e.peep = make([]float32, g.nblk*48)
+		e.pp = grow(e.pp, g.nblk*48)
+		clear(e.pp)
 		for q := 0; q < 3; q++ {
 			for j := 0; j < H; j++ {
-				e.peep[(j/16)*48+q*16+j%16] = pd[q*H+j]
+				e.pp[(j/16)*48+q*16+j%16] = pd[q*H+j]
 			}
 		}
+		e.peep = e.pp
 	}
-	e.pre = make([]float32, c.batch*c.seq*g.gp)
-	e.h = make([]float32, c.batch*2*g.hp)
-	e.cs = make([]float32, c.batch*g.hp)
-	e.xin = make([]float32, 8*max(c.input, 1))
-	return e
+	e.pre = grow(e.pre, c.batch*c.seq*g.gp)
+	e.h = grow(e.h, c.batch*2*g.hp)
+	e.cs = grow(e.cs, c.batch*g.hp)
+	clear(e.h)
+	clear(e.cs)
+	e.xin = grow(e.xin, 8*max(c.input, 1))
 }
 
 // project computes the input chains of the (row, step) pairs rs (row b,
@@ -441,9 +460,19 @@ func (e *fusedRun) direction(d int, x []float32, h0, c0 []float32, lens []int, y
 	}
 }
 
-// computeFused is compute32 on the fused path: the directions on up to
-// two workers of kc's pool (each writes its own parts of the outputs).
-func computeFused(c config, in []*tensor.Tensor, lens []int, dirs []fusedDir, kc *kernel.Ctx, z bool) ([]*tensor.Tensor, error) {
+// fusedScratch is what one call of the fused path works in: each
+// direction's buffers, and the states when the caller does not want them.
+// A node keeps a few in its pack between calls.
+type fusedScratch struct {
+	runs   [2]fusedRun
+	yh, yc []float32
+}
+
+// computeFused is compute32 on the fused path, into y, yh and yc (nil:
+// not wanted), with scratch from pk (nil: allocated): the directions run
+// on up to two workers of kc's pool (each writes its own parts of the
+// outputs).
+func computeFused(c config, in []*tensor.Tensor, lens []int, dirs []fusedDir, pk *pack, kc *kernel.Ctx, z bool, y, yh, yc []float32) {
 	get := func(i int) []float32 {
 		if t := kernel.Input(in, i); t != nil {
 			return t.Data.([]float32)
@@ -455,17 +484,36 @@ func computeFused(c config, in []*tensor.Tensor, lens []int, dirs []fusedDir, kc
 	if c.kind == cellLSTM {
 		c0, p = get(6), get(7)
 	}
-	H := c.hidden
-	y := make([]float32, c.seq*c.dirs*c.batch*H)
-	yh := make([]float32, c.dirs*c.batch*H)
-	yc := make([]float32, c.dirs*c.batch*H)
+	var sc *fusedScratch
+	if pk != nil {
+		sc, _ = pk.scratch.Get().(*fusedScratch)
+	}
+	if sc == nil {
+		sc = new(fusedScratch)
+	}
+	n := c.dirs * c.batch * c.hidden
+	if yh == nil {
+		sc.yh = grow(sc.yh, n)
+		yh = sc.yh
+	}
+	if yc == nil {
+		sc.yc = grow(sc.yc, n)
+		yc = sc.yc
+	}
+	for _, L := range lens {
+		if L < c.seq {
+			clear(y) // the steps past a row's length are zeros
+			break
+		}
+	}
 	run := func(d int) {
-		e := newFusedRun(c, d, dirs[d], b, p, z)
+		e := &sc.runs[d]
+		e.reset(c, d, dirs[d], b, p, z)
 		e.direction(d, x, h0, c0, lens, y, yh, yc)
 	}
 	if c.dirs == 2 {
-		g := c.kind.gates() * H
-		worth := c.batch * c.seq * g * (c.input + H)
+		g := c.kind.gates() * c.hidden
+		worth := c.batch * c.seq * g * (c.input + c.hidden)
 		kc.Workers().Run(2, worth, parallel.Func(func(lo, hi int) {
 			for d := lo; d < hi; d++ {
 				run(d)
@@ -474,10 +522,7 @@ func computeFused(c config, in []*tensor.Tensor, lens []int, dirs []fusedDir, kc
 	} else {
 		run(0)
 	}
-	yShape, stShape := c.outShapes()
-	out := []*tensor.Tensor{tensor.From(y, yShape...), tensor.From(yh, stShape...)}
-	if c.kind == cellLSTM {
-		out = append(out, tensor.From(yc, stShape...))
+	if pk != nil {
+		pk.scratch.Put(sc)
 	}
-	return out, nil
 }

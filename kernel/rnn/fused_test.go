@@ -2,6 +2,9 @@ package rnn
 
 import (
 	"fmt"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/tensor"
 	"math"
 	"math/rand"
 	"testing"
@@ -130,6 +133,59 @@ func TestStepTwins(t *testing.T) {
 									t.Fatalf("%s: row %d c[%d] is %#x, portable %#x", name, i, j, math.Float32bits(cz[i][j]), math.Float32bits(cp[i][j]))
 								}
 							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestInto: each op's Into writes Run's bits into outputs that hold
+// garbage, through the fused path and the others, with the packed tactic
+// (twice through one State: the second call on the first's scratch) and
+// without, with outputs omitted.
+func TestInto(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	for _, tc := range []struct {
+		op   string
+		dirs int
+		lbr  int64
+		lens bool
+	}{
+		{"LSTM", 2, 0, true}, {"LSTM", 1, 0, false}, {"GRU", 2, 1, false}, {"GRU", 1, 0, true}, {"RNN", 2, 0, true},
+	} {
+		dir := map[int]string{1: "forward", 2: "bidirectional"}[tc.dirs]
+		in := inputs(r, tc.op, tc.dirs, 6, 3, 11, 21)
+		if tc.lens {
+			in[4] = tensor.From([]int32{6, 2, 0}, 3)
+		}
+		for _, packed := range []bool{false, true} {
+			attrs := []*ir.Attr{intA("hidden_size", 21), str("direction", dir), intA("linear_before_reset", tc.lbr)}
+			if packed {
+				attrs = append(attrs, str(kernel.TacticAttr, TacticPacked))
+			}
+			n := node(tc.op, attrs...)
+			want := runOp(t, n, in...)
+			kc := &kernel.Ctx{State: new(kernel.State)}
+			for call := 0; call < 2; call++ {
+				for omit := 0; omit < len(want); omit++ {
+					out := make([]*tensor.Tensor, len(want))
+					for i, w := range want {
+						if i == omit && i > 0 {
+							continue
+						}
+						out[i] = tensor.New(tensor.Float32, w.Shape...)
+						for j := range out[i].Data.([]float32) {
+							out[i].Data.([]float32)[j] = float32(math.NaN())
+						}
+					}
+					if err := Ops()[tc.op].Into(kc, n, in, out); err != nil {
+						t.Fatal(err)
+					}
+					for i, o := range out {
+						if o != nil {
+							sameBits(t, fmt.Sprintf("%s %s packed %v call %d output %d", tc.op, dir, packed, call, i), o, want[i])
 						}
 					}
 				}

@@ -1,6 +1,7 @@
 package rnn
 
 import (
+	"sync"
 	"unsafe"
 
 	"github.com/vouchml/vouch/ir"
@@ -33,6 +34,9 @@ type pack struct {
 	nw, nr int
 	wt, rt [][]float32
 	fused  []fusedDir
+	// scratch holds *fusedScratch between calls (concurrent runs of a
+	// plan take their own).
+	scratch sync.Pool
 }
 
 // packKey keys a node's pack in its kernel.State.

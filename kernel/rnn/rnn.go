@@ -30,9 +30,9 @@ import (
 // Ops returns the operators of this package.
 func Ops() kernel.Table {
 	return kernel.Table{
-		"RNN":  &kernel.Op{Run: run(cellRNN), Infer: infer(cellRNN), Tactics: tactics},
-		"GRU":  &kernel.Op{Run: run(cellGRU), Infer: infer(cellGRU), Tactics: tactics},
-		"LSTM": &kernel.Op{Run: run(cellLSTM), Infer: infer(cellLSTM), Tactics: tactics},
+		"RNN":  &kernel.Op{Run: run(cellRNN), Into: into(cellRNN), Infer: infer(cellRNN), Tactics: tactics},
+		"GRU":  &kernel.Op{Run: run(cellGRU), Into: into(cellGRU), Infer: infer(cellGRU), Tactics: tactics},
+		"LSTM": &kernel.Op{Run: run(cellLSTM), Into: into(cellLSTM), Infer: infer(cellLSTM), Tactics: tactics},
 	}
 }
 
@@ -198,40 +198,66 @@ func sameInts(a, b []int) bool {
 	return true
 }
 
+// setup validates n and its inputs and reads the sequence lengths.
+func setup(k cellKind, n *ir.Node, in []*tensor.Tensor) (config, []int, error) {
+	c, err := newConfig(k, n, in)
+	if err != nil {
+		return c, nil, err
+	}
+	lens := make([]int, c.batch)
+	for b := range lens {
+		lens[b] = c.seq
+	}
+	if sl := kernel.Input(in, 4); sl != nil {
+		for b, v := range sl.Data.([]int32) {
+			if v < 0 || int(v) > c.seq {
+				return c, nil, fmt.Errorf("rnn: %s sequence_lens[%d] = %d out of range [0, %d]", n.OpType, b, v, c.seq)
+			}
+			lens[b] = int(v)
+		}
+	}
+	return c, lens, nil
+}
+
+// fusedPath returns the fused path's packed weights for n when it takes
+// it (float32 on AVX-512, the configurations fusedOK accepts), with the
+// node's pack (nil without the packed tactic).
+func fusedPath(kc *kernel.Ctx, n *ir.Node, c config, in []*tensor.Tensor) ([]fusedDir, *pack, bool) {
+	if in[0].DType != tensor.Float32 || !haveZ || !kc.AVX512() || !fusedOK(c) {
+		return nil, nil, false
+	}
+	w, r := in[1].Data.([]float32), in[2].Data.([]float32)
+	if kernel.Tactic(n) == TacticPacked {
+		pk := packOf(kc, n, c, w, r, true)
+		return pk.fused, pk, true
+	}
+	return packFused(c, w, r), nil, true
+}
+
 func run(k cellKind) kernel.RunFunc {
 	return func(kc *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-		c, err := newConfig(k, n, in)
+		c, lens, err := setup(k, n, in)
 		if err != nil {
 			return nil, err
 		}
-		lens := make([]int, c.batch)
-		for b := range lens {
-			lens[b] = c.seq
-		}
-		if sl := kernel.Input(in, 4); sl != nil {
-			for b, v := range sl.Data.([]int32) {
-				if v < 0 || int(v) > c.seq {
-					return nil, fmt.Errorf("rnn: %s sequence_lens[%d] = %d out of range [0, %d]", n.OpType, b, v, c.seq)
-				}
-				lens[b] = int(v)
+		if dirs, pk, ok := fusedPath(kc, n, c, in); ok {
+			H := c.hidden
+			y := make([]float32, c.seq*c.dirs*c.batch*H)
+			yh := make([]float32, c.dirs*c.batch*H)
+			yc := make([]float32, c.dirs*c.batch*H)
+			computeFused(c, in, lens, dirs, pk, kc, true, y, yh, yc)
+			yShape, stShape := c.outShapes()
+			out := []*tensor.Tensor{tensor.From(y, yShape...), tensor.From(yh, stShape...)}
+			if c.kind == cellLSTM {
+				out = append(out, tensor.From(yc, stShape...))
 			}
+			return out, nil
 		}
 		switch in[0].DType {
 		case tensor.Float32:
-			w, r := in[1].Data.([]float32), in[2].Data.([]float32)
-			fused := haveZ && kc.AVX512() && fusedOK(c)
 			var pk *pack
 			if kernel.Tactic(n) == TacticPacked {
-				pk = packOf(kc, n, c, w, r, fused)
-			}
-			if fused {
-				var dirs []fusedDir
-				if pk != nil {
-					dirs = pk.fused
-				} else {
-					dirs = packFused(c, w, r)
-				}
-				return computeFused(c, in, lens, dirs, kc, true)
+				pk = packOf(kc, n, c, in[1].Data.([]float32), in[2].Data.([]float32), false)
 			}
 			return compute32(c, in, lens, pk, kc)
 		case tensor.Float64:
@@ -239,6 +265,53 @@ func run(k cellKind) kernel.RunFunc {
 		default: // float16 and bfloat16, in float32
 			return compute(c, in, lens, f32, narrowTo32)
 		}
+	}
+}
+
+// into is run into the executor's outputs: the fused path writes them in
+// place; the others run and copy.
+func into(k cellKind) kernel.IntoFunc {
+	return func(kc *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
+		c, lens, err := setup(k, n, in)
+		if err != nil {
+			return err
+		}
+		if dirs, pk, ok := fusedPath(kc, n, c, in); ok {
+			data := func(i int) []float32 {
+				if i < len(out) && out[i] != nil {
+					return out[i].Data.([]float32)
+				}
+				return nil
+			}
+			y := data(0)
+			if y == nil {
+				y = make([]float32, c.seq*c.dirs*c.batch*c.hidden)
+			}
+			computeFused(c, in, lens, dirs, pk, kc, true, y, data(1), data(2))
+			return nil
+		}
+		res, err := run(k)(kc, n, in)
+		if err != nil {
+			return err
+		}
+		for i, o := range out {
+			if o == nil || i >= len(res) {
+				continue
+			}
+			switch d := o.Data.(type) {
+			case []float32:
+				copy(d, res[i].Data.([]float32))
+			case []float64:
+				copy(d, res[i].Data.([]float64))
+			case []tensor.Half:
+				copy(d, res[i].Data.([]tensor.Half))
+			case []tensor.BHalf:
+				copy(d, res[i].Data.([]tensor.BHalf))
+			default:
+				return fmt.Errorf("rnn: %s output %d of type %v", n.OpType, i, o.DType)
+			}
+		}
+		return nil
 	}
 }
 
