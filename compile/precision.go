@@ -89,9 +89,6 @@ func weightedLayers(g *ir.Graph) []*weighted {
 func int8Blocker(g *ir.Graph, n *ir.Node, base string, w *tensor.Tensor) string {
 	l, isFused := fused.LayerOf(n)
 	isFused = isFused && n.OpType == fused.OpFused
-	if isFused && l.Activation == fused.SiLU {
-		return "SiLU activation: the int8 layer has no SiLU epilogue"
-	}
 	nbase := len(n.Inputs)
 	if isFused && l.BaseInputs > 0 {
 		nbase = l.BaseInputs

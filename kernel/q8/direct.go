@@ -162,7 +162,7 @@ func (l *layer) computeDirect(pool machine, g *geom2, x []float32, y []float32, 
 			g.padPairs(&d, xg, l.inv, xp, zero, offs)
 			o := (ni*g.M + gi*g.Mg) * P
 			*j = dconvJob{l: l, g: g, d: d, w: w[gi], xp: xp, offs: offs,
-				y: y[o : o+g.Mg*P], mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], relu: p.relu}
+				y: y[o : o+g.Mg*P], mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], relu: p.relu, act: p.act, twins: pool.twins}
 			if l.bias != nil {
 				j.bias = l.bias[gi*g.Mg : (gi+1)*g.Mg]
 			}
@@ -197,6 +197,8 @@ type dconvJob struct {
 	mult, bias []float32
 	res        []float32
 	relu       bool
+	act        actFn
+	twins      twins
 }
 
 var zeros16 [16]float32
@@ -241,5 +243,10 @@ func (j *dconvJob) Run(lo, hi int) {
 			res = &j.res[o]
 		}
 		epi16(&acc[0], &j.y[o], P, n, rows, &j.mult[16*b], bias, res, relu)
+		if j.act != nil {
+			for r := 0; r < rows; r++ {
+				j.act.apply(j.twins, j.y[o+r*P:o+r*P+n])
+			}
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 type post struct {
 	res  []float32
 	relu bool
+	act  actFn // SiLU, after the Relu (none with it)
 }
 
 // compute runs the base op into y (float32, the base output's shape) and
@@ -211,6 +212,7 @@ func (j *convJob) Run(lo, hi int) {
 				r = e.post.res[i*P+p0 : i*P+p1]
 			}
 			epilogueRow(e.twins, e.y[i*P+p0:i*P+p1], acc[i*n:(i+1)*n], e.mult[i], bias, r, e.post.relu)
+			e.post.act.apply(e.twins, e.y[i*P+p0:i*P+p1])
 		}
 	}
 }
@@ -242,6 +244,7 @@ func (j *convJob) runDirect(lo, hi int, bp []int16, acc []int32) {
 					r = e.post.res[i*P+yo : i*P+yo+b-a]
 				}
 				epilogueRow(e.twins, e.y[i*P+yo:i*P+yo+b-a], acc[i*n+a-v0:i*n+b-v0], e.mult[i], bias, r, e.post.relu)
+				e.post.act.apply(e.twins, e.y[i*P+yo:i*P+yo+b-a])
 			}
 		}
 	}
@@ -341,6 +344,7 @@ func (j *epiJob) Run(lo, hi int) {
 				b = j.bias[i]
 			}
 			epilogueRow(j.twins, o, a, j.mult[i], b, r, j.post.relu)
+			j.post.act.apply(j.twins, o)
 			continue
 		}
 		for jj, v := range a {
@@ -357,6 +361,7 @@ func (j *epiJob) Run(lo, hi int) {
 			}
 			o[jj] = t
 		}
+		j.post.act.apply(j.twins, o)
 	}
 }
 

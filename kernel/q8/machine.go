@@ -3,6 +3,7 @@ package q8
 import (
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/kernel/vmath"
 )
 
 // machine is how one kernel call runs, read from its kernel.Ctx: the
@@ -22,7 +23,10 @@ type machine struct {
 // conversion. Each is set only where the CPU has the instructions and the
 // context's level allows them (VNNI is AVX-512). Jobs carry it to their
 // workers.
-type twins struct{ fast, vnni, half bool }
+type twins struct {
+	fast, vnni, half bool
+	vec              vmath.Vec // the Ctx's Vec (the activations' Sigmoid)
+}
 
 // forced holds the choices between same-bits paths that only this
 // package's tests make, through kernel.Ctx.Test.
@@ -46,7 +50,7 @@ func machineOf(c *kernel.Ctx) machine {
 }
 
 func twinsOf(c *kernel.Ctx) twins {
-	return twins{fast: c.AVX2() && hasAVX2, vnni: c.AVX512() && hasVNNI, half: c.AVX2() && hasF16C}
+	return twins{fast: c.AVX2() && hasAVX2, vnni: c.AVX512() && hasVNNI, half: c.AVX2() && hasF16C, vec: c.Vec()}
 }
 
 // f returns the forced choices (none when no test forces any).

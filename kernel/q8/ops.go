@@ -55,6 +55,8 @@ type layer struct {
 	add, act     *ir.Node
 	addOp, actOp *kernel.Op
 	nact         int
+	silu         bool // the activation is SiLU (sigFirst: the Sigmoid's output is the Mul's first operand)
+	sigFirst     bool
 	inv, xScale  float32
 	w            *tensor.Tensor // identity of the weights the packing came from
 	wShape       []int
@@ -123,6 +125,7 @@ func (q *q8Op) parse(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
 	}
 	l.inv = 1 / l.xScale
 	l.attrs, l.add, l.act = splitAttrs(n, h.Adds == 1)
+	l.silu, l.sigFirst = h.Activation == fused.SiLU, h.SigmoidFirst
 	var err error
 	if l.add != nil {
 		if l.addOp, err = q.reg.Lookup(l.add); err != nil {
@@ -214,7 +217,11 @@ func (l *layer) convPacked() [][]int16 {
 func splitAttrs(n *ir.Node, hasAdd bool) (base, add, act *ir.Node) {
 	h, _ := fused.LayerOf(n)
 	base = &ir.Node{Name: n.Name + "/base", OpType: h.Base, Version: h.BaseVersion, Attrs: map[string]*ir.Attr{}}
-	if h.Activation != "" {
+	switch h.Activation {
+	case "":
+	case fused.SiLU:
+		act = siluNode(n.Name, h.ActVersion, h.SigmoidFirst)
+	default:
 		act = &ir.Node{Name: n.Name + "/act", OpType: h.Activation, Version: h.ActVersion, Attrs: map[string]*ir.Attr{}, Outputs: []string{n.Name + "/act"}}
 	}
 	if hasAdd {
@@ -224,7 +231,7 @@ func splitAttrs(n *ir.Node, hasAdd bool) (base, add, act *ir.Node) {
 		switch {
 		case fused.IsHeaderAttr(k) || k == "x_scale" || k == kernel.TacticAttr:
 		case strings.HasPrefix(k, fused.ActPrefix):
-			if act != nil {
+			if act != nil && h.Activation != fused.SiLU {
 				c := *a
 				c.Name = strings.TrimPrefix(k, fused.ActPrefix)
 				act.Attrs[c.Name] = &c
@@ -235,6 +242,26 @@ func splitAttrs(n *ir.Node, hasAdd bool) (base, add, act *ir.Node) {
 	}
 	base.Outputs = []string{n.Name + "/base"}
 	return base, add, act
+}
+
+// siluNode is the SiLU activation part, x·Sigmoid(x), as the Fused
+// layer runs it: one Elementwise layer of the Sigmoid and the Mul (opset
+// 14), the Mul's operands in the model's order, run in place over the
+// layer's float32 output after the dequantizing epilogue.
+func siluNode(name string, sigVersion int64, sigFirst bool) *ir.Node {
+	x, s, y := name+"/x", name+"/sigmoid", name+"/act"
+	mulIn := []string{x, s}
+	if sigFirst {
+		mulIn = []string{s, x}
+	}
+	body := &ir.Graph{Name: name + "/silu", Inputs: []*ir.Value{{Name: x}}, Outputs: []*ir.Value{{Name: y}},
+		Nodes: []*ir.Node{
+			{Name: s, OpType: "Sigmoid", Version: sigVersion, Inputs: []string{x}, Outputs: []string{s}, Attrs: map[string]*ir.Attr{}},
+			{Name: y, OpType: "Mul", Version: 14, Inputs: mulIn, Outputs: []string{y}, Attrs: map[string]*ir.Attr{}},
+		},
+		Initializers: map[string]*tensor.Tensor{}, Types: map[string]ir.Type{}}
+	return &ir.Node{Name: name + "/act", OpType: "Elementwise", Domain: fused.Domain, Version: 1, Inputs: []string{x}, Outputs: []string{y},
+		Attrs: map[string]*ir.Attr{"body": {Name: "body", Kind: ir.AttrGraph, G: body}}}
 }
 
 // baseShape is the base op's output shape for input shape x.
@@ -264,11 +291,12 @@ func (l *layer) baseShape(x []int) ([]int, *geom2, error) {
 	return out, g, nil
 }
 
-// fusedPost returns the Add and Relu parts that the epilogue can apply
-// (a residual of the output's shape, a Relu without inputs) and the index
+// fusedPost returns the Add and Relu or SiLU parts that the epilogue can
+// apply (a residual of the output's shape, a Relu without inputs, SiLU at
+// c's instruction set) and the index
 // of the first input the remaining parts read; rest reports whether parts
 // remain.
-func (l *layer) fusedPost(in []*tensor.Tensor, shape []int) (p post, next int, rest bool) {
+func (l *layer) fusedPost(c *kernel.Ctx, in []*tensor.Tensor, shape []int) (p post, next int, rest bool) {
 	next = 4
 	if l.add != nil {
 		r := kernel.Input(in, 4)
@@ -283,6 +311,10 @@ func (l *layer) fusedPost(in []*tensor.Tensor, shape []int) (p post, next int, r
 		next = 5
 	}
 	if l.act != nil {
+		if l.silu && len(in) == next {
+			p.act = siluAct(c, l.sigFirst)
+			return p, next, false
+		}
 		if l.act.OpType != "Relu" || len(in) > next {
 			return p, next, true
 		}
@@ -304,7 +336,7 @@ func (q *q8Op) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Te
 		return nil, err
 	}
 	y := tensor.New(tensor.Float32, slices.Clone(shape)...)
-	p, i, rest := l.fusedPost(in, shape)
+	p, i, rest := l.fusedPost(c, in, shape)
 	if err := l.compute(machineOf(c), in[0], y.Data.([]float32), p); err != nil {
 		return nil, err
 	}
@@ -341,7 +373,7 @@ func (q *q8Op) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
-	p, next, rest := l.fusedPost(in, shape)
+	p, next, rest := l.fusedPost(c, in, shape)
 	fits := equalInts(shape, out[0].Shape) && out[0].DType == tensor.Float32 &&
 		(!rest || ((l.add == nil || next > 4 || (l.addOp.Into != nil && l.addOp.InPlace)) &&
 			(l.act == nil || (l.actOp.Into != nil && l.actOp.InPlace))))

@@ -86,7 +86,7 @@ func (l *layer) computeRows(pool machine, xd, y []float32, p post, sc *scratch, 
 		bias = v.zb
 	}
 	j := &sc.rows
-	*j = rowsJob{l: l, v: v, xu: xu, ldx: ldx, R: R, N: N, y: y, mult: l.mult, bias: bias, res: p.res, relu: p.relu, twins: pool.twins}
+	*j = rowsJob{l: l, v: v, xu: xu, ldx: ldx, R: R, N: N, y: y, mult: l.mult, bias: bias, res: p.res, relu: p.relu, act: p.act, twins: pool.twins}
 	nrq := (R + 3) / 4
 	pool.Run(v.nb*nrq, R*N*K, j)
 	*j = rowsJob{}
@@ -103,6 +103,7 @@ type rowsJob struct {
 	mult, bias []float32
 	res        []float32
 	relu       bool
+	act        actFn
 	twins      twins
 }
 
@@ -127,6 +128,7 @@ func (j *rowsJob) Run(lo, hi int) {
 				res = j.res[o : o+n]
 			}
 			epilogueCols(j.twins, j.y[o:o+n], acc[r*vnniCols:r*vnniCols+n], j.mult[j0:j0+n], j.bias[j0:j0+n], res, j.relu)
+			j.act.apply(j.twins, j.y[o:o+n])
 		}
 	}
 }
@@ -330,7 +332,7 @@ func (l *layer) computePointwise(pool machine, g *geom2, x, y []float32, p post,
 			*pj = panelJob{}
 			o := (ni*g.M + gi*g.Mg) * P
 			*cj = colsJob{l: l, v: v, pan: pan, w: v.rows[gi], init: v.init[gi], Mg: g.Mg, P: P,
-				y: y[o : o+g.Mg*P], mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], relu: p.relu, twins: pool.twins}
+				y: y[o : o+g.Mg*P], mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], relu: p.relu, act: p.act, twins: pool.twins}
 			if l.bias != nil {
 				cj.bias = l.bias[gi*g.Mg : (gi+1)*g.Mg]
 			}
@@ -373,6 +375,7 @@ type colsJob struct {
 	mult, bias []float32
 	res        []float32
 	relu       bool
+	act        actFn
 	twins      twins
 }
 
@@ -401,6 +404,7 @@ func (j *colsJob) Run(lo, hi int) {
 				res = j.res[o : o+n]
 			}
 			epilogueRow(j.twins, j.y[o:o+n], acc[r*vnniCols:r*vnniCols+n], j.mult[m], b, res, j.relu)
+			j.act.apply(j.twins, j.y[o:o+n])
 		}
 	}
 }

@@ -1,0 +1,108 @@
+package q8
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/elementwise"
+	"github.com/vouchml/vouch/kernel/fused"
+	"github.com/vouchml/vouch/kernel/nn"
+	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// TestQ8SiLU: an int8 layer with a SiLU activation (EfficientNet's
+// convolutions) gives, at every level and worker count, through Run and
+// Into, the bits of the same layer without activation followed by the
+// Sigmoid and Mul kernels (pointwise, direct and GEMM convolutions), the
+// Mul's operands in either order.
+func TestQ8SiLU(t *testing.T) {
+	reg := kernel.NewRegistry("", elementwise.Ops(), nn.Ops())
+	reg.Add(fused.Domain, fused.Ops(reg))
+	reg.Add(fused.Domain, Ops(reg))
+	r := rand.New(rand.NewPCG(31, 32))
+	type cs struct{ c, h, w, m, k, stride int }
+	for ci, s := range []cs{{32, 14, 14, 48, 1, 1}, {16, 9, 9, 24, 3, 2}, {5, 6, 6, 7, 3, 1}, {16, 12, 12, 32, 3, 1}} {
+		for _, sigFirst := range []int64{0, 1} {
+			wq := make([]int8, s.m*s.c*s.k*s.k)
+			for i := range wq {
+				wq[i] = int8(r.IntN(255) - 127)
+			}
+			pad := int64(s.k / 2)
+			attrs := func(act bool) map[string]*ir.Attr {
+				a := map[string]*ir.Attr{
+					"base":    {Name: "base", Kind: ir.AttrString, S: "Conv"},
+					"x_scale": {Name: "x_scale", Kind: ir.AttrFloat, F: 0.02},
+					"layout":  {Name: "layout", Kind: ir.AttrInts, Ints: []int64{4, 0, 0}},
+					"strides": {Name: "strides", Kind: ir.AttrInts, Ints: []int64{int64(s.stride), int64(s.stride)}},
+					"pads":    {Name: "pads", Kind: ir.AttrInts, Ints: []int64{pad, pad, pad, pad}},
+				}
+				if act {
+					a[fused.AttrActivation] = &ir.Attr{Name: fused.AttrActivation, Kind: ir.AttrString, S: fused.SiLU}
+					a[fused.AttrActVersion] = &ir.Attr{Name: fused.AttrActVersion, Kind: ir.AttrInt, I: 13}
+					a[fused.AttrSigmoidFirst] = &ir.Attr{Name: fused.AttrSigmoidFirst, Kind: ir.AttrInt, I: sigFirst}
+				}
+				return a
+			}
+			node := &ir.Node{Name: "q", OpType: "Q8", Domain: "vouch", Version: 1, Inputs: []string{"x", "w", "s", "b"}, Outputs: []string{"y"}, Attrs: attrs(true)}
+			plain := &ir.Node{Name: "p", OpType: "Q8", Domain: "vouch", Version: 1, Inputs: []string{"x", "w", "s", "b"}, Outputs: []string{"y"}, Attrs: attrs(false)}
+			x := randF32(r, s.c*s.h*s.w)
+			in := []*tensor.Tensor{tensor.From(x, 1, s.c, s.h, s.w), tensor.From(wq, s.m, s.c, s.k, s.k), tensor.From(randPos(r, s.m), s.m), tensor.From(randF32(r, s.m), s.m)}
+			// The reference: the plain layer, then Sigmoid, then Mul.
+			pop, err := reg.Lookup(plain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc := &kernel.Ctx{ISA: kernel.ISAPortable}
+			base, err := pop.Run(pc, plain, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sig := &ir.Node{OpType: "Sigmoid", Version: 13, Attrs: map[string]*ir.Attr{}}
+			mul := &ir.Node{OpType: "Mul", Version: 14, Attrs: map[string]*ir.Attr{}}
+			sop, _ := reg.Lookup(sig)
+			mop, _ := reg.Lookup(mul)
+			sg, err := sop.Run(pc, sig, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []*tensor.Tensor{base[0], sg[0]}
+			if sigFirst == 1 {
+				args = []*tensor.Tensor{sg[0], base[0]}
+			}
+			ref, err := mop.Run(pc, mul, args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ref[0].Data.([]float32)
+			op, err := reg.Lookup(node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range []kernel.ISA{kernel.ISAPortable, kernel.ISAAVX2, kernel.ISABest} {
+				for _, threads := range []int{1, 2} {
+					ctx := ctxAt(parallel.New(threads), l, nil)
+					got, err := op.Run(ctx, node, in)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out := []*tensor.Tensor{tensor.New(tensor.Float32, ref[0].Shape...)}
+					if err := op.Into(ctx, node, in, out); err != nil {
+						t.Fatal(err)
+					}
+					ctx.Pool.Close()
+					for v, g := range [][]float32{got[0].Data.([]float32), out[0].Data.([]float32)} {
+						for i := range want {
+							if math.Float32bits(g[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("case %d sigFirst %d level %v %d workers (%s): y[%d] = %v, want %v", ci, sigFirst, l, threads, []string{"Run", "Into"}[v], i, g[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
