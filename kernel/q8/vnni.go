@@ -278,9 +278,37 @@ func (l *layer) vnniCols(g *geom2) *vnniConv {
 	return l.vconv
 }
 
-// usePointwise reports whether a convolution runs through the cols tiles.
+// usePointwise reports whether a convolution runs through the cols tiles:
+// a 1×1 kernel without leading pads (a strided one reads its positions
+// through a gathered copy, gather).
 func (g *geom2) usePointwise(pool machine) bool {
-	return pool.vnni && !pool.f().noColsQ8 && g.pointwise() && g.Mg >= 4
+	return pool.vnni && !pool.f().noColsQ8 && g.KH == 1 && g.KW == 1 && g.pt == 0 && g.pl == 0 && g.Mg >= 4
+}
+
+// gather copies the input positions a strided 1×1 convolution reads, for
+// channel group xg ([Cg][H][W]), into dst ([Cg][OH·OW]); positions in the
+// trailing padding read 0.
+func (g *geom2) gather(dst, xg []float32) {
+	for c := 0; c < g.Cg; c++ {
+		src := xg[c*g.H*g.W : (c+1)*g.H*g.W]
+		d := dst[c*g.P() : (c+1)*g.P()]
+		for oy := 0; oy < g.OH; oy++ {
+			row := d[oy*g.OW : (oy+1)*g.OW]
+			iy := oy * g.sh
+			if iy >= g.H {
+				clear(row)
+				continue
+			}
+			sr := src[iy*g.W : (iy+1)*g.W]
+			for ox := range row {
+				if ix := ox * g.sw; ix < g.W {
+					row[ox] = sr[ix]
+				} else {
+					row[ox] = 0
+				}
+			}
+		}
+	}
 }
 
 // packPanel writes position block pb of channel group xg ([Cg][P]
@@ -326,7 +354,14 @@ func (l *layer) computePointwise(pool machine, g *geom2, x, y []float32, p post,
 	nrg := (g.Mg + 3) / 4
 	for ni := 0; ni < g.N; ni++ {
 		for gi := 0; gi < g.G; gi++ {
-			xg := x[(ni*g.C+gi*g.Cg)*P : (ni*g.C+(gi+1)*g.Cg)*P]
+			var xg []float32
+			if g.pointwise() {
+				xg = x[(ni*g.C+gi*g.Cg)*P : (ni*g.C+(gi+1)*g.Cg)*P]
+			} else {
+				HW := g.H * g.W
+				xg = *grow32f(&sc.zero, g.Cg*P)
+				g.gather(xg, x[(ni*g.C+gi*g.Cg)*HW:(ni*g.C+(gi+1)*g.Cg)*HW])
+			}
 			*pj = panelJob{pan: pan, xg: xg, Cg: g.Cg, P: P, kq: v.kq, inv: l.inv, twins: pool.twins}
 			pool.Run(nbp, g.Cg*P, pj)
 			*pj = panelJob{}

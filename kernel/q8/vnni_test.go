@@ -236,7 +236,8 @@ func TestQ8RowsLayerTwins(t *testing.T) {
 	}
 }
 
-// TestQ8PointwiseTwins: pointwise convolutions through the cols tiles give
+// TestQ8PointwiseTwins: 1×1 convolutions (unit and larger strides,
+// trailing pads) through the cols tiles give
 // the bits of the direct kernels, of both GEMM tiles and of the portable
 // twins, at 1, 2 and 3 workers: positions across the 64-position blocks
 // (and fewer than one), channel counts not a multiple of 4, output
@@ -246,10 +247,12 @@ func TestQ8PointwiseTwins(t *testing.T) {
 	reg := kernel.NewRegistry("", elementwise.Ops(), nn.Ops())
 	reg.Add("vouch", Ops(reg))
 	r := rand.New(rand.NewPCG(21, 22))
-	type cs struct{ n, c, h, w, m, group, mode int } // mode: bit 0 residual, bit 1 Relu, bit 2 no bias
-	cases := []cs{{1, 64, 56, 56, 24, 1, 0}, {1, 3, 10, 10, 5, 1, 2}, {2, 18, 7, 7, 36, 1, 1}, {1, 40, 9, 13, 10, 2, 3},
-		{1, 256, 8, 8, 64, 1, 4}, {1, 5, 1, 1, 7, 1, 6}, {2, 32, 16, 4, 20, 4, 7}}
+	type cs struct{ n, c, h, w, m, group, mode, stride, padEnd int } // mode: bit 0 residual, bit 1 Relu, bit 2 no bias
+	cases := []cs{{1, 64, 56, 56, 24, 1, 0, 1, 0}, {1, 3, 10, 10, 5, 1, 2, 1, 0}, {2, 18, 7, 7, 36, 1, 1, 1, 0}, {1, 40, 9, 13, 10, 2, 3, 1, 0},
+		{1, 256, 8, 8, 64, 1, 4, 1, 0}, {1, 5, 1, 1, 7, 1, 6, 1, 0}, {2, 32, 16, 4, 20, 4, 7, 1, 0},
+		{1, 64, 28, 28, 128, 1, 1, 2, 0}, {2, 12, 9, 7, 16, 1, 0, 2, 0}, {1, 8, 6, 6, 8, 2, 2, 3, 2}}
 	for _, s := range cases {
+		oh, ow := (s.h+s.padEnd-1)/s.stride+1, (s.w+s.padEnd-1)/s.stride+1
 		cg := s.c / s.group
 		x := randF32(r, s.n*s.c*s.h*s.w)
 		x[1], x[2], x[3] = 1e9, -1e9, float32(math.NaN())
@@ -270,18 +273,20 @@ func TestQ8PointwiseTwins(t *testing.T) {
 			"x_scale": {Name: "x_scale", Kind: ir.AttrFloat, F: 0.02},
 			"layout":  {Name: "layout", Kind: ir.AttrInts, Ints: []int64{4, add, 0}},
 			"group":   {Name: "group", Kind: ir.AttrInt, I: int64(s.group)},
+			"strides": {Name: "strides", Kind: ir.AttrInts, Ints: []int64{int64(s.stride), int64(s.stride)}},
+			"pads":    {Name: "pads", Kind: ir.AttrInts, Ints: []int64{0, 0, int64(s.padEnd), int64(s.padEnd)}},
 		}}
 		if s.mode&2 != 0 {
 			node.Attrs["activation"] = &ir.Attr{Name: "activation", Kind: ir.AttrString, S: "Relu"}
 			node.Attrs["act_version"] = &ir.Attr{Name: "act_version", Kind: ir.AttrInt, I: 14}
 		}
-		ys := []int{s.n, s.m, s.h, s.w}
+		ys := []int{s.n, s.m, oh, ow}
 		in := []*tensor.Tensor{tensor.From(x, s.n, s.c, s.h, s.w), tensor.From(wq, s.m, cg, 1, 1), tensor.From(randPos(r, s.m), s.m), nil}
 		if s.mode&4 == 0 {
 			in[3] = tensor.From(randF32(r, s.m), s.m)
 		}
 		if s.mode&1 != 0 {
-			in = append(in, tensor.From(randF32(r, s.n*s.m*s.h*s.w), ys...))
+			in = append(in, tensor.From(randF32(r, s.n*s.m*oh*ow), ys...))
 		}
 		op, err := reg.Lookup(node)
 		if err != nil {
