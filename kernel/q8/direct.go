@@ -199,6 +199,10 @@ type dconvJob struct {
 	relu       bool
 	act        actFn
 	twins      twins
+	// The quad tiles (vnni_direct.go): xq and qinit set, xp and w's
+	// layout theirs.
+	xq    []uint8
+	qinit []int32
 }
 
 var zeros16 [16]float32
@@ -218,15 +222,19 @@ func (j *dconvJob) Run(lo, hi int) {
 	for u := lo; u < hi; u++ {
 		b := u / d.ntiles
 		oy, ox, R, T := d.tile(g, u%d.ntiles)
-		i0 := (oy*g.sh*d.Wp + ox*g.sw) * 2
-		i1 := i0
-		if R == 2 {
-			i1 = i0 + g.sh*d.Wp*2
+		if j.xq != nil {
+			j.quadTile(b, oy, ox, R, T, acc)
+		} else {
+			i0 := (oy*g.sh*d.Wp + ox*g.sw) * 2
+			i1 := i0
+			if R == 2 {
+				i1 = i0 + g.sh*d.Wp*2
+			}
+			// Bounds: the farthest pair the tile reads.
+			_ = j.xp[i1+last+(T-1)*g.sw*2+1]
+			w := j.w[b*d.kp*32 : (b+1)*d.kp*32]
+			dq8Tiles[s][R-1][T](d.kp, &w[0], &j.xp[i0], &j.xp[i1], &j.offs[0], &acc[0])
 		}
-		// Bounds: the farthest pair the tile reads.
-		_ = j.xp[i1+last+(T-1)*g.sw*2+1]
-		w := j.w[b*d.kp*32 : (b+1)*d.kp*32]
-		dq8Tiles[s][R-1][T](d.kp, &w[0], &j.xp[i0], &j.xp[i1], &j.offs[0], &acc[0])
 		rows := min(16, g.Mg-16*b)
 		p0 := oy*g.OW + ox
 		n := R * T

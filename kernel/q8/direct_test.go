@@ -73,15 +73,16 @@ func runVariants(t *testing.T, reg *kernel.Registry, r *rand.Rand, s dcase) bool
 		t.Fatal(err)
 	}
 	var want []float32
-	for v, name := range []string{"portable", "avx2", "vnni", "direct"} {
+	for v, name := range []string{"portable", "avx2", "vnni", "direct", "quad"} {
 		for _, threads := range []int{1, 2, 8} {
 			if v == 0 && threads > 1 {
 				continue
 			}
 			// portable; AVX2 (no VNNI: the AVX2 tile); VNNI with the
-			// direct kernels off; everything.
-			l := []kernel.ISA{kernel.ISAPortable, kernel.ISAAVX2, kernel.ISABest, kernel.ISABest}[v]
-			ctx := ctxAt(parallel.New(threads), l, &forced{noDirectQ8: v != 3})
+			// direct and cols kernels off; the pair tiles; everything
+			// (the quad tiles, or the cols tiles of a 1x1).
+			l := []kernel.ISA{kernel.ISAPortable, kernel.ISAAVX2, kernel.ISABest, kernel.ISABest, kernel.ISABest}[v]
+			ctx := ctxAt(parallel.New(threads), l, &forced{noDirectQ8: v < 3, noColsQ8: v < 4, noQuadQ8: v == 3})
 			out := []*tensor.Tensor{tensor.New(tensor.Float32, s.n, s.m, oh, ow)}
 			err := op.Into(ctx, node, in, out)
 			ctx.Pool.Close()

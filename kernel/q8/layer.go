@@ -36,6 +36,10 @@ func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) err
 		l.computePointwise(pool, g, xd, y, p, sc)
 		return nil
 	}
+	if g != nil && g.useQuad(pool) {
+		l.computeQuad(pool, g, xd, y, p, sc)
+		return nil
+	}
 	if g != nil && g.useDirect(pool) {
 		l.computeDirect(pool, g, xd, y, p, sc)
 		return nil

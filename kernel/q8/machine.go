@@ -38,6 +38,9 @@ type forced struct {
 	noRowsQ8 bool
 	// noColsQ8 turns the pointwise convolutions' cols tiles off.
 	noColsQ8 bool
+	// noQuadQ8 turns the direct convolution's quad tiles off (the pair
+	// tiles run).
+	noQuadQ8 bool
 }
 
 // machineOf reads c's pool and instruction set (c may be nil).

@@ -73,6 +73,9 @@ type layer struct {
 	vpack        *vnniPack // linear layers through the u8 x s8 tiles (vnni.go)
 	vOnce        sync.Once
 	vconv        *vnniConv // pointwise convolutions through the cols tiles
+	qpack        [][]int8  // Conv through the quad tiles: packed weights per group
+	qinit        [][]int32 // and their corrections
+	qOnce        sync.Once
 	geomMu       sync.Mutex
 	geom         *geom2
 	geomX        []int // the last input shape, its geometry and output shape

@@ -320,7 +320,7 @@ func packPanel(c twins, pan []uint8, xg []float32, Cg, P, pb, kq int, inv float3
 		d := pan[kk*vnniCols*4 : (kk+1)*vnniCols*4]
 		if c.vnni && n == vnniCols && 4*kk+3 < Cg {
 			_ = xg[(4*kk+3)*P+p0+vnniCols-1]
-			packQuad(&d[0], &xg[4*kk*P+p0], P, inv)
+			packQuad(&d[0], &xg[4*kk*P+p0], P, inv, vnniCols)
 			continue
 		}
 		for e := 0; e < 4; e++ {

@@ -53,8 +53,8 @@ func quantU8(dst *uint8, src *float32, inv float32, n int)
 var rowsTiles = [4]func(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32){rows1, rows2, rows3, rows4}
 var colsTiles = [4]func(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32){cols1, cols2, cols3, cols4}
 
-// packQuad quantizes 4 channels (rows ld floats apart) by 64 positions
-// into 256 bytes, position major (packPanel's layout).
+// packQuad quantizes 4 channels (rows ld floats apart) by n (a multiple
+// of 16) positions into 4n bytes, position major (packPanel's layout).
 //
 //go:noescape
-func packQuad(dst *uint8, src *float32, ld int, inv float32)
+func packQuad(dst *uint8, src *float32, ld int, inv float32, n int)

@@ -15,4 +15,6 @@ func epiCols(y *float32, acc *int32, mult, bias, res *float32, n int, relu int) 
 
 func quantU8(dst *uint8, src *float32, inv float32, n int) { panic("q8: no vector kernels") }
 
-func packQuad(dst *uint8, src *float32, ld int, inv float32) { panic("q8: no vector kernels") }
+func packQuad(dst *uint8, src *float32, ld int, inv float32, n int) { panic("q8: no vector kernels") }
+
+var vq8Tiles [2][2][17]func(kq int, w *int8, x0, x1 *uint8, offs *int, init *int32, acc *int32)
