@@ -193,3 +193,35 @@ func TestInto(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStep is one fused step of the zoo's cell sizes, at one and
+// four rows.
+func BenchmarkStep(b *testing.B) {
+	if !haveZ {
+		b.Skip("no AVX-512")
+	}
+	for _, H := range []int{128, 256} {
+		for _, kind := range []cellKind{cellLSTM, cellGRU} {
+			for _, rows := range []int{1, 4} {
+				gates, nblk := kind.gates(), H/16
+				fill := func(n int) []float32 {
+					s := make([]float32, n)
+					for i := range s {
+						s[i] = 0.01 * float32(i%7)
+					}
+					return s
+				}
+				panel, rbh := fill(nblk*H*gates*16), fill(H)
+				p := stepArgs{k: H, nblk: nblk, panel: &panel[0], tab: &stepTab, rbh: &rbh[0]}
+				for r := 0; r < rows; r++ {
+					p.h[r], p.hout[r], p.pre[r], p.c[r] = &fill(H)[0], &fill(H)[0], &fill(gates * H)[0], &fill(H)[0]
+				}
+				b.Run(fmt.Sprintf("%s/h%d/rows%d", map[cellKind]string{cellLSTM: "LSTM", cellGRU: "GRU"}[kind], H, rows), func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						runStep(true, kind, &p, rows)
+					}
+				})
+			}
+		}
+	}
+}

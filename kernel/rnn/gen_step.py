@@ -9,7 +9,10 @@ step of k), for up to four batch rows at once (each panel load serves every
 row), and the block's gate arithmetic runs on the accumulators in
 registers: the operations of stepPortable (fused.go), lane by lane, with
 vmath's Sigmoid32 and Tanh32 written out 16 lanes wide as vmath's own
-vector twins perform them (vecasm's gen_asm.py, 8 lanes there).
+vector twins perform them (vecasm's gen_asm.py, 8 lanes there). The
+independent activations of a block are interleaved instruction by
+instruction (two or three dependency chains side by side), which only
+changes when each operation issues. stepLSTMP*Z take peepholes.
 """
 
 import sys
@@ -19,14 +22,6 @@ out = []
 
 def a(s=''):
     out.append(s)
-
-
-labels = [0]
-
-
-def label():
-    labels[0] += 1
-    return f'nopeep{labels[0]}'
 
 
 # Rows of the constant table (stepTab in fused.go), 64 bytes each.
@@ -66,22 +61,22 @@ def exp_core(x, y, t1, t2, t3):
     a(f'\tVMULPS {t1}, {y}, {y}')
 
 
-def sigmoid(x, y, t1, t2, t3, t4):
+def sigmoid(x, y, t1, t2, t3, t4, K='K1'):
     """y = Sigmoid32(x) = 1 / (1 + Exp32(-x)); x is kept; clobbers t1-t4."""
     a(f'\tVXORPS {t("sign")}, {x}, {t4}')
     exp_core(t4, y, t1, t2, t3)
-    a(f'\tVCMPPS $17, {t("expMin")}, {t4}, K1')
-    a(f'\tVXORPS {y}, {y}, K1, {y}')
-    a(f'\tVCMPPS $30, {t("expMax")}, {t4}, K1')
-    a(f'\tVMOVUPS {t("inf")}, K1, {y}')
-    a(f'\tVCMPPS $3, {t4}, {t4}, K1')
-    a(f'\tVMOVAPS {t4}, K1, {y}')
+    a(f'\tVCMPPS $17, {t("expMin")}, {t4}, {K}')
+    a(f'\tVXORPS {y}, {y}, {K}, {y}')
+    a(f'\tVCMPPS $30, {t("expMax")}, {t4}, {K}')
+    a(f'\tVMOVUPS {t("inf")}, {K}, {y}')
+    a(f'\tVCMPPS $3, {t4}, {t4}, {K}')
+    a(f'\tVMOVAPS {t4}, {K}, {y}')
     a(f'\tVADDPS {t("one")}, {y}, {y}')
     a(f'\tVMOVUPS {t("one")}, {t1}')
     a(f'\tVDIVPS {y}, {t1}, {y}')
 
 
-def tanh(x, y, t1, t2, t3, t4, t5):
+def tanh(x, y, t1, t2, t3, t4, t5, K='K1'):
     """y = Tanh32(x); x is kept; clobbers t1-t5."""
     a(f'\tVANDPS {t("abs")}, {x}, {t1}')          # |x|
     a(f'\tVMULPS {x}, {x}, {t2}')                 # z = x*x
@@ -100,12 +95,12 @@ def tanh(x, y, t1, t2, t3, t4, t5):
     a(f'\tVANDPS {t("sign")}, {x}, {t4}')
     a(f'\tVXORPS {t4}, {y}, {y}')                 # -t where x < 0
     a(f'\tVORPS {t("one")}, {t4}, {t4}')          # ±1
-    a(f'\tVCMPPS $30, {t("tanhBig")}, {t1}, K1')
-    a(f'\tVMOVAPS {t4}, K1, {y}')
-    a(f'\tVCMPPS $17, {t("tanhSmall")}, {t1}, K1')
-    a(f'\tVMOVAPS {t3}, K1, {y}')
-    a(f'\tVCMPPS $3, {x}, {x}, K1')
-    a(f'\tVMOVAPS {x}, K1, {y}')
+    a(f'\tVCMPPS $30, {t("tanhBig")}, {t1}, {K}')
+    a(f'\tVMOVAPS {t4}, {K}, {y}')
+    a(f'\tVCMPPS $17, {t("tanhSmall")}, {t1}, {K}')
+    a(f'\tVMOVAPS {t3}, {K}, {y}')
+    a(f'\tVCMPPS $3, {x}, {x}, {K}')
+    a(f'\tVMOVAPS {x}, {K}, {y}')
 
 
 def canon(z):
@@ -119,9 +114,9 @@ ARGS = {'k': 0, 'nblk': 8, 'panel': 16, 'tab': 24, 'peep': 32, 'rbh': 40,
 HROW = ['R8', 'R9', 'R10', 'R11']
 
 
-def step(kind, rows):
+def step(kind, rows, peep=False):
     gates = {'LSTM': 4, 'GRU': 3}[kind]
-    name = f'step{kind}{rows}Z'
+    name = f'step{kind}{"P" if peep else ""}{rows}Z'
     acc = lambda r, g: f'Z{r * gates + g}'
     a(f'// func {name}(p *stepArgs)')
     a(f'TEXT ·{name}(SB), NOSPLIT, $0-8')
@@ -173,11 +168,10 @@ def step(kind, rows):
     for r in range(rows):
         for g in range(gates):
             canon(acc(r, g))
-    for r in range(rows):
-        if kind == 'LSTM':
-            lstm_epilogue(r, acc)
-        else:
-            gru_epilogue(r, acc)
+    if kind == 'LSTM':
+        lstm_epilogue(rows, acc, peep)
+    else:
+        gru_epilogue(rows, acc)
     a('\tADDQ $64, AX')
     a('\tDECQ DX')
     a(f'\tJNZ {name}_block')
@@ -186,65 +180,124 @@ def step(kind, rows):
     a()
 
 
-def lstm_epilogue(r, acc):
-    pi, po, pf, pc = (acc(r, g) for g in range(4))
-    a(f'\tMOVQ {ARGS["c"] + 8 * r}(DI), R13')
-    a('\tVMOVUPS (R13)(AX*1), Z21')               # c
-    a(f'\tMOVQ {ARGS["peep"]}(DI), R14')
-    a('\tTESTQ R14, R14')
-    lbl = label()
-    a(f'\tJZ {lbl}')
-    a('\tLEAQ (R14)(AX*2), R14')
-    a('\tADDQ AX, R14')                           # the block's (i, o, f)
-    a(f'\tVFMADD231PS 0(R14), Z21, {pi}')
-    a(f'\tVFMADD231PS 128(R14), Z21, {pf}')
-    a(f'{lbl}:')
-    sigmoid(pi, 'Z22', 'Z26', 'Z27', 'Z28', 'Z29')   # i
-    sigmoid(pf, 'Z23', 'Z26', 'Z27', 'Z28', 'Z29')   # f
-    tanh(pc, 'Z24', 'Z25', 'Z26', 'Z27', 'Z28', 'Z29')  # c~
-    a('\tVMULPS Z24, Z22, Z22')                   # i*c~
-    a('\tVFMADD231PS Z21, Z23, Z22')              # c' = FMA(f, c, i*c~)
-    a('\tVMOVUPS Z22, (R13)(AX*1)')
-    a(f'\tMOVQ {ARGS["peep"]}(DI), R14')
-    a('\tTESTQ R14, R14')
-    lbl2 = label()
-    a(f'\tJZ {lbl2}')
-    a('\tLEAQ (R14)(AX*2), R14')
-    a('\tADDQ AX, R14')
-    a(f'\tVFMADD231PS 64(R14), Z22, {po}')
-    a(f'{lbl2}:')
-    sigmoid(po, 'Z23', 'Z26', 'Z27', 'Z28', 'Z29')   # o
-    tanh('Z22', 'Z24', 'Z25', 'Z26', 'Z27', 'Z28', 'Z29')
-    a('\tVMULPS Z24, Z23, Z23')                   # o * tanh(c')
-    a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R13')
-    a('\tVMOVUPS Z23, (R13)(AX*1)')
+def capture(f, *args, **kw):
+    """The lines f(*args) emits, instead of emitting them."""
+    global out
+    saved, out = out, []
+    f(*args, **kw)
+    lines, out = out, saved
+    return lines
 
 
-def gru_epilogue(r, acc):
-    az, ar, ah = (acc(r, g) for g in range(3))
-    sigmoid(az, 'Z21', 'Z26', 'Z27', 'Z28', 'Z29')   # z
-    sigmoid(ar, 'Z22', 'Z26', 'Z27', 'Z28', 'Z29')   # r
-    a(f'\tMOVQ {ARGS["pre"] + 8 * r}(DI), R13')
-    a('\tLEAQ (R13)(AX*2), R13')
-    a('\tADDQ AX, R13')
-    a('\tVMOVUPS 128(R13), Z23')                  # x·Wh + Wbh
-    a(f'\tVFMADD231PS {ah}, Z22, Z23')            # FMA(r, h·Rh + Rbh, ·)
-    tanh('Z23', 'Z24', 'Z25', 'Z26', 'Z27', 'Z28', 'Z29')  # h~
-    a(f'\tVMOVUPS {t("one")}, Z25')
-    a('\tVSUBPS Z21, Z25, Z25')                   # 1-z
-    a('\tVMULPS Z24, Z25, Z25')                   # (1-z)*h~
-    a(f'\tVMOVUPS (R{8 + r})(AX*1), Z26')          # h
-    a('\tVFMADD231PS Z26, Z21, Z25')              # FMA(z, h, (1-z)*h~)
-    a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R13')
-    a('\tVMOVUPS Z25, (R13)(AX*1)')
+def interleave(lanes):
+    """Emits the lanes' lines round robin: independent dependency chains
+    side by side, for the out-of-order core to overlap."""
+    lanes = [l for l in lanes if l]
+    i = 0
+    while any(i < len(l) for l in lanes):
+        for l in lanes:
+            if i < len(l):
+                a(l[i])
+        i += 1
+
+
+# Temporaries of the epilogue lanes (Z16-Z30, free after the chains), the
+# x copy of lane 0's tanh, and each lane's mask and pointer register.
+SETS = [[f'Z{16 + 5 * l + i}' for i in range(5)] for l in range(3)]
+SETS6 = [[f'Z{16 + 6 * l + i}' for i in range(6)] for l in range(2)]
+MASK = ['K1', 'K2', 'K3']
+GP = ['R13', 'BX', 'CX']
+
+
+def lstm_epilogue(rows, acc, peep):
+    """Finishes the block for every row: peepholes, the gates' activations
+    (three lanes), then per row (a lane each) the cell update and the new
+    state."""
+    g = lambda r: [acc(r, q) for q in range(4)]  # i, o, f, c~
+    if peep:
+        a(f'\tMOVQ {ARGS["peep"]}(DI), R14')
+        a('\tLEAQ (R14)(AX*2), R14')
+        a('\tADDQ AX, R14')                       # the block's (i, o, f)
+        for r in range(rows):
+            pi, po, pf, pc = g(r)
+            a(f'\tMOVQ {ARGS["c"] + 8 * r}(DI), R13')
+            a('\tVMOVUPS (R13)(AX*1), Z31')
+            a(f'\tVFMADD231PS 0(R14), Z31, {pi}')
+            a(f'\tVFMADD231PS 128(R14), Z31, {pf}')
+    lane0 = []
+    sigs = []
+    for r in range(rows):
+        pi, po, pf, pc = g(r)
+        lane0 += [f'\tVMOVAPS {pc}, Z31'] + capture(tanh, 'Z31', pc, *SETS[0], K=MASK[0])
+        sigs += [pi, pf] + ([] if peep else [po])
+    lanes = [lane0, [], []]
+    for q, x in enumerate(sigs):
+        l = 1 + q % 2
+        lanes[l] += capture(sigmoid, x, x, *SETS[l][:4], K=MASK[l])
+    interleave(lanes)
+    lanes = [[], [], []]
+    for r in range(rows):
+        pi, po, pf, pc = g(r)
+        l = r % 3
+        T, G, K = SETS[l], GP[l], MASK[l]
+        L = lanes[l]
+        L += [f'\tMOVQ {ARGS["c"] + 8 * r}(DI), {G}',
+              f'\tVMOVUPS ({G})(AX*1), {T[0]}',       # c
+              f'\tVMULPS {pc}, {pi}, {pi}',           # i*c~
+              f'\tVFMADD231PS {T[0]}, {pf}, {pi}',    # c' = FMA(f, c, i*c~)
+              f'\tVMOVUPS {pi}, ({G})(AX*1)']
+        if peep:
+            L += [f'\tVFMADD231PS 64(R14), {pi}, {po}']
+            L += capture(sigmoid, po, po, *T[:4], K=K)
+        L += capture(tanh, pi, pf, *T, K=K)
+        L += [f'\tVMULPS {pf}, {po}, {po}',           # o * tanh(c')
+              f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), {G}',
+              f'\tVMOVUPS {po}, ({G})(AX*1)']
+    interleave(lanes)
+
+
+def gru_epilogue(rows, acc):
+    """Finishes the block for every row: z and r (three lanes), then per
+    row (two lanes) h~ and the new state."""
+    lanes = [[], [], []]
+    q = 0
+    for r in range(rows):
+        for x in (acc(r, 0), acc(r, 1)):
+            l = q % 3
+            lanes[l] += capture(sigmoid, x, x, *SETS[l][:4], K=MASK[l])
+            q += 1
+    interleave(lanes)
+    lanes = [[], []]
+    for r in range(rows):
+        az, ar, ah = (acc(r, q) for q in range(3))
+        l = r % 2
+        T, G, K = SETS6[l], GP[l], MASK[l]
+        L = lanes[l]
+        L += [f'\tMOVQ {ARGS["pre"] + 8 * r}(DI), {G}',
+              f'\tLEAQ ({G})(AX*2), {G}',
+              f'\tADDQ AX, {G}',
+              f'\tVMOVUPS 128({G}), {T[0]}',            # x·Wh + Wbh
+              f'\tVFMADD231PS {ah}, {ar}, {T[0]}']      # FMA(r, h·Rh + Rbh, ·)
+        L += capture(tanh, T[0], ar, *T[1:], K=K)      # h~
+        L += [f'\tVMOVUPS {t("one")}, {T[1]}',
+              f'\tVSUBPS {az}, {T[1]}, {T[1]}',          # 1-z
+              f'\tVMULPS {ar}, {T[1]}, {T[1]}',          # (1-z)*h~
+              f'\tVMOVUPS ({HROW[r]})(AX*1), {T[2]}',    # h
+              f'\tVFMADD231PS {T[2]}, {az}, {T[1]}',     # FMA(z, h, (1-z)*h~)
+              f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), {G}',
+              f'\tVMOVUPS {T[1]}, ({G})(AX*1)']
+    interleave(lanes)
 
 
 a('// Code generated by gen_step.py; DO NOT EDIT.')
 a()
 a('#include "textflag.h"')
 a()
-for kind in ('LSTM', 'GRU'):
-    for rows in (1, 2, 3, 4):
-        step(kind, rows)
+for rows in (1, 2, 3, 4):
+    step('LSTM', rows)
+for rows in (1, 2, 3, 4):
+    step('LSTM', rows, peep=True)
+for rows in (1, 2, 3, 4):
+    step('GRU', rows)
 
 sys.stdout.write('\n'.join(out))

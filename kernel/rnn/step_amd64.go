@@ -18,6 +18,18 @@ func stepLSTM3Z(p *stepArgs)
 func stepLSTM4Z(p *stepArgs)
 
 //go:noescape
+func stepLSTMP1Z(p *stepArgs)
+
+//go:noescape
+func stepLSTMP2Z(p *stepArgs)
+
+//go:noescape
+func stepLSTMP3Z(p *stepArgs)
+
+//go:noescape
+func stepLSTMP4Z(p *stepArgs)
+
+//go:noescape
 func stepGRU1Z(p *stepArgs)
 
 //go:noescape
