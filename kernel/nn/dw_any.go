@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"math"
 	"sync"
 
 	"github.com/vouchml/vouch/kernel/amd64"
@@ -54,25 +55,28 @@ func (j *dwAnyJob) Run(lo, hi int) {
 	buf := getF32(d.bufLen)
 	out := getF32(d.n16)
 	clear((*buf)[:d.bufLen]) // the padding stays zero: only input elements are written
+	// The clamp goes into the store unless a residual comes first.
+	blo, bhi := float32(math.Inf(-1)), float32(math.Inf(1))
+	late := j.ep.on && j.ep.r != nil
+	if j.ep.on && !late {
+		blo, bhi = j.ep.lo, j.ep.hi
+	}
 	for nc := lo; nc < hi; nc++ {
 		c := nc % s.C
 		d.fill(*buf, j.x[nc*inSz:(nc+1)*inSz])
 		amd64.DwTapsZ(d.n16, kn, &d.offs[0], &j.w[c*kn], &(*buf)[0], &(*out)[0])
 		yc := j.y[nc*P : (nc+1)*P]
-		for oy := 0; oy < d.OH; oy++ {
-			copy(yc[oy*d.OW:(oy+1)*d.OW], (*out)[oy*d.Wq:])
-		}
+		bv := negZero // y = acc + -0 is acc, bit for bit
 		if j.bias != nil {
-			bv := j.bias[c]
-			for i := range yc {
-				yc[i] += bv
-			}
+			bv = j.bias[c]
 		}
-		if j.ep.on {
+		_ = (*out)[(d.OH-1)*d.Wq+d.OW-1]
+		amd64.DwStoreZ(&(*out)[0], d.Wq, &yc[0], d.OW, d.OH, d.OW, bv, blo, bhi)
+		if late {
 			e := j.ep.at(nc * P)
 			e.block(yc, P, 1, P)
-			e.activate(yc, P, 1, P)
 		}
+		j.ep.activate(yc, P, 1, P)
 	}
 	putF32(out)
 	putF32(buf)
@@ -92,7 +96,16 @@ type dwAnyGeom struct {
 	offs           []int32 // per tap, row-major
 	n16            int     // outputs computed: OH·Wq rounded up to 16
 	bufLen         int
+	// rows[iy] is input row iy's row phase plane offset and row in it
+	// (for the rows some output reads; the rest, at the end, are left out);
+	// colIx[q] and colB[q] the first input column of column phase q and
+	// its column there: fill's tables, so that it divides nothing.
+	rows        []dwRow
+	colIx, colB []int
 }
+
+// dwRow is an input row's place in dwAny's phase planes.
+type dwRow struct{ base, a int }
 
 func newDwAnyGeom(g *geom) *dwAnyGeom {
 	// Dimensions as 2-D: a 1-D convolution is one row.
@@ -126,59 +139,77 @@ func newDwAnyGeom(g *geom) *dwAnyGeom {
 	}
 	d.n16 = (d.OH*d.Wq + 15) &^ 15
 	d.bufLen = max(d.sh*d.sw*d.plane, maxOff+d.n16)
+	for iy := 0; iy < d.H; iy++ {
+		pr := iy + d.pt
+		if pr/d.sh >= d.Hq {
+			break
+		}
+		d.rows = append(d.rows, dwRow{base: (pr % d.sh) * d.sw * d.plane, a: pr / d.sh})
+	}
+	for q := 0; q < d.sw; q++ {
+		ix := ((q-d.pl)%d.sw + d.sw) % d.sw // the first with (ix+pl) mod sw = q
+		d.colIx, d.colB = append(d.colIx, ix), append(d.colB, (ix+d.pl)/d.sw)
+	}
 	return d
 }
 
 // fill writes plane xc (H x W) into its phase planes in buf; the padding
 // and the input elements that no output reads are left as they are (zero).
+// Input column ix goes to column phase (ix+pl) mod sw at (ix+pl) div sw:
+// each phase's columns are a strided copy.
 func (d *dwAnyGeom) fill(buf, xc []float32) {
-	for iy := 0; iy < d.H; iy++ {
-		pr := iy + d.pt
-		a := pr / d.sh
-		if a >= d.Hq {
-			break
-		}
-		rowBase := (pr % d.sh) * d.sw * d.plane
-		src := xc[iy*d.W : (iy+1)*d.W]
-		if d.sw == 1 {
-			n := min(d.W, d.Wq-d.pl)
-			copy(buf[rowBase+a*d.Wq+d.pl:], src[:max(n, 0)])
+	W, Wq, sw := d.W, d.Wq, d.sw
+	for iy, r := range d.rows {
+		src := xc[iy*W : (iy+1)*W]
+		if sw == 1 {
+			n := min(W, Wq-d.pl)
+			copy(buf[r.base+r.a*Wq+d.pl:], src[:max(n, 0)])
 			continue
 		}
-		ix0 := 0
-		if d.sw == 2 {
-			ix0 = d.fillS2(buf[rowBase:], a, src)
+		if sw == 2 {
+			d.fillS2(buf[r.base+r.a*Wq:], src)
+			continue
 		}
-		for ix := ix0; ix < len(src); ix++ {
-			v := src[ix]
-			pc := ix + d.pl
-			b := pc / d.sw
-			if b >= d.Wq {
-				break
+		// One column phase at a time: a strided copy each.
+		for q := 0; q < sw; q++ {
+			ix, b := d.colIx[q], d.colB[q]
+			if b >= Wq {
+				continue
 			}
-			buf[rowBase+(pc%d.sw)*d.plane+a*d.Wq+b] = v
+			o := r.base + q*d.plane + r.a*Wq
+			dst := buf[o+b : o+Wq]
+			for i := range dst {
+				if ix >= W {
+					break
+				}
+				dst[i] = src[ix]
+				ix += sw
+			}
 		}
 	}
 }
 
-// fillS2 writes the first columns of an input row into the two column
-// phases of stride 2 with amd64.Even (even and odd columns, eight at a
-// time), as fill's loop would, and returns how many columns it wrote
-// (the loop does the rest). base is the row's phase-0 plane; phase 1 is
-// d.plane after it.
-func (d *dwAnyGeom) fillS2(base []float32, a int, src []float32) int {
-	// Column ix goes to phase (ix+pl)%2 at b = (ix+pl)/2: the even columns
-	// to phase pl%2 from b = pl/2, the odd ones to the other from (pl+1)/2.
+// fillS2 writes an input row into the two column phases of stride 2
+// through amd64.Deint2Z: the even columns to phase pl mod 2 from column
+// pl div 2 of its row, the odd ones to the other phase from (pl+1) div 2,
+// as many as fit the row of Wq. row is the row's place in phase 0 (phase
+// 1 is d.plane after it).
+func (d *dwAnyGeom) fillS2(row, src []float32) {
 	pe, be := d.pl%2, d.pl/2
 	po, bo := 1-pe, (d.pl+1)/2
-	n := min((len(src)-1)/2, d.Wq-be, d.Wq-bo) &^ 7 // Even reads src[2i] (and src[2i+1]) for i < n
-	if n <= 0 {
-		return 0
+	ne := max(0, min((len(src)+1)/2, d.Wq-be))
+	no := max(0, min(len(src)/2, d.Wq-bo))
+	if ne == 0 && no == 0 {
+		return
 	}
-	row := a * d.Wq
-	de, do := base[pe*d.plane+row+be:], base[po*d.plane+row+bo:]
-	_, _ = de[n-1], do[n-1]
-	amd64.Even(&de[0], &src[0], n)
-	amd64.Even(&do[0], &src[1], n)
-	return 2 * n
+	ev, od := &row[0], &row[0]
+	if ne > 0 {
+		de := row[pe*d.plane+be : pe*d.plane+be+ne]
+		ev = &de[0]
+	}
+	if no > 0 {
+		do := row[po*d.plane+bo : po*d.plane+bo+no]
+		od = &do[0]
+	}
+	amd64.Deint2Z(&src[0], len(src), ev, ne, od, no, &amd64.Deint2Idx)
 }

@@ -14,7 +14,8 @@ import (
 // 1-D and 2-D depthwise convolutions of many kernel sizes, strides,
 // dilations and paddings (symmetric and not), planes narrower than a
 // vector, batches, and inputs with zeros of both signs, infinities and
-// NaNs.
+// NaNs; with a bias and a clamp (and a residual before it) against
+// convF32's passes.
 func TestDwAnyTwin(t *testing.T) {
 	pool := machineOf((*kernel.Ctx)(nil).WithISA(kernel.ISAAVX512))
 	if !pool.z {
@@ -78,6 +79,34 @@ func TestDwAnyTwin(t *testing.T) {
 			for j := range want {
 				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
 					t.Fatalf("output %d (of %d, out %v): %v (%#x), want %v (%#x)", j, len(want), s.g.out, got[j], math.Float32bits(got[j]), want[j], math.Float32bits(want[j]))
+				}
+			}
+			// With a bias and the epilogue (a clamp; a residual, then
+			// the clamp): convF32's bias pass and epiPortable after
+			// depthwiseInto.
+			bias := make([]float32, c.c)
+			for j := range bias {
+				bias[j] = float32(r.NormFloat64())
+			}
+			bias[0] = float32(math.Copysign(0, -1))
+			res := make([]float32, len(want))
+			for j := range res {
+				res[j] = float32(r.NormFloat64())
+			}
+			for _, withRes := range []bool{false, true} {
+				ep := epi{lo: -0.5, hi: 0.75, on: true, fast: pool.fast, vec: pool.vec}
+				w2 := append([]float32{}, want...)
+				addBias(w2, bias, c.c, P)
+				var rr []float32
+				if withRes {
+					ep.r, rr = res, res
+				}
+				epiPortable(w2, rr, len(w2), len(w2), 1, len(w2), ep.lo, ep.hi)
+				dwAny(pool, s, x, w, bias, got, ep)
+				for j := range w2 {
+					if math.Float32bits(got[j]) != math.Float32bits(w2[j]) {
+						t.Fatalf("residual %v: output %d: %v (%#x), want %v (%#x)", withRes, j, got[j], math.Float32bits(got[j]), w2[j], math.Float32bits(w2[j]))
+					}
 				}
 			}
 		})
