@@ -109,6 +109,10 @@ func int8Blocker(g *ir.Graph, n *ir.Node, base string, w *tensor.Tensor) string 
 		}
 		if grp := n.Int("group", 1); grp > 1 && w.Shape[1] == 1 {
 			return "depthwise convolution: no int8 kernel"
+		} else if grp > 1 && w.Shape[0]/int(grp) < 16 {
+			// RegNetY's groups of 8: the int8 kernels fill 16 channels
+			// a lane block; fp32's grouped kernel (DwTapsZ) is faster.
+			return fmt.Sprintf("grouped convolution of %d output channels a group: the int8 kernels need 16", w.Shape[0]/int(grp))
 		}
 		if w.Len()/w.Shape[0] > 131072 {
 			return "reduction too long for int32 accumulation"
