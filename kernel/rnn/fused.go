@@ -351,29 +351,24 @@ func (e *fusedRun) project(rs [][2]int, x func(b, s int) []float32) {
 	}
 	npan := g.gp / 32
 	q := 0
-	if e.z {
-		for ; q+8 <= len(rs); q += 8 {
-			for r := 0; r < 8; r++ {
-				for k, v := range x(rs[q+r][0], rs[q+r][1])[:I] {
-					e.xin[k*8+r] = v
-				}
+	if ng := len(rs) / 8; e.z && ng > 0 {
+		// Every group's x first, then the panels in chunks of about
+		// 256 KB: each chunk is read once from memory and then from cache
+		// for every group (group by group over all of Wᵀ would stream a
+		// large Wᵀ from memory per group; panel by panel, the groups'
+		// rows of pre fall out of cache between panels).
+		e.xin = grow(e.xin, ng*8*I)
+		for q = 0; q < ng*8; q++ {
+			xg := e.xin[(q/8)*8*I:]
+			for k, v := range x(rs[q][0], rs[q][1])[:I] {
+				xg[k*8+q%8] = v
 			}
-			// The eight destinations are rows of pre at one stride only
-			// when consecutive; gather them through a tile otherwise.
-			ld, ok := e.stride(rs[q : q+8])
-			for p := 0; p < npan; p++ {
-				panel := e.dir.wp[p*I*32 : (p+1)*I*32]
-				if ok {
-					chainRows8Z(I, &e.xin[0], &panel[0], 32, &dst(q)[p*32], ld, 32)
-					continue
-				}
-				var tile [8 * 32]float32
-				for r := 0; r < 8; r++ {
-					copy(tile[r*32:], dst(q + r)[p*32:(p+1)*32])
-				}
-				chainRows8Z(I, &e.xin[0], &panel[0], 32, &tile[0], 32, 32)
-				for r := 0; r < 8; r++ {
-					copy(dst(q + r)[p*32:(p+1)*32], tile[r*32:])
+		}
+		chunk := max(1, (256<<10)/(I*32*4))
+		for p0 := 0; p0 < npan; p0 += chunk {
+			for gi := 0; gi < ng; gi++ {
+				for p := p0; p < min(p0+chunk, npan); p++ {
+					e.group(gi, p, rs, dst)
 				}
 			}
 		}
@@ -383,6 +378,28 @@ func (e *fusedRun) project(rs [][2]int, x func(b, s int) []float32) {
 		for p := 0; p < npan; p++ {
 			chainRows(e.z, xv, e.dir.wp[p*I*32:(p+1)*I*32], 32, y[p*32:(p+1)*32])
 		}
+	}
+}
+
+// group continues the chains of group gi of the pairs rs (its x packed in
+// xin) over panel p.
+func (e *fusedRun) group(gi, p int, rs [][2]int, dst func(q int) []float32) {
+	I := e.c.input
+	panel := e.dir.wp[p*I*32 : (p+1)*I*32]
+	q0, xg := gi*8, e.xin[gi*8*I:]
+	// The eight destinations are rows of pre at one stride only when
+	// consecutive; gather them through a tile otherwise.
+	if ld, ok := e.stride(rs[q0 : q0+8]); ok {
+		chainRows8Z(I, &xg[0], &panel[0], 32, &dst(q0)[p*32], ld, 32)
+		return
+	}
+	var tile [8 * 32]float32
+	for r := 0; r < 8; r++ {
+		copy(tile[r*32:], dst(q0 + r)[p*32:(p+1)*32])
+	}
+	chainRows8Z(I, &xg[0], &panel[0], 32, &tile[0], 32, 32)
+	for r := 0; r < 8; r++ {
+		copy(dst(q0 + r)[p*32:(p+1)*32], tile[r*32:])
 	}
 }
 
