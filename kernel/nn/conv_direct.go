@@ -225,8 +225,9 @@ type zShape struct{ R, T, C int }
 
 // zTile picks s's ConvZ tile, where the CPU has AVX-512 and a kernel
 // fits the column stride: the one with the fewest multiply-adds (padding
-// lanes included), weighted against tiles whose weights are shared by
-// few pixels and for tiles of 16 pixels where rows are whole vectors
+// lanes included), weighted by the tile's channel vectors (zTileCost),
+// against tiles whose weights are shared by few pixels and for tiles of
+// 16 pixels where rows are whole vectors
 // (their stores fill cache lines: resnet18's stem, 88 -> 101 GFLOP/s);
 // ties go to the larger tile.
 func zTile(pool machine, s *convSetup) (zShape, bool) {
@@ -238,6 +239,20 @@ func zTile(pool machine, s *convSetup) (zShape, bool) {
 	}
 	return zTileAt(s, s.g.stride[1], true)
 }
+
+// zTileCost is the cost of a multiply-add in a ConvZ tile of C vectors
+// of channels, relative to C = 2. Measured per layer (thread CPU time, one
+// worker, every tile of the shape, planar and B16): C = 1 tiles (a
+// broadcast per multiply-add) took 1.2-1.35x the best C = 2 tile's time on
+// every layer of more than 16 output channels (unet's 64-channel 3x3s at
+// 128x128: 1_16_1 1.33x 1_8_2; googlenet's 96->208 3x3: 1_14_1 1.21x
+// 1_14_2; resnet18's stem 1.18x), and C = 4 tiles (28 accumulators and 4
+// weight vectors: each broadcast comes from memory 4 times) 1.13-1.3x on
+// 7x7 planes (resnet50's layer4 1x1s, B16: 1_7_4 671 vs 1_7_2 487 us;
+// googlenet's inception 5: 1.22x) and 1.3-1.6x elsewhere. The weights
+// were 1.05 for C = 1 and 1 for C = 4, which picked those tiles wherever
+// they computed fewer padding lanes.
+var zTileCost = [5]float64{1: 1.3, 2: 1, 4: 1.25}
 
 // zTileAt picks s's cheapest ConvZ tile among those at column stride S
 // floats (see zTile); rowBonus favours 16-pixel tiles over whole rows
@@ -251,10 +266,7 @@ func zTileAt(s *convSetup, S int, rowBonus bool) (zShape, bool) {
 			continue // a panel's channels must lie in one group
 		}
 		tiles := (OH + R - 1) / R * ((OW + T - 1) / T) * ((s.M + 16*C - 1) / (16 * C))
-		cost := float64(tiles*R*T*C) * (1 + 1/float64(R*T))
-		if C == 1 {
-			cost *= 1.05 // a broadcast per multiply-add
-		}
+		cost := float64(tiles*R*T*C) * (1 + 1/float64(R*T)) * zTileCost[C]
 		if rowBonus && T == 16 && OW%16 == 0 {
 			cost *= 0.9 // each channel's row stored in whole 64-byte lines
 		}
