@@ -73,6 +73,7 @@ type layer struct {
 	vpack        *vnniPack // linear layers through the u8 x s8 tiles (vnni.go)
 	vOnce        sync.Once
 	vconv        *vnniConv // pointwise convolutions through the cols tiles
+	cOnce        sync.Once
 	qpack        [][]int8  // Conv through the quad tiles: packed weights per group
 	qinit        [][]int32 // and their corrections
 	qOnce        sync.Once

@@ -45,7 +45,8 @@ func newVNNIPack(w []int8, N, K int) *vnniPack {
 	return v
 }
 
-// vnniRows returns the layer's rows-tile packing (packed at first use).
+// vnniRows returns the layer's rows-tile packing (packed at first use;
+// a convolution's weights [M, C, 1, 1] are the rows of a linear layer).
 func (l *layer) vnniRows() *vnniPack {
 	l.vOnce.Do(func() {
 		N, K := l.wShape[0], l.wShape[1]
@@ -253,7 +254,7 @@ type vnniConv struct {
 }
 
 func (l *layer) vnniCols(g *geom2) *vnniConv {
-	l.vOnce.Do(func() {
+	l.cOnce.Do(func() {
 		wd := l.w.Data.([]int8)
 		K := g.K()
 		kq := (K + 3) / 4

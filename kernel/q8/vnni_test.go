@@ -242,7 +242,8 @@ func TestQ8RowsLayerTwins(t *testing.T) {
 // twins, at 1, 2 and 3 workers: positions across the 64-position blocks
 // (and fewer than one), channel counts not a multiple of 4, output
 // channels across the 4-row groups, groups, batch 2, residual, Relu, no
-// bias, clamped and NaN inputs.
+// bias, clamped and NaN inputs; 1×1 maps (squeeze-excitation) through the
+// rows tiles as linear layers over the batch.
 func TestQ8PointwiseTwins(t *testing.T) {
 	reg := kernel.NewRegistry("", elementwise.Ops(), nn.Ops())
 	reg.Add("vouch", Ops(reg))
@@ -250,7 +251,8 @@ func TestQ8PointwiseTwins(t *testing.T) {
 	type cs struct{ n, c, h, w, m, group, mode, stride, padEnd int } // mode: bit 0 residual, bit 1 Relu, bit 2 no bias
 	cases := []cs{{1, 64, 56, 56, 24, 1, 0, 1, 0}, {1, 3, 10, 10, 5, 1, 2, 1, 0}, {2, 18, 7, 7, 36, 1, 1, 1, 0}, {1, 40, 9, 13, 10, 2, 3, 1, 0},
 		{1, 256, 8, 8, 64, 1, 4, 1, 0}, {1, 5, 1, 1, 7, 1, 6, 1, 0}, {2, 32, 16, 4, 20, 4, 7, 1, 0},
-		{1, 64, 28, 28, 128, 1, 1, 2, 0}, {2, 12, 9, 7, 16, 1, 0, 2, 0}, {1, 8, 6, 6, 8, 2, 2, 3, 2}}
+		{1, 64, 28, 28, 128, 1, 1, 2, 0}, {2, 12, 9, 7, 16, 1, 0, 2, 0}, {1, 8, 6, 6, 8, 2, 2, 3, 2},
+		{2, 960, 1, 1, 240, 1, 1, 1, 0}, {1, 72, 1, 1, 24, 1, 2, 2, 0}, {3, 30, 1, 1, 70, 2, 4, 1, 0}}
 	for _, s := range cases {
 		oh, ow := (s.h+s.padEnd-1)/s.stride+1, (s.w+s.padEnd-1)/s.stride+1
 		cg := s.c / s.group
@@ -299,7 +301,7 @@ func TestQ8PointwiseTwins(t *testing.T) {
 			f    forced
 		}{{"portable", kernel.ISAPortable, forced{}}, {"avx2", kernel.ISAAVX2, forced{}},
 			{"vnni-gemm", kernel.ISABest, forced{noColsQ8: true, noDirectQ8: true}}, {"direct", kernel.ISABest, forced{noColsQ8: true}},
-			{"cols", kernel.ISABest, forced{}}}
+			{"cols", kernel.ISABest, forced{noRowsQ8: true}}, {"all (1x1 maps: rows)", kernel.ISABest, forced{}}}
 		for _, v := range variants {
 			for _, threads := range []int{1, 2, 3} {
 				f := v.f
