@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/plan"
@@ -129,6 +130,16 @@ func (e *Engine) DeviceName() string {
 		return e.dev.Device()
 	}
 	return DeviceCPU
+}
+
+// DeviceTime is the device time of the latest run's layers when the
+// device program measures it (the CUDA program: between events around
+// its layers, without the copies), else 0.
+func (e *Engine) DeviceTime() time.Duration {
+	if t, ok := e.dev.(interface{ LastDeviceTime() time.Duration }); ok {
+		return t.LastDeviceTime()
+	}
+	return 0
 }
 
 // Close releases the device program, if any.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/vouchml/vouch/cuda"
@@ -82,6 +83,10 @@ type Program struct {
 	weights map[wkey]*cuda.Buffer
 	bounds  map[string]*bound
 	device  string
+	// ev0, ev1 bracket a run's layers on the stream; last is the
+	// milliseconds between them in the latest run (0 when unknown).
+	ev0, ev1 *cuda.Event
+	last     float64
 }
 
 type wkey struct {
@@ -132,6 +137,13 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 		pr.Close()
 		return nil, err
 	}
+	if pr.ev0, err = c.NewEvent(); err == nil {
+		pr.ev1, err = c.NewEvent()
+	}
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
 	for i, n := range p.Graph.Nodes {
 		if layers[i].Backend != plan.BackendCUDA {
 			pr.allGPU = false
@@ -174,6 +186,15 @@ func (pr *Program) upload(g *ir.Graph, n *ir.Node) error {
 	return nil
 }
 
+// LastDeviceTime is the GPU time of the latest run's layers (between
+// events on the stream, without the input and output copies), or 0 when
+// that run had CPU layers.
+func (pr *Program) LastDeviceTime() time.Duration {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return time.Duration(pr.last * float64(time.Millisecond))
+}
+
 // Backend returns "cuda-exact".
 func (pr *Program) Backend() string { return Backend }
 
@@ -208,6 +229,12 @@ func (pr *Program) Close() error {
 		pr.stage = nil
 	}
 	var err error
+	for _, ev := range []*cuda.Event{pr.ev0, pr.ev1} {
+		if ev != nil {
+			err = errors.Join(err, ev.Destroy())
+		}
+	}
+	pr.ev0, pr.ev1 = nil, nil
 	if pr.st != nil {
 		err = pr.st.Destroy()
 		pr.st = nil
@@ -306,26 +333,54 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 		}
 		return nil
 	}
+	pr.last = 0
+	timed := false
+	launch := func() error {
+		if err := pr.ev0.Record(pr.st); err != nil {
+			return err
+		}
+		if err := b.graph.Launch(pr.st); err != nil {
+			return err
+		}
+		timed = true
+		return pr.ev1.Record(pr.st)
+	}
 	switch {
 	case !pr.allGPU || b.runs == 0:
 		// The first run of a shape runs directly: it allocates the
 		// buffers and the kernels' tables, which a capture cannot.
-		err = layers()
+		// (Only a run whose layers are all on the GPU is timed: a CPU
+		// layer synchronises the stream in the middle.)
+		if pr.allGPU {
+			if err = pr.ev0.Record(pr.st); err == nil {
+				if err = layers(); err == nil {
+					err = pr.ev1.Record(pr.st)
+					timed = true
+				}
+			}
+		} else {
+			err = layers()
+		}
 	case b.graph == nil:
 		if b.graph, err = pr.c.Capture(pr.st, layers); err == nil {
 			for _, o := range pr.g.Outputs {
 				b.outs = append(b.outs, s.vals[o.Name])
 			}
-			err = b.graph.Launch(pr.st)
+			err = launch()
 		}
 	default:
 		for i, o := range pr.g.Outputs {
 			s.vals[o.Name] = &val{ptr: b.outs[i].ptr, shape: b.outs[i].shape}
 		}
-		err = b.graph.Launch(pr.st)
+		err = launch()
 	}
 	if err != nil {
 		return nil, err
+	}
+	if timed {
+		if pr.last, err = pr.ev0.Elapsed(pr.ev1); err != nil {
+			return nil, err
+		}
 	}
 	for _, o := range pr.g.Outputs {
 		t, err := s.host(o.Name)
@@ -511,7 +566,6 @@ func (s *state) gpu(n *ir.Node) error {
 			return err
 		}
 		base := &ir.Node{OpType: h.Base, Attrs: n.Attrs}
-		act := s.activation(n, h, h.BaseInputs+h.Adds)
 		var res string
 		if h.Adds == 1 {
 			res = n.Inputs[h.BaseInputs]
@@ -522,14 +576,34 @@ func (s *state) gpu(n *ir.Node) error {
 			if h.BaseInputs == 3 {
 				bias = n.Inputs[2]
 			}
-			return s.conv(base, n.Inputs[0], n.Inputs[1], bias, res, act, n.Outputs[0])
+			ca, err := s.convAct(n, h, h.BaseInputs+h.Adds)
+			if err != nil {
+				return err
+			}
+			return s.conv(base, n.Inputs[0], n.Inputs[1], bias, res, ca, n.Outputs[0])
 		case "Gemm":
-			return s.gemm(base, n.Inputs[0], n.Inputs[1], n.Inputs[2], act, n.Outputs[0])
+			ca, err := s.convAct(n, h, h.BaseInputs+h.Adds)
+			if err != nil {
+				return err
+			}
+			return s.gemm(base, n.Inputs[0], n.Inputs[1], n.Inputs[2], ca, n.Outputs[0])
 		}
 	case "Conv":
-		return s.conv(n, n.Input(0), n.Input(1), n.Input(2), "", nil, n.Outputs[0])
+		return s.conv(n, n.Input(0), n.Input(1), n.Input(2), "", exact.Act{}, n.Outputs[0])
 	case "Gemm":
-		return s.gemm(n, n.Input(0), n.Input(1), n.Input(2), nil, n.Outputs[0])
+		return s.gemm(n, n.Input(0), n.Input(1), n.Input(2), exact.Act{}, n.Outputs[0])
+	case fused.ExpandDepthwise:
+		a, b, err := edwParts(n)
+		if err != nil {
+			return err
+		}
+		if err := s.gpu(a); err != nil {
+			return fmt.Errorf("expansion: %w", err)
+		}
+		if err := s.gpu(b); err != nil {
+			return fmt.Errorf("depthwise: %w", err)
+		}
+		return nil
 	case "ConvChain":
 		body := n.Attrs["body"].G
 		sub := &state{pr: s.pr, ctx: s.ctx, g: body, vals: map[string]*val{}, b: s.b, next: s.next}
@@ -695,9 +769,9 @@ func (s *state) gpu(n *ir.Node) error {
 }
 
 // conv runs kernel/nn's Conv (chain, then + bias) and, fused, + res and
-// then the Relu activation as its own elementwise kernel, as kernel/fused
+// then the activation, in the kernel's epilogue, in the order kernel/fused
 // runs the parts.
-func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, act func(y uint64, n int64) error, out string) error {
+func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, act exact.Act, out string) error {
 	x, xs, err := s.dev(xn)
 	if err != nil {
 		return err
@@ -745,19 +819,34 @@ func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, act func(y uint64, n int
 	if err != nil {
 		return err
 	}
-	if err := s.pr.e.Conv2D(s.pr.st, g, x, w, bias, res, false, y); err != nil {
-		return err
+	return s.pr.e.Conv2DAct(s.pr.st, g, x, w, bias, res, act, y)
+}
+
+// convAct is a fused Conv layer's activation as the conv epilogue's:
+// Relu, Clip's bounds (its inputs from first on), or none.
+func (s *state) convAct(n *ir.Node, h fused.Layer, first int) (exact.Act, error) {
+	switch h.Activation {
+	case "":
+		return exact.Act{}, nil
+	case "Relu":
+		return exact.Act{Relu: true}, nil
+	case "Clip":
+		lo, hi, hasLo, hasHi, err := s.clipBounds(n, h.ActVersion, first, fused.ActPrefix)
+		if err != nil {
+			return exact.Act{}, err
+		}
+		return exact.Act{Lo: lo, Hi: hi, HasLo: hasLo, HasHi: hasHi}, nil
 	}
-	if act != nil {
-		return act(y, int64(g.OutLen()))
-	}
-	return nil
+	return exact.Act{}, fmt.Errorf("fused activation %s has no GPU epilogue", h.Activation)
 }
 
 // gemm runs kernel/nn's Gemm with alpha = beta = 1: the chain over k from
 // +0, then acc + C as one rounded addition (on the GPU x*1 + C: the
-// product is exact), then Relu when fused.
-func (s *state) gemm(n *ir.Node, an, bn, cn string, act func(y uint64, n int64) error, out string) error {
+// product is exact), then the fused activation. With B transposed and C
+// absent or one row, it is the 1x1 convolution of images A[i] (K channels
+// of one pixel) by filters B[j]: the same chains and the same epilogue,
+// on the batch-folded conv tiles.
+func (s *state) gemm(n *ir.Node, an, bn, cn string, act exact.Act, out string) error {
 	a, as, err := s.dev(an)
 	if err != nil {
 		return err
@@ -780,6 +869,25 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, act func(y uint64, n int64) 
 		}
 	} else if bs[0] != K {
 		return fmt.Errorf("Gemm of %v and %v", as, bs)
+	}
+	if n.Int("transB", 0) != 0 {
+		var bias uint64
+		ok := true
+		if cn != "" {
+			c, cs, err := s.dev(cn)
+			if err != nil {
+				return err
+			}
+			bias, ok = c, tensor.NumElems(cs) == N && (len(cs) == 1 || len(cs) == 2 && cs[0] == 1)
+		}
+		if ok {
+			y, err := s.out(out, []int{M, N})
+			if err != nil {
+				return err
+			}
+			g := exact.ConvGeom{N: M, C: K, H: 1, W: 1, M: N, OH: 1, OW: 1, G: 1, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1}
+			return s.pr.e.Conv2DAct(s.pr.st, g, a, b, bias, 0, act, y)
+		}
 	}
 	y, err := s.out(out, []int{M, N})
 	if err != nil {
@@ -813,27 +921,14 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, act func(y uint64, n int64) 
 			return fmt.Errorf("Gemm C of shape %v for an output of [%d %d]", cs, M, N)
 		}
 	}
-	if act != nil {
-		return act(y, int64(M*N))
-	}
-	return nil
-}
-
-// activation returns a fused layer's activation as an in-place kernel
-// run after the base op (and its Add), as kernel/fused runs the parts;
-// nil for none. Its inputs (Clip's bounds) start at first.
-func (s *state) activation(n *ir.Node, h fused.Layer, first int) func(y uint64, count int64) error {
-	switch h.Activation {
-	case "Relu":
-		return func(y uint64, count int64) error { return s.pr.e.Unary(s.pr.st, exact.Relu, y, y, count) }
-	case "Clip":
-		return func(y uint64, count int64) error {
-			lo, hi, hasLo, hasHi, err := s.clipBounds(n, h.ActVersion, first, fused.ActPrefix)
-			if err != nil {
-				return err
-			}
-			return s.pr.e.Clip(s.pr.st, y, y, count, lo, hi, hasLo, hasHi)
+	count := int64(M * N)
+	if act.Relu {
+		if err := s.pr.e.Unary(s.pr.st, exact.Relu, y, y, count); err != nil {
+			return err
 		}
+	}
+	if act.HasLo || act.HasHi {
+		return s.pr.e.Clip(s.pr.st, y, y, count, act.Lo, act.Hi, act.HasLo, act.HasHi)
 	}
 	return nil
 }

@@ -65,7 +65,7 @@ func TestPlace(t *testing.T) {
 		"breast_cancer_mlp": 0,
 		"digits_cnn":        0,
 		"resnet18":          0,
-		"mobilenet_v2":      3, // its ExpandDepthwise layers
+		"mobilenet_v2":      0, // its ExpandDepthwise layers run as their two parts
 	} {
 		p, _ := gpuPlan(t, name)
 		g := p.Header.GPU
@@ -77,6 +77,20 @@ func TestPlace(t *testing.T) {
 		}
 		if len(cpu) != wantCPU {
 			t.Errorf("%s: on the CPU: %q, want %d layers", name, cpu, wantCPU)
+		}
+		edw := 0
+		for i, l := range g.Layers {
+			if p.Graph.Nodes[i].OpType != "ExpandDepthwise" {
+				continue
+			}
+			// The expansion's kernels, then the depthwise's.
+			if a, b, ok := strings.Cut(l.Kernel, ";"); !ok || !strings.HasPrefix(a, "vx_conv2d") || !strings.HasPrefix(b, "vx_conv2d") {
+				t.Errorf("%s: ExpandDepthwise layer %s placed %s %q (%s)", name, l.Layer, l.Backend, l.Kernel, l.Reason)
+			}
+			edw++
+		}
+		if name == "mobilenet_v2" && edw != 3 {
+			t.Errorf("mobilenet_v2: %d ExpandDepthwise layers, want 3", edw)
 		}
 		if g.Build.GPU != "NVIDIA H200" || g.Build.ComputeCapability != "9.0" || g.Build.CUDA != "13.0" || g.Build.Driver != "580.159.04" || g.Arch != "sm_90" {
 			t.Errorf("%s: build environment %+v", name, g.Build)

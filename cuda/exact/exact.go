@@ -7,6 +7,7 @@ package exact
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/kernels"
@@ -19,11 +20,10 @@ type Engine struct {
 	fn  map[string]*cuda.Function
 	// SMs is the device's multiprocessor count (grid sizing).
 	SMs int
-	// ConvTile forces Conv2D's tile: 64 (the general kernel) or 128 (the
-	// register-tiled one, where K is a multiple of 4); 0 chooses. Both
-	// give the same bits.
-	ConvTile int
-	taps     map[tapKey]*cuda.Buffer
+	// ConvKernel forces Conv2D's kernel (one of ConvKernels(g)); ""
+	// chooses. All give the same bits.
+	ConvKernel string
+	taps       map[tapKey]*cuda.Buffer
 }
 
 // tapKey identifies a convolution's reduction-index decoding table.
@@ -167,42 +167,169 @@ type ConvGeom struct {
 // OutLen is the number of output floats.
 func (g ConvGeom) OutLen() int { return g.N * g.M * g.OH * g.OW }
 
+// Act is a convolution's fused activation, applied after the bias and
+// the residual as kernel/fused runs it: Relu (v < 0 -> 0, NaN passes, -0
+// stays), or Clip's bounds (below Lo when HasLo -> Lo, then above Hi when
+// HasHi -> Hi). The zero Act is none.
+type Act struct {
+	Relu         bool
+	HasLo, HasHi bool
+	Lo, Hi       float32
+}
+
+func (a Act) code() int32 {
+	c := int32(0)
+	if a.Relu {
+		c |= 1
+	}
+	if a.HasLo {
+		c |= 2
+	}
+	if a.HasHi {
+		c |= 4
+	}
+	return c
+}
+
 // Conv2D sets y to kernel/nn's Conv: per output one chain over (input
 // channel, kh, kw) from +0 with padding taps as FMA(0, w, acc), then
 // y = acc + bias[m] (bias 0: none), + res[i] (res 0: none), clamped
 // below at 0 when relu is set.
 func (e *Engine) Conv2D(s *cuda.Stream, g ConvGeom, x, w, bias, res uint64, relu bool, y uint64) error {
-	if g.G < 1 || g.C%g.G != 0 || g.M%g.G != 0 || g.N < 1 || g.OH < 1 || g.OW < 1 {
+	return e.Conv2DAct(s, g, x, w, bias, res, Act{Relu: relu}, y)
+}
+
+// ConvKernels lists the kernels that can run g (all give the same bits):
+// the general 64x64 one, the per-image 128x128 one where K is a multiple
+// of 4, the batch-folded tiles (the 1x1 variants where the kernel is 1x1
+// without padding) and the one-thread-per-output kernel.
+func ConvKernels(g ConvGeom) []string {
+	ks := []string{kernels.Conv2D}
+	if (g.C/max(g.G, 1)*g.KH*g.KW)%4 == 0 {
+		ks = append(ks, kernels.Conv2D128)
+	}
+	for _, t := range kernels.ConvTiles {
+		ks = append(ks, t.Name)
+		if is1x1(g) {
+			ks = append(ks, kernels.ConvTile1x1(t.Name))
+		}
+	}
+	return append(ks, kernels.ConvDirect)
+}
+
+func is1x1(g ConvGeom) bool { return g.KH == 1 && g.KW == 1 && g.PH == 0 && g.PW == 0 }
+
+// Tile efficiencies relative to the 128x128 tile at full occupancy (its
+// shared-memory traffic per FMA grows as the thread's tile shrinks), for
+// the tile choice.
+var tileEff = map[string]float64{"vx_ct128x128": 1, "vx_ct64x128": 0.95, "vx_ct64x64": 0.8, "vx_ct32x32": 0.45, "vx_ct16x16": 0.3}
+
+// chooseConv picks g's kernel: one thread per output for depthwise and
+// narrow groups, else the batch-folded tile of least estimated time on
+// sms multiprocessors (tiles padded to whole blocks; an SM with fewer
+// than two blocks hides less latency), its 1x1 variant where it applies.
+// The choice never changes the bits.
+func chooseConv(g ConvGeom, sms int) string {
+	Mg := g.M / g.G
+	if Mg < 8 {
+		return kernels.ConvDirect
+	}
+	NP := g.N * g.OH * g.OW
+	best, bestT := "", math.Inf(1)
+	for _, t := range kernels.ConvTiles {
+		blocks := ((NP + t.BN - 1) / t.BN) * ((Mg + t.BM - 1) / t.BM) * g.G
+		per := (blocks + sms - 1) / sms
+		occ := math.Min(1, float64(per)/2)
+		est := float64(per) * float64(t.BM*t.BN) / (tileEff[t.Name] * occ)
+		if est < bestT {
+			best, bestT = t.Name, est
+		}
+	}
+	if is1x1(g) {
+		return kernels.ConvTile1x1(best)
+	}
+	return best
+}
+
+// ConvChoice is the kernel Conv2D runs g with (ConvKernel unset).
+func (e *Engine) ConvChoice(g ConvGeom) string { return chooseConv(g, e.SMs) }
+
+// Conv2DAct is Conv2D with a fused activation.
+func (e *Engine) Conv2DAct(s *cuda.Stream, g ConvGeom, x, w, bias, res uint64, act Act, y uint64) error {
+	if g.G < 1 || g.C%g.G != 0 || g.M%g.G != 0 || g.N < 1 || g.OH < 1 || g.OW < 1 || g.KH < 1 || g.KW < 1 {
 		return fmt.Errorf("exact: Conv2D geometry %+v invalid", g)
 	}
-	r := int32(0)
-	if relu {
-		r = 1
+	if int64(g.N)*int64(g.M)*int64(g.OH)*int64(g.OW) >= 1<<40 || int64(g.N)*int64(g.C)*int64(g.H)*int64(g.W) >= 1<<40 {
+		return fmt.Errorf("exact: Conv2D geometry %+v too large", g)
 	}
 	Cg, Mg, P := g.C/g.G, g.M/g.G, g.OH*g.OW
 	K := Cg * g.KH * g.KW
-	tile := e.ConvTile
-	if tile == 0 {
-		// The 128x128 tiles pay once they fill the GPU twice over.
-		tile = 64
-		if blocks := ((P + 127) / 128) * ((Mg + 127) / 128) * g.N * g.G; blocks >= 2*e.SMs {
-			tile = 128
-		}
+	kn := e.ConvKernel
+	if kn == "" {
+		kn = chooseConv(g, e.SMs)
 	}
 	geom := []int32{int32(g.C), int32(g.H), int32(g.W), int32(g.M), int32(g.OH), int32(g.OW),
 		int32(g.G), int32(g.KH), int32(g.KW), int32(g.SH), int32(g.SW), int32(g.PH), int32(g.PW), int32(g.DH), int32(g.DW)}
-	if tile == 128 && K%4 == 0 {
-		taps, err := e.tapTable(tapKey{Cg, g.H, g.W, g.KH, g.KW, g.DH, g.DW})
-		if err != nil {
+	switch {
+	case kn == kernels.Conv2D || kn == kernels.Conv2D128:
+		// The per-image kernels apply the activation as separate passes
+		// in the same order (their own epilogue has ReLU only).
+		r := int32(0)
+		if act.Relu {
+			r = 1
+		}
+		var args *cuda.Args
+		var grid cuda.Dim3
+		if kn == kernels.Conv2D128 {
+			if K%4 != 0 {
+				return fmt.Errorf("exact: %s needs K = %d to be a multiple of 4", kn, K)
+			}
+			taps, err := e.tapTable(tapKey{Cg, g.H, g.W, g.KH, g.KW, g.DH, g.DW})
+			if err != nil {
+				return err
+			}
+			args = new(cuda.Args).Struct(geom...).Ptr(x).Ptr(w).Ptr(taps).Ptr(bias).Ptr(res).I32(r).Ptr(y)
+			grid = cuda.D3(uint32((P+127)/128), uint32((Mg+127)/128), uint32(g.N*g.G))
+		} else {
+			args = new(cuda.Args).Struct(geom...).Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(r).Ptr(y)
+			grid = cuda.D3(uint32((P+63)/64), uint32((Mg+63)/64), uint32(g.N*g.G))
+		}
+		if err := e.fn[kn].Launch(s, grid, cuda.D3(256, 1, 1), 0, args); err != nil {
 			return err
 		}
-		args := new(cuda.Args).Struct(geom...).Ptr(x).Ptr(w).Ptr(taps).Ptr(bias).Ptr(res).I32(r).Ptr(y)
-		grid := cuda.D3(uint32((P+127)/128), uint32((Mg+127)/128), uint32(g.N*g.G))
-		return e.fn[kernels.Conv2D128].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
+		if act.HasLo || act.HasHi {
+			return e.Clip(s, y, y, int64(g.OutLen()), act.Lo, act.Hi, act.HasLo, act.HasHi)
+		}
+		return nil
+	case kn == kernels.ConvDirect:
+		args := new(cuda.Args).Struct(geom...).I32(int32(g.N)).Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(act.code()).F32(act.Lo).F32(act.Hi).Ptr(y)
+		return e.fn[kn].Launch(s, cuda.D3(e.grid(int64(g.OutLen()), 256), 1, 1), cuda.D3(256, 1, 1), 0, args)
 	}
-	args := new(cuda.Args).Struct(geom...).Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(r).Ptr(y)
-	grid := cuda.D3(uint32((P+63)/64), uint32((Mg+63)/64), uint32(g.N*g.G))
-	return e.fn[kernels.Conv2D].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
+	for _, t := range kernels.ConvTiles {
+		var taps uint64
+		switch kn {
+		case t.Name:
+			var err error
+			if taps, err = e.tapTable(tapKey{Cg, g.H, g.W, g.KH, g.KW, g.DH, g.DW}); err != nil {
+				return err
+			}
+		case kernels.ConvTile1x1(t.Name):
+			if !is1x1(g) {
+				return fmt.Errorf("exact: %s runs 1x1 kernels without padding, not %dx%d pads %d,%d", kn, g.KH, g.KW, g.PH, g.PW)
+			}
+		default:
+			continue
+		}
+		NP := int64(g.N) * int64(P)
+		bx := (NP + int64(t.BN) - 1) / int64(t.BN)
+		if bx >= 1<<31 {
+			return fmt.Errorf("exact: Conv2D of %d columns", NP)
+		}
+		args := new(cuda.Args).Struct(geom...).I32(int32(g.N)).Ptr(x).Ptr(w).Ptr(taps).Ptr(bias).Ptr(res).I32(act.code()).F32(act.Lo).F32(act.Hi).Ptr(y)
+		grid := cuda.D3(uint32(bx), uint32((Mg+t.BM-1)/t.BM), uint32(g.G))
+		return e.fn[kn].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
+	}
+	return fmt.Errorf("exact: no Conv kernel %q", kn)
 }
 
 // tapTable returns (uploading once) the table that decodes a reduction

@@ -39,6 +39,15 @@ type Config struct {
 	// Models are ONNX files run node by node on the GPU (CPU fallback for
 	// uncovered nodes) and compared with the CPU executor.
 	Models []string
+	// ConvBench times every Conv kernel on resnet18's and ResNet-50's
+	// convolutions (also part of Bench).
+	ConvBench bool
+	// Plans are GPU plan files timed through the serving engine at each
+	// of Batches (default 1).
+	Plans   []string
+	Batches []int
+	// SkipTwins skips the twin checks (benchmarks only).
+	SkipTwins bool
 }
 
 // Result is one twin check.
@@ -159,7 +168,11 @@ func Run(cfg Config, w io.Writer) (*Report, error) {
 		fmt.Fprintf(w, "kernel %-16s %3d registers, %5d B shared, %d B local\n", n, a.Registers, a.SharedBytes, a.LocalBytes)
 	}
 	s := &suite{cfg: cfg, w: w, c: c, e: e, r: rand.New(rand.NewSource(cfg.Seed + 1)), rep: rep}
-	for _, step := range []func() error{s.unary, s.add, s.gemm, s.conv, s.pools, s.softmax, s.layerNorm, s.invariance, s.graph} {
+	steps := []func() error{s.unary, s.add, s.gemm, s.conv, s.pools, s.softmax, s.layerNorm, s.invariance, s.graph}
+	if cfg.SkipTwins {
+		steps = nil
+	}
+	for _, step := range steps {
 		if err := step(); err != nil {
 			return rep, err
 		}
@@ -173,9 +186,17 @@ func Run(cfg Config, w io.Writer) (*Report, error) {
 		if err := s.bench(); err != nil {
 			return rep, err
 		}
+	}
+	if cfg.Bench || cfg.ConvBench {
 		if err := s.convBench(); err != nil {
 			return rep, err
 		}
+	}
+	if len(cfg.Batches) == 0 {
+		s.cfg.Batches = []int{1}
+	}
+	if err := s.planBench(); err != nil {
+		return rep, err
 	}
 	el, df := rep.Totals()
 	fmt.Fprintf(w, "twin checks: %d, failed %d; outputs compared %d, bits different %d\n", len(rep.Results), rep.Failed(), el, df)

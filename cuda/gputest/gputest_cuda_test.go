@@ -5,6 +5,7 @@ package gputest
 import (
 	"flag"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -19,6 +20,10 @@ var (
 	flagCases  = flag.Int("cases", 12, "random cases per kernel")
 	flagSeed   = flag.Int64("seed", 1, "random seed")
 	flagModels = flag.String("models", "", "comma-separated ONNX files to run on the GPU against the CPU executor")
+	flagConv   = flag.Bool("convbench", false, "time every Conv kernel on resnet18's and ResNet-50's convolutions")
+	flagPlans  = flag.String("plans", "", "comma-separated GPU plan files to time through the serving engine")
+	flagBatch  = flag.String("batches", "1", "comma-separated batch sizes for -plans")
+	flagNoTwin = flag.Bool("notwins", false, "skip the twin checks")
 )
 
 // TestGPUSuite runs the whole suite on device 0 (go test -tags cuda; on
@@ -28,6 +33,17 @@ func TestGPUSuite(t *testing.T) {
 		Bench: *flagBench, BenchSize: *flagSize, PTXOut: *flagPTX}
 	if *flagModels != "" {
 		cfg.Models = strings.Split(*flagModels, ",")
+	}
+	cfg.ConvBench, cfg.SkipTwins = *flagConv, *flagNoTwin
+	if *flagPlans != "" {
+		cfg.Plans = strings.Split(*flagPlans, ",")
+	}
+	for _, b := range strings.Split(*flagBatch, ",") {
+		n, err := strconv.Atoi(b)
+		if err != nil || n < 1 {
+			t.Fatalf("-batches: %q is not a batch size", b)
+		}
+		cfg.Batches = append(cfg.Batches, n)
 	}
 	rep, err := Run(cfg, os.Stdout)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/exact"
+	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
@@ -41,6 +42,10 @@ func ints(name string, v ...int) *ir.Attr {
 }
 
 func intAttr(name string, v int) *ir.Attr { return &ir.Attr{Name: name, Kind: ir.AttrInt, I: int64(v)} }
+
+func floatAttr(name string, v float32) *ir.Attr {
+	return &ir.Attr{Name: name, Kind: ir.AttrFloat, F: v}
+}
 
 func (s *suite) unary() error {
 	fns := map[exact.Unary]func(float32) float32{
@@ -280,20 +285,36 @@ func (s *suite) convOne(c convCase) error {
 	if c.relu {
 		ep += "+relu"
 	}
-	// Both tiles, where the 128x128 one applies (K a multiple of 4).
-	defer func() { s.e.ConvTile = 0 }()
-	for _, tile := range []int{64, 128} {
-		if tile == 128 && (c.C/c.G*c.KH*c.KW)%4 != 0 {
-			continue
-		}
-		s.e.ConvTile = tile
+	// Every kernel that can run it: the per-image tiles, the batch-folded
+	// ones (and their 1x1 variants), one thread per output.
+	defer func() { s.e.ConvKernel = "" }()
+	for _, kn := range exact.ConvKernels(c.ConvGeom) {
+		s.e.ConvKernel = kn
 		gpu, err := s.run(len(cpu), [][]float32{x, w, b, res}, func(in []uint64, out uint64) error {
 			return s.e.Conv2D(nil, c.ConvGeom, in[0], in[1], in[2], in[3], c.relu, out)
 		})
 		if err != nil {
 			return err
 		}
-		s.record(fmt.Sprintf("Conv %dx%dx%dx%d M%d k%dx%d s%d p%d,%d d%d g%d%s tile%d", c.N, c.C, c.H, c.W, c.M, c.KH, c.KW, c.SH, c.PH, c.PW, c.DH, c.G, ep, tile), gpu, cpu, !c.res)
+		s.record(fmt.Sprintf("Conv %dx%dx%dx%d M%d k%dx%d s%d p%d,%d d%d g%d%s %s", c.N, c.C, c.H, c.W, c.M, c.KH, c.KW, c.SH, c.PH, c.PW, c.DH, c.G, ep, kn), gpu, cpu, !c.res)
+	}
+	if c.relu || c.res {
+		return nil
+	}
+	// The fused Clip epilogue (ReLU6) against Conv then Clip on the CPU.
+	clipped, err := cpuOp("Clip", 6, []*ir.Attr{floatAttr("min", 0), floatAttr("max", 6)}, tensor.From(cpu, shape...))
+	if err != nil {
+		return err
+	}
+	for _, kn := range []string{s.e.ConvChoice(c.ConvGeom), kernels.Conv2D, kernels.ConvDirect} {
+		s.e.ConvKernel = kn
+		gpu, err := s.run(len(cpu), [][]float32{x, w, b, nil}, func(in []uint64, out uint64) error {
+			return s.e.Conv2DAct(nil, c.ConvGeom, in[0], in[1], in[2], 0, exact.Act{HasLo: true, HasHi: true, Lo: 0, Hi: 6}, out)
+		})
+		if err != nil {
+			return err
+		}
+		s.record(fmt.Sprintf("Conv %dx%dx%dx%d M%d k%dx%d s%d p%d,%d d%d g%d%s+clip(0,6) %s", c.N, c.C, c.H, c.W, c.M, c.KH, c.KW, c.SH, c.PH, c.PW, c.DH, c.G, ep, kn), gpu, f32(clipped), false)
 	}
 	return nil
 }

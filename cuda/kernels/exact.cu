@@ -717,3 +717,236 @@ extern "C" __global__ void __launch_bounds__(256, 2) vx_conv2d128(conv_geom g,
 		}
 	}
 }
+
+// ---- Conv, batch-folded register tiles ----------------------------------------
+//
+// vx_ct<BM>x<BN>[_1x1] compute the same chains as vx_conv2d (one fmaf chain
+// per output over k = (input channel, kernel row, kernel column) ascending
+// from +0, padding taps FMA(0, w, acc), the exact K tail) in tiles of BM
+// output channels by BN columns, where a column is (image, output pixel):
+// the batch is folded into the columns, so small images (7x7) fill a tile
+// and the grid grows with the batch; blockIdx.z is the group. 256 threads
+// in a 16x16 grid own TM x TN outputs each (BM = 16 TM, BN = 16 TN), K in
+// blocks of BK double-buffered in shared memory, A rows padded by 4 floats
+// so that its transposing stores do not conflict. The _1x1 variants are
+// for 1x1 kernels without padding: every tap is inside the input, so the
+// B operand is read at x[k*H*W] from the column's pixel without the tap
+// table or bounds checks. The epilogue is vx_conv2d's, with the fused
+// activation: act bit 0 ReLU, bit 1 (v < lo -> lo), bit 2 (v > hi -> hi).
+
+// ct_idx is the tile row (or column) of a thread's i-th output: for T = 8
+// two groups of 4 half a tile apart (16-byte shared loads that do not
+// conflict), else T consecutive.
+template <int T, int B>
+__device__ __forceinline__ int ct_idx(int t, int i) {
+	if (T == 8) return i < 4 ? t * 4 + i : B / 2 + t * 4 + i - 4;
+	return t * T + i;
+}
+
+template <int T, int B>
+__device__ __forceinline__ void ct_frag(const float* s, int t, float* v) {
+	if constexpr (T == 8) {
+		float4 a = *(const float4*)&s[t * 4];
+		float4 b = *(const float4*)&s[B / 2 + t * 4];
+		v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+		v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+	} else if constexpr (T == 4) {
+		float4 a = *(const float4*)&s[t * 4];
+		v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+	} else if constexpr (T == 2) {
+		float2 a = *(const float2*)&s[t * 2];
+		v[0] = a.x; v[1] = a.y;
+	} else {
+		v[0] = s[t];
+	}
+}
+
+__device__ __forceinline__ float ct_act(float v, int act, float lo, float hi) {
+	if ((act & 1) && v < 0.0f) v = 0.0f;
+	if ((act & 2) && v < lo) v = lo;
+	if ((act & 4) && v > hi) v = hi;
+	return v;
+}
+
+// ct_step advances a thread's TM x TN chains by one k step of the staged
+// tiles.
+template <int TM, int TN, int BM, int BN>
+__device__ __forceinline__ void ct_step(const float* as, const float* bs, int tx, int ty, float acc[TM][TN]) {
+	float a[TM], b[TN];
+	ct_frag<TM, BM>(as, ty, a);
+	ct_frag<TN, BN>(bs, tx, b);
+#pragma unroll
+	for (int i = 0; i < TM; i++)
+#pragma unroll
+		for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+}
+
+// conv_tile: see above. BK is the k block: the small tiles take longer
+// blocks, so that each block's loads are covered by more arithmetic.
+template <int TM, int TN, int BK, bool ONE>
+__device__ __forceinline__ void conv_tile(const conv_geom& g, int N, const float* __restrict__ x, const float* __restrict__ w,
+	const int4* __restrict__ taps, const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi,
+	float* __restrict__ y) {
+	constexpr int BM = 16 * TM, BN = 16 * TN;
+	constexpr int NA = BM * BK, LA = (NA + 255) / 256; // A values per k block, per thread
+	constexpr int BSTEP = 256 / BN;                    // k rows between a thread's B values
+	constexpr int LB = BSTEP >= BK ? 1 : BK / BSTEP;
+	__shared__ __align__(16) float As[2][BK][BM + 4];
+	__shared__ __align__(16) float Bs[2][BK][BN];
+	int gi = blockIdx.z;
+	int Cg = g.C / g.G, Mg = g.M / g.G;
+	int K = Cg * g.KH * g.KW, P = g.OH * g.OW;
+	i64 HW = (i64)g.H * g.W;
+	i64 NP = (i64)N * P;
+	int tid = threadIdx.x;
+	int m0 = blockIdx.y * BM;
+	i64 j0 = (i64)blockIdx.x * BN;
+	const float* wg = w + ((i64)gi * Mg + m0) * K;
+	int bcol = tid % BN, bk0 = tid / BN;
+	i64 jc = j0 + bcol;
+	bool jok = jc < NP && bk0 < BK;
+	int n = jok ? (int)(jc / P) : 0;
+	int p = jok ? (int)(jc - (i64)n * P) : 0;
+	int oh = p / g.OW, ow = p - oh * g.OW;
+	int ih0 = oh * g.sh - g.ph, iw0 = ow * g.sw - g.pw;
+	int xo = ih0 * g.W + iw0;
+	const float* xb = x + ((i64)n * g.C + (i64)gi * Cg) * HW + (ONE ? xo : 0);
+	float ra[LA], rb[LB];
+#define CT_LOAD(k0) \
+	{ \
+		_Pragma("unroll") for (int l = 0; l < LA; l++) { \
+			int e = tid + l * 256, r = e / BK, kk = (k0) + (e % BK); \
+			ra[l] = (e < NA && m0 + r < Mg && kk < K) ? wg[(i64)r * K + kk] : 0.0f; \
+		} \
+		_Pragma("unroll") for (int l = 0; l < LB; l++) { \
+			int k = (k0) + bk0 + l * BSTEP; \
+			float v = 0.0f; \
+			if (jok && k < K) { \
+				if (ONE) { \
+					v = xb[(i64)k * HW]; \
+				} else { \
+					int4 t = taps[k]; \
+					int ih = ih0 + t.y, iw = iw0 + t.z; \
+					if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) v = xb[t.x + xo]; \
+				} \
+			} \
+			rb[l] = v; \
+		} \
+	}
+#define CT_STORE(b) \
+	{ \
+		_Pragma("unroll") for (int l = 0; l < LA; l++) { \
+			int e = tid + l * 256; \
+			if (e < NA) As[b][e % BK][e / BK] = ra[l]; \
+		} \
+		_Pragma("unroll") for (int l = 0; l < LB; l++) { \
+			if (bk0 + l * BSTEP < BK) Bs[b][bk0 + l * BSTEP][bcol] = rb[l]; \
+		} \
+	}
+	CT_LOAD(0)
+	CT_STORE(0)
+	__syncthreads();
+	int tx = tid & 15, ty = tid >> 4;
+	float acc[TM][TN];
+#pragma unroll
+	for (int i = 0; i < TM; i++)
+#pragma unroll
+		for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
+	int buf = 0;
+	for (int k0 = 0; k0 < K; k0 += BK) {
+		bool more = k0 + BK < K;
+		if (more) CT_LOAD(k0 + BK)
+		if (k0 + BK <= K) {
+			// A whole block: no per-step test, so the steps' shared loads
+			// and FMAs schedule together.
+#pragma unroll
+			for (int kk = 0; kk < BK; kk++) ct_step<TM, TN, BM, BN>(As[buf][kk], Bs[buf][kk], tx, ty, acc);
+		} else {
+			// The K tail: its exact count.
+			for (int kk = 0; kk < K - k0; kk++) ct_step<TM, TN, BM, BN>(As[buf][kk], Bs[buf][kk], tx, ty, acc);
+		}
+		if (more) {
+			buf ^= 1;
+			CT_STORE(buf)
+			__syncthreads();
+		}
+	}
+#undef CT_LOAD
+#undef CT_STORE
+	int M0 = gi * Mg;
+#pragma unroll
+	for (int j = 0; j < TN; j++) {
+		i64 col = j0 + ct_idx<TN, BN>(tx, j);
+		if (col >= NP) continue;
+		int cn = (int)(col / P);
+		int cp = (int)(col - (i64)cn * P);
+		i64 base = (i64)cn * g.M * P + cp;
+#pragma unroll
+		for (int i = 0; i < TM; i++) {
+			int row = m0 + ct_idx<TM, BM>(ty, i);
+			if (row >= Mg) continue;
+			i64 o = base + (i64)(M0 + row) * P;
+			float v = vx_canon(acc[i][j]);
+			if (bias) v = __fadd_rn(v, bias[M0 + row]);
+			if (res) v = __fadd_rn(v, res[o]);
+			y[o] = vx_canon(ct_act(v, act, lo, hi));
+		}
+	}
+}
+
+#define CT_KERNEL(name, TM, TN, BK, ONE) \
+	extern "C" __global__ void __launch_bounds__(256, 2) name(conv_geom g, int N, const float* __restrict__ x, \
+		const float* __restrict__ w, const int4* __restrict__ taps, const float* __restrict__ bias, \
+		const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) { \
+		conv_tile<TM, TN, BK, ONE>(g, N, x, w, taps, bias, res, act, lo, hi, y); \
+	}
+
+CT_KERNEL(vx_ct128x128, 8, 8, 8, false)
+CT_KERNEL(vx_ct128x128_1x1, 8, 8, 8, true)
+CT_KERNEL(vx_ct64x128, 4, 8, 8, false)
+CT_KERNEL(vx_ct64x128_1x1, 4, 8, 8, true)
+CT_KERNEL(vx_ct64x64, 4, 4, 16, false)
+CT_KERNEL(vx_ct64x64_1x1, 4, 4, 16, true)
+CT_KERNEL(vx_ct32x32, 2, 2, 32, false)
+CT_KERNEL(vx_ct32x32_1x1, 2, 2, 32, true)
+CT_KERNEL(vx_ct16x16, 1, 1, 64, false)
+CT_KERNEL(vx_ct16x16_1x1, 1, 1, 64, true)
+
+// vx_conv_direct is vx_conv2d's arithmetic with one thread per output (for
+// depthwise and narrow grouped convolutions, where a tile of output
+// channels would be mostly empty): output (n, m, oh, ow) is the chain over
+// its group's (c, kh, kw) from +0, padding taps FMA(0, w, acc), then the
+// same epilogue. Consecutive threads take consecutive output columns.
+extern "C" __global__ void vx_conv_direct(conv_geom g, int N, const float* __restrict__ x, const float* __restrict__ w,
+	const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) {
+	int Cg = g.C / g.G, Mg = g.M / g.G;
+	int P = g.OH * g.OW;
+	i64 total = (i64)N * g.M * P;
+	for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (i64)gridDim.x * blockDim.x) {
+		i64 nm = t / P;
+		int p = (int)(t - nm * P);
+		int n = (int)(nm / g.M), m = (int)(nm - (i64)n * g.M);
+		int gi = m / Mg;
+		int oh = p / g.OW, ow = p - oh * g.OW;
+		int ih0 = oh * g.sh - g.ph, iw0 = ow * g.sw - g.pw;
+		const float* xc = x + ((i64)n * g.C + (i64)gi * Cg) * g.H * g.W;
+		const float* wm = w + (i64)m * Cg * g.KH * g.KW;
+		float acc = 0.0f;
+		for (int c = 0; c < Cg; c++) {
+			for (int kh = 0; kh < g.KH; kh++) {
+				int ih = ih0 + kh * g.dh;
+				bool rok = ih >= 0 && ih < g.H;
+				for (int kw = 0; kw < g.KW; kw++) {
+					int iw = iw0 + kw * g.dw;
+					float v = (rok && iw >= 0 && iw < g.W) ? xc[(i64)ih * g.W + iw] : 0.0f;
+					acc = __fmaf_rn(wm[(c * g.KH + kh) * g.KW + kw], v, acc);
+				}
+			}
+			xc += (i64)g.H * g.W;
+		}
+		float v = vx_canon(acc);
+		if (bias) v = __fadd_rn(v, bias[m]);
+		if (res) v = __fadd_rn(v, res[t]);
+		y[t] = vx_canon(ct_act(v, act, lo, hi));
+	}
+}

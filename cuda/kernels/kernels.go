@@ -54,7 +54,34 @@ const (
 	Affine     = "vx_channel_affine"
 	Conv2D128  = "vx_conv2d128"
 	Clip       = "vx_clip"
+	ConvDirect = "vx_conv_direct"
 )
 
+// ConvTiles are the batch-folded Conv tile kernels (exact.cu's vx_ct*),
+// largest first: name, rows (output channels) and columns ((image,
+// pixel) pairs) of a tile; each has a _1x1 variant (ConvTile1x1) for 1x1
+// kernels without padding.
+var ConvTiles = []struct {
+	Name   string
+	BM, BN int
+}{
+	{"vx_ct128x128", 128, 128},
+	{"vx_ct64x128", 64, 128},
+	{"vx_ct64x64", 64, 64},
+	{"vx_ct32x32", 32, 32},
+	{"vx_ct16x16", 16, 16},
+}
+
+// ConvTile1x1 is the name of a tile kernel's 1x1 variant.
+func ConvTile1x1(name string) string { return name + "_1x1" }
+
 // All lists every kernel name, for loading checks.
-var All = []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Conv2D128, Clip}
+var All = allKernels()
+
+func allKernels() []string {
+	a := []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Conv2D128, Clip, ConvDirect}
+	for _, t := range ConvTiles {
+		a = append(a, t.Name, ConvTile1x1(t.Name))
+	}
+	return a
+}
