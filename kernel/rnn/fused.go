@@ -123,6 +123,9 @@ type stepArgs struct {
 	// step (block-permuted), the LSTM cell state (updated in place), the
 	// new h (hp floats each).
 	h, pre, c, hout [4]*float32
+	// blk0 is the first block: the step runs blocks [blk0, blk0+nblk),
+	// panel pointing at blk0's panel, the other operands at block 0.
+	blk0 int
 }
 
 // stepTab holds vmath's float32 constants for Exp32, Sigmoid32 and Tanh32
@@ -157,20 +160,22 @@ func stepPortable(kind cellKind, p *stepArgs, rows int) {
 	bw := gates * 16
 	panel := unsafe.Slice(p.panel, p.nblk*K*bw)
 	canonNaN := math.Float32frombits(0x7fc00000)
+	nb := p.blk0 + p.nblk // the operands' blocks
 	var acc [4][16]float32
-	for b := 0; b < p.nblk; b++ {
+	for bi := 0; bi < p.nblk; bi++ {
+		b := p.blk0 + bi
 		for r := 0; r < rows; r++ {
-			pre := unsafe.Slice(p.pre[r], p.nblk*bw)[b*bw:]
-			h := unsafe.Slice(p.h[r], p.nblk*16)
-			hout := unsafe.Slice(p.hout[r], p.nblk*16)[b*16:]
+			pre := unsafe.Slice(p.pre[r], nb*bw)[b*bw:]
+			h := unsafe.Slice(p.h[r], max(K, nb*16))
+			hout := unsafe.Slice(p.hout[r], nb*16)[b*16:]
 			for g := 0; g < gates; g++ {
 				copy(acc[g][:], pre[g*16:(g+1)*16])
 			}
 			if kind == cellGRU {
-				copy(acc[2][:], unsafe.Slice(p.rbh, p.nblk*16)[b*16:])
+				copy(acc[2][:], unsafe.Slice(p.rbh, nb*16)[b*16:])
 			}
 			for k := 0; k < K; k++ {
-				row := panel[(b*K+k)*bw:]
+				row := panel[(bi*K+k)*bw:]
 				for g := 0; g < gates; g++ {
 					for l := range acc[g] {
 						acc[g][l] = vmath.FMA32(h[k], row[g*16+l], acc[g][l])
@@ -186,10 +191,10 @@ func stepPortable(kind cellKind, p *stepArgs, rows int) {
 			}
 			switch kind {
 			case cellLSTM:
-				c := unsafe.Slice(p.c[r], p.nblk*16)[b*16:]
+				c := unsafe.Slice(p.c[r], nb*16)[b*16:]
 				var peep []float32
 				if p.peep != nil {
-					peep = unsafe.Slice(p.peep, p.nblk*48)[b*48:]
+					peep = unsafe.Slice(p.peep, nb*48)[b*48:]
 				}
 				for l := 0; l < 16; l++ {
 					pi, po, pf, pc := acc[0][l], acc[1][l], acc[2][l], acc[3][l]
@@ -277,6 +282,25 @@ type fusedRun struct {
 	h    []float32 // [batch][2][hp]
 	cs   []float32 // [batch][hp]
 	xin  []float32 // eight rows of x packed step-major
+	// pool, when set, splits each step's blocks and the projection's
+	// panels between its workers (a unidirectional node on two threads:
+	// each core keeps its half of Rᵀ in its own cache).
+	pool *parallel.Pool
+	task stepTask
+}
+
+// stepTask runs blocks [lo, hi) of a step (a parallel.Task).
+type stepTask struct {
+	e    *fusedRun
+	p    *stepArgs
+	rows int
+}
+
+func (t *stepTask) Run(lo, hi int) {
+	q := *t.p
+	q.blk0, q.nblk = lo, hi-lo
+	q.panel = &t.e.dir.rp[lo*t.e.c.hidden*t.e.g.gates*16]
+	runStep(t.e.z, t.e.c.kind, &q, t.rows)
 }
 
 // grow returns s resized to n floats, reusing its storage when it is
@@ -364,20 +388,30 @@ func (e *fusedRun) project(rs [][2]int, x func(b, s int) []float32) {
 				xg[k*8+q%8] = v
 			}
 		}
+		q = ng * 8
+	}
+	// The panels [lo, hi): every group's chains, then the pairs left
+	// over one by one.
+	panels := func(lo, hi int) {
 		chunk := max(1, (256<<10)/(I*32*4))
-		for p0 := 0; p0 < npan; p0 += chunk {
-			for gi := 0; gi < ng; gi++ {
-				for p := p0; p < min(p0+chunk, npan); p++ {
+		for p0 := lo; p0 < hi; p0 += chunk {
+			for gi := 0; gi < q/8; gi++ {
+				for p := p0; p < min(p0+chunk, hi); p++ {
 					e.group(gi, p, rs, dst)
 				}
 			}
 		}
-	}
-	for ; q < len(rs); q++ {
-		xv, y := x(rs[q][0], rs[q][1])[:I], dst(q)
-		for p := 0; p < npan; p++ {
-			chainRows(e.z, xv, e.dir.wp[p*I*32:(p+1)*I*32], 32, y[p*32:(p+1)*32])
+		for r := q; r < len(rs); r++ {
+			xv, y := x(rs[r][0], rs[r][1])[:I], dst(r)
+			for p := lo; p < hi; p++ {
+				chainRows(e.z, xv, e.dir.wp[p*I*32:(p+1)*I*32], 32, y[p*32:(p+1)*32])
+			}
 		}
+	}
+	if e.pool != nil {
+		e.pool.Run(npan, len(rs)*I*g.gp, parallel.Func(panels))
+	} else {
+		panels(0, npan)
 	}
 }
 
@@ -462,7 +496,15 @@ func (e *fusedRun) direction(d int, x []float32, h0, c0 []float32, lens []int, y
 				p.pre[r] = &e.pre[(b*c.seq+s)*g.gp]
 				p.c[r] = &e.cs[b*g.hp]
 			}
-			runStep(e.z, c.kind, &p, n)
+			// A step splits where it is worth more than the workers'
+			// hand-off (a few microseconds): from an LSTM of hidden 256 at
+			// one row.
+			if e.pool != nil && n*H*g.gates*H >= 1<<17 {
+				e.task = stepTask{e: e, p: &p, rows: n}
+				e.pool.Run(g.nblk, n*H*g.gates*H, &e.task)
+			} else {
+				runStep(e.z, c.kind, &p, n)
+			}
 			for r := 0; r < n; r++ {
 				b := rows[r]
 				o := c.yOff(at(b, s), d, b)
@@ -501,7 +543,8 @@ type fusedScratch struct {
 // computeFused is compute32 on the fused path, into y, yh and yc (nil:
 // not wanted), with scratch from pk (nil: allocated): the directions run
 // on up to two workers of kc's pool (each writes its own parts of the
-// outputs).
+// outputs); a single direction splits its projection's panels and its
+// steps' blocks between the workers instead.
 func computeFused(c config, in []*tensor.Tensor, lens []int, dirs []fusedDir, pk *pack, kc *kernel.Ctx, z bool, y, yh, yc []float32) {
 	get := func(i int) []float32 {
 		if t := kernel.Input(in, i); t != nil {
@@ -536,21 +579,27 @@ func computeFused(c config, in []*tensor.Tensor, lens []int, dirs []fusedDir, pk
 			break
 		}
 	}
-	run := func(d int) {
+	run := func(d int, pool *parallel.Pool) {
 		e := &sc.runs[d]
 		e.reset(c, d, dirs[d], b, p, z)
+		e.pool = pool
 		e.direction(d, x, h0, c0, lens, y, yh, yc)
+		e.pool = nil
 	}
 	if c.dirs == 2 {
 		g := c.kind.gates() * c.hidden
 		worth := c.batch * c.seq * g * (c.input + c.hidden)
 		kc.Workers().Run(2, worth, parallel.Func(func(lo, hi int) {
 			for d := lo; d < hi; d++ {
-				run(d)
+				run(d, nil)
 			}
 		}))
 	} else {
-		run(0)
+		var pool *parallel.Pool
+		if kc.Workers().Workers() > 1 {
+			pool = kc.Workers()
+		}
+		run(0, pool)
 	}
 	if pk != nil {
 		pk.scratch.Put(sc)

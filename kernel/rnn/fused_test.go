@@ -24,6 +24,7 @@ func TestStepArgsLayout(t *testing.T) {
 		{"peep", unsafe.Offsetof(p.peep), 32}, {"rbh", unsafe.Offsetof(p.rbh), 40},
 		{"h", unsafe.Offsetof(p.h), 48}, {"pre", unsafe.Offsetof(p.pre), 80},
 		{"c", unsafe.Offsetof(p.c), 112}, {"hout", unsafe.Offsetof(p.hout), 144},
+		{"blk0", unsafe.Offsetof(p.blk0), 176},
 	} {
 		if f.got != f.want {
 			t.Errorf("stepArgs.%s at offset %d, gen_step.py reads it at %d", f.name, f.got, f.want)
@@ -122,7 +123,18 @@ func TestStepTwins(t *testing.T) {
 							p.c[i], q.c[i] = &cz[i][0], &cp[i][0]
 							p.hout[i], q.hout[i] = &hz[i][0], &hp[i][0]
 						}
-						runStep(true, kind, &p, rows)
+						if nblk > 1 && r.Intn(2) == 0 {
+							// In two parts, as two workers run a step.
+							m := 1 + r.Intn(nblk-1)
+							for _, part := range [][2]int{{0, m}, {m, nblk}} {
+								pp := p
+								pp.blk0, pp.nblk = part[0], part[1]-part[0]
+								pp.panel = &panel[part[0]*K*gates*16]
+								runStep(true, kind, &pp, rows)
+							}
+						} else {
+							runStep(true, kind, &p, rows)
+						}
 						stepPortable(kind, &q, rows)
 						for i := 0; i < rows; i++ {
 							for j := range hz[i] {
