@@ -237,3 +237,40 @@ func BenchmarkStep(b *testing.B) {
 		}
 	}
 }
+
+// TestPrepare: Prepare packs a packed node's weights at bind time (X's
+// values unknown), and its runs then use that pack, with Run's bits.
+func TestPrepare(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	for _, op := range []string{"RNN", "GRU", "LSTM"} {
+		in := inputs(r, op, 2, 4, 2, 10, 24)
+		n := node(op, intA("hidden_size", 24), str("direction", "bidirectional"), intA("linear_before_reset", 1), str(kernel.TacticAttr, TacticPacked))
+		want := runOp(t, node(op, intA("hidden_size", 24), str("direction", "bidirectional"), intA("linear_before_reset", 1)), in...)
+		kc := &kernel.Ctx{State: new(kernel.State)}
+		bind := append([]*tensor.Tensor{}, in...)
+		bind[0] = &tensor.Tensor{DType: tensor.Float32, Shape: in[0].Shape}
+		bind[5], bind[4] = nil, nil
+		if op == "LSTM" {
+			bind[6] = nil
+		}
+		if err := Ops()[op].Prepare(kc, n, bind); err != nil {
+			t.Fatal(err)
+		}
+		if kc.State.Len() != 1 {
+			t.Fatalf("%s: Prepare left %d values in the State, want 1", op, kc.State.Len())
+		}
+		cfg := mustConfig(t, op, n, in)
+		fused := haveZ && fusedOK(cfg)
+		first := packOf(kc, n, cfg, in[1].Data.([]float32), in[2].Data.([]float32), fused)
+		got, err := Ops()[op].Run(kc, n, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range want {
+			sameBits(t, fmt.Sprintf("%s output %d", op, k), got[k], want[k])
+		}
+		if p := packOf(kc, n, cfg, in[1].Data.([]float32), in[2].Data.([]float32), fused); p != first {
+			t.Errorf("%s: the run repacked the weights Prepare packed", op)
+		}
+	}
+}

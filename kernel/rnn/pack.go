@@ -47,7 +47,7 @@ type packKey struct{ n *ir.Node }
 // other weights or the other path; every call without a State).
 func packOf(kc *kernel.Ctx, n *ir.Node, c config, w, r []float32, fused bool) *pack {
 	p, _ := kernel.Prepared(kc, packKey{n}, func(p *pack) bool {
-		return p.w == unsafe.Pointer(&w[0]) && p.r == unsafe.Pointer(&r[0]) && p.nw == len(w) && p.nr == len(r) && (p.fused != nil) == fused
+		return p.w == unsafe.Pointer(unsafe.SliceData(w)) && p.r == unsafe.Pointer(unsafe.SliceData(r)) && p.nw == len(w) && p.nr == len(r) && (p.fused != nil) == fused
 	}, func() (*pack, error) {
 		var p *pack
 		if fused {
@@ -55,7 +55,7 @@ func packOf(kc *kernel.Ctx, n *ir.Node, c config, w, r []float32, fused bool) *p
 		} else {
 			p = transposeAll(c, w, r)
 		}
-		p.w, p.r, p.nw, p.nr = unsafe.Pointer(&w[0]), unsafe.Pointer(&r[0]), len(w), len(r)
+		p.w, p.r, p.nw, p.nr = unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(r)), len(w), len(r)
 		return p, nil
 	})
 	return p
@@ -70,4 +70,22 @@ func transposeAll(c config, w, r []float32) *pack {
 		p.rt = append(p.rt, transpose32(r[d*G*H:(d+1)*G*H], G, H))
 	}
 	return p
+}
+
+// prepare is the ops' Op.Prepare: under TacticPacked, a float32 node's W
+// and R (initializers) are packed at bind time, in the layout its runs
+// take at the bound context's instruction set.
+func prepare(k cellKind) func(*kernel.Ctx, *ir.Node, []*tensor.Tensor) error {
+	return func(kc *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) error {
+		if kernel.Tactic(n) != TacticPacked || len(in) < 3 || in[0] == nil || in[0].DType != tensor.Float32 ||
+			in[1] == nil || in[2] == nil || in[1].Data == nil || in[2].Data == nil {
+			return nil
+		}
+		c, err := newConfig(k, n, in)
+		if err != nil {
+			return err
+		}
+		packOf(kc, n, c, in[1].Data.([]float32), in[2].Data.([]float32), haveZ && kc.AVX512() && fusedOK(c))
+		return nil
+	}
 }

@@ -30,9 +30,9 @@ import (
 // Ops returns the operators of this package.
 func Ops() kernel.Table {
 	return kernel.Table{
-		"RNN":  &kernel.Op{Run: run(cellRNN), Into: into(cellRNN), Infer: infer(cellRNN), Tactics: tactics},
-		"GRU":  &kernel.Op{Run: run(cellGRU), Into: into(cellGRU), Infer: infer(cellGRU), Tactics: tactics},
-		"LSTM": &kernel.Op{Run: run(cellLSTM), Into: into(cellLSTM), Infer: infer(cellLSTM), Tactics: tactics},
+		"RNN":  &kernel.Op{Run: run(cellRNN), Into: into(cellRNN), Prepare: prepare(cellRNN), Infer: infer(cellRNN), Tactics: tactics},
+		"GRU":  &kernel.Op{Run: run(cellGRU), Into: into(cellGRU), Prepare: prepare(cellGRU), Infer: infer(cellGRU), Tactics: tactics},
+		"LSTM": &kernel.Op{Run: run(cellLSTM), Into: into(cellLSTM), Prepare: prepare(cellLSTM), Infer: infer(cellLSTM), Tactics: tactics},
 	}
 }
 
