@@ -99,7 +99,7 @@ func convTactics(n *ir.Node, in []ir.Type) []string {
 	switch {
 	case s.Cg == 1 && s.Mg == 1:
 		return []string{TacticDepthwise, TacticIm2col}
-	case s.G == 1 && len(s.g.in) == 2 && s.pointwise() && gemmWastesLanes(prod(s.g.out)):
+	case s.G == 1 && len(s.g.in) == 2 && s.pointwise() && directPointwise(prod(s.g.out), s.C, s.M):
 		return []string{TacticDirect, TacticGemm1x1, TacticIm2col}
 	case s.G == 1 && len(s.g.in) == 2 && s.pointwise():
 		return []string{TacticGemm1x1, TacticIm2col, TacticDirect}
@@ -111,20 +111,35 @@ func convTactics(n *ir.Node, in []ir.Type) []string {
 	return []string{TacticIm2col}
 }
 
-// gemmWastesLanes reports whether a 1x1 convolution of P output pixels
-// a plane is better run as TacticDirect (output channels in the vector
-// lanes) than as the GEMM, whose 16-lane column panels run over the
-// pixels: from 17 to 63 pixels with a fifth or more of the panels' lanes
-// past the plane (7x7, 6x6, 5x5: the last stages of ResNet, DenseNet,
-// GoogLeNet, RegNet and MobileNet). Timed builds (--tactics timed) on the
-// zoo: at 49 pixels conv.direct took 0.8x the GEMM's time (regnet_x's
-// 400x400 convolutions 97 vs 114 us, densenet121's block 4 and
-// googlenet's inception 5 alike); at 64 and more pixels, with whole or
-// nearly whole panels, the GEMM was as fast or faster. A plane of at most
-// 16 pixels (squeeze-excitation's 1x1 planes) keeps the GEMM.
-func gemmWastesLanes(p int) bool {
-	pan := (p + 15) / 16 * 16
-	return p > 16 && p < 64 && 5*(pan-p) >= pan
+// directPointwise reports whether a 1x1 convolution of P output pixels a
+// plane, K input and M output channels is better run as TacticDirect
+// (output channels in the vector lanes, all of k in registers) than as
+// the GEMM, whose 16-lane column panels run over the pixels and whose k
+// blocks park the accumulators in memory:
+//   - from 17 to 63 pixels with a fifth or more of the GEMM panels' lanes
+//     past the plane (7x7, 6x6, 5x5: the last stages of ResNet, DenseNet,
+//     GoogLeNet, RegNet and MobileNet): conv.direct took 0.7-0.8x the
+//     GEMM's time (regnet_x's 400x400 at 7x7 89 vs 110 us, googlenet's
+//     832->128 53 vs 76);
+//   - from 64 to 255 pixels in a last partial panel (13x13, 14x14) with
+//     K of at least 256 (the tile's transposed store is then a small
+//     part) and M in whole 32-channel tile pairs or at least 64: 0.86-0.95x
+//     (densenet121's block 3, googlenet's inception 4, mobilenet_v2's 14x14
+//     projections, squeezenet's 13x13 squeezes); with K below 256 or M of
+//     24 or 48, 1.1-1.3x, and over whole panels (8x8, 12x12) or larger
+//     planes the GEMM is as fast or faster.
+//
+// Measured per layer, thread CPU time, one worker. A plane of at most 16
+// pixels (squeeze-excitation's 1x1 planes) keeps the GEMM.
+func directPointwise(P, K, M int) bool {
+	pan := (P + 15) / 16 * 16
+	switch {
+	case P > 16 && P < 64:
+		return 5*(pan-P) >= pan
+	case P >= 64 && P < 256 && P%16 != 0:
+		return K >= 256 && (M%32 == 0 || M >= 64)
+	}
+	return false
 }
 
 func withoutTactic(a map[string]*ir.Attr) map[string]*ir.Attr {

@@ -27,9 +27,10 @@ func convCases(r *rand.Rand) []convCase {
 		{[]int{1, 8, 10, 10}, []int{12, 4, 3, 3}, []*ir.Attr{intAttr("group", 2), ints("pads", 1, 1, 1, 1)}},
 		{[]int{1, 16, 7, 7}, []int{40, 16, 1, 1}, []*ir.Attr{ints("strides", 2, 2)}},
 		// 1x1 convolutions over planes that leave GEMM lanes idle, where
-		// conv.direct is the preferred tactic (gemmWastesLanes).
+		// conv.direct is the preferred tactic (directPointwise).
 		{[]int{1, 40, 7, 7}, []int{36, 40, 1, 1}, nil},
 		{[]int{2, 24, 6, 6}, []int{20, 24, 1, 1}, nil},
+		{[]int{1, 256, 13, 13}, []int{40, 256, 1, 1}, nil},
 		// Depthwise planes of many rows (most rows in one multi-row
 		// kernel call, the last ones through the scratch row).
 		{[]int{1, 6, 57, 57}, []int{6, 1, 3, 3}, []*ir.Attr{intAttr("group", 6), ints("strides", 2, 2), ints("pads", 1, 1, 1, 1)}},
@@ -159,21 +160,26 @@ func TestConvTwin(t *testing.T) {
 }
 
 // TestConvTacticsSmallPlanes checks the preferred tactic of 1x1
-// convolutions: conv.direct over 7x7, 6x6 and 5x5 planes, the GEMM over
-// planes of whole or nearly whole 16-pixel panels and over 1x1 planes.
+// convolutions (directPointwise): conv.direct over 7x7, 6x6 and 5x5
+// planes, and over 13x13 and 14x14 planes with 256 or more input channels
+// and whole 32-channel pairs or 64 and more output channels; the GEMM
+// elsewhere.
 func TestConvTacticsSmallPlanes(t *testing.T) {
 	for _, c := range []struct {
-		h, w int
-		want string
+		h, w, k, m int
+		want       string
 	}{
-		{7, 7, TacticDirect}, {6, 6, TacticDirect}, {5, 5, TacticDirect},
-		{8, 8, TacticGemm1x1}, {14, 14, TacticGemm1x1}, {13, 13, TacticGemm1x1},
-		{56, 56, TacticGemm1x1}, {1, 1, TacticGemm1x1}, {4, 4, TacticGemm1x1},
+		{7, 7, 64, 32, TacticDirect}, {6, 6, 64, 32, TacticDirect}, {5, 5, 64, 32, TacticDirect},
+		{8, 8, 64, 32, TacticGemm1x1}, {14, 14, 64, 32, TacticGemm1x1}, {13, 13, 64, 32, TacticGemm1x1},
+		{56, 56, 64, 32, TacticGemm1x1}, {1, 1, 64, 32, TacticGemm1x1}, {4, 4, 64, 32, TacticGemm1x1},
+		{14, 14, 512, 128, TacticDirect}, {13, 13, 384, 64, TacticDirect}, {14, 14, 528, 32, TacticDirect},
+		{13, 13, 384, 48, TacticGemm1x1}, {14, 14, 512, 24, TacticGemm1x1}, {8, 8, 2048, 512, TacticGemm1x1},
+		{17, 17, 768, 192, TacticGemm1x1}, {28, 28, 512, 128, TacticGemm1x1},
 	} {
-		x, w := []int{1, 64, c.h, c.w}, []int{32, 64, 1, 1}
+		x, w := []int{1, c.k, c.h, c.w}, []int{c.m, c.k, 1, 1}
 		got := convTactics(node("Conv"), []ir.Type{ir.StaticType(tensor.Float32, x), ir.StaticType(tensor.Float32, w)})
 		if len(got) == 0 || got[0] != c.want {
-			t.Errorf("%dx%d plane: tactics %v, want %s first", c.h, c.w, got, c.want)
+			t.Errorf("%dx%d plane, %d -> %d channels: tactics %v, want %s first", c.h, c.w, c.k, c.m, got, c.want)
 		}
 	}
 }
