@@ -222,6 +222,7 @@ func precisionPass(s *state) error {
 	// Install the chosen graph.
 	s.g.Nodes = current.Nodes
 	s.g.Initializers = current.Initializers
+	fuseQ8HardSwish(s.g, s.log)
 	for _, l := range layers {
 		res.layer[l.n.Name] = want[l.n.Name]
 	}

@@ -3,9 +3,12 @@ package q8
 import (
 	"math"
 
+	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/kernel/vmath"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // actFn is an activation the epilogue applies in place to each run of
@@ -41,7 +44,7 @@ func siluZ(y []float32, sigFirst bool) {
 }
 
 func siluVec(v vmath.Vec, y []float32, sigFirst bool) {
-	var buf [256]float32
+	var buf [64]float32 // small: the direct tiles pass runs of at most 16 values
 	for i := 0; i < len(y); i += len(buf) {
 		x := y[i:min(i+len(buf), len(y))]
 		s := buf[:len(x)]
@@ -76,4 +79,85 @@ func (a actFn) apply(c twins, y []float32) {
 	if a != nil {
 		a(c.vec, y)
 	}
+}
+
+// ActHardSwish is the Q8 activation x·HardSigmoid(x) (MobileNetV3's
+// HardSwish as PyTorch exports it: HardSigmoid, then Mul): attributes
+// act_alpha and act_beta are the HardSigmoid's, act_version its opset
+// version, act_sigmoid_first (fused.AttrSigmoidFirst) is 1 when its output
+// was the Mul's first operand. The epilogue computes per element h =
+// max(0, min(1, float32(alpha·x)+beta)) (Go's min and max, as package
+// elementwise's HardSigmoid; amd64.HardSigmoidZ 16 lanes at a time where
+// the Ctx allows AVX-512) and the Mul's product in the model's order: the
+// two nodes' bits (TestQ8HardSwish).
+const ActHardSwish = "HardSwish"
+
+// hardSwish is one layer's HardSwish parameters.
+type hardSwish struct {
+	a, b  float32
+	first bool // h·x (else x·h)
+	z     bool // AVX-512 (amd64.HardSigmoidZ)
+}
+
+func (h *hardSwish) apply(_ vmath.Vec, y []float32) {
+	var buf [64]float32 // small: the direct tiles pass runs of at most 16 values
+	for i := 0; i < len(y); i += len(buf) {
+		x := y[i:min(i+len(buf), len(y))]
+		s := buf[:len(x)]
+		j := 0
+		if h.z {
+			for m := (len(x) - j) &^ 15; m > 0; m = (len(x) - j) &^ 15 {
+				k := amd64.HardSigmoidZ(&x[j], &s[j], m, h.a, h.b)
+				j += k
+				if k < m { // a group with a NaN: Go's min and max
+					hardSigmoid(s[j:j+16], x[j:j+16], h.a, h.b)
+					j += 16
+				}
+			}
+		}
+		hardSigmoid(s[j:], x[j:], h.a, h.b)
+		k := 0
+		if h.z && len(x) >= 16 {
+			// h is a NaN only where x is, with x's payload (quieted): the
+			// product's bits do not depend on the operand order.
+			k = len(x) &^ 15
+			mulInPlace(&x[0], &s[0], k)
+		}
+		x, s = x[k:], s[k:]
+		if h.first {
+			for k, xv := range x {
+				x[k] = s[k] * xv
+			}
+		} else {
+			for k, xv := range x {
+				x[k] = xv * s[k]
+			}
+		}
+	}
+}
+
+func hardSigmoid(d, x []float32, a, b float32) {
+	d = d[:len(x)]
+	for i, v := range x {
+		d[i] = max(0, min(1, float32(a*v)+b))
+	}
+}
+
+// hardSwishNode is the HardSwish part as its unfused nodes, one
+// Elementwise layer (the Run path's, and the bits the epilogue keeps).
+func hardSwishNode(name string, version int64, a, b float32, first bool) *ir.Node {
+	x, s, y := name+"/x", name+"/hardsigmoid", name+"/act"
+	mulIn := []string{x, s}
+	if first {
+		mulIn = []string{s, x}
+	}
+	body := &ir.Graph{Name: name + "/hardswish", Inputs: []*ir.Value{{Name: x}}, Outputs: []*ir.Value{{Name: y}},
+		Nodes: []*ir.Node{
+			{Name: s, OpType: "HardSigmoid", Version: version, Inputs: []string{x}, Outputs: []string{s}, Attrs: map[string]*ir.Attr{
+				"alpha": {Name: "alpha", Kind: ir.AttrFloat, F: a}, "beta": {Name: "beta", Kind: ir.AttrFloat, F: b}}},
+			{Name: y, OpType: "Mul", Version: 14, Inputs: mulIn, Outputs: []string{y}, Attrs: map[string]*ir.Attr{}},
+		},
+		Initializers: map[string]*tensor.Tensor{}, Types: map[string]ir.Type{}}
+	return &ir.Node{Name: name + "/act", OpType: "Elementwise", Domain: fused.Domain, Version: 1, Inputs: []string{x}, Outputs: []string{y},
+		Attrs: map[string]*ir.Attr{"body": {Name: "body", Kind: ir.AttrGraph, G: body}}}
 }

@@ -207,6 +207,18 @@ type dconvJob struct {
 
 var zeros16 [16]float32
 
+// activate applies the activation to pixels [p0, p1) of 16-channel block
+// b's rows (nothing for b < 0).
+func (j *dconvJob) activate(b, p0, p1 int) {
+	if b < 0 || p1 <= p0 {
+		return
+	}
+	P := j.g.P()
+	for m := 16 * b; m < min(16*b+16, j.g.Mg); m++ {
+		j.act.apply(j.twins, j.y[m*P+p0:m*P+p1])
+	}
+}
+
 func (j *dconvJob) Run(lo, hi int) {
 	g, d := j.g, &j.d
 	sc := j.l.getScratch()
@@ -219,6 +231,8 @@ func (j *dconvJob) Run(lo, hi int) {
 		relu = 1
 	}
 	last := j.offs[d.kp-1] / 2
+	actB, actStart, actEnd := -1, 0, 0
+	defer func() { j.activate(actB, actStart, actEnd) }()
 	for u := lo; u < hi; u++ {
 		b := u / d.ntiles
 		oy, ox, R, T := d.tile(g, u%d.ntiles)
@@ -252,8 +266,16 @@ func (j *dconvJob) Run(lo, hi int) {
 		}
 		epi16(&acc[0], &j.y[o], P, n, rows, &j.mult[16*b], bias, res, relu)
 		if j.act != nil {
-			for r := 0; r < rows; r++ {
-				j.act.apply(j.twins, j.y[o+r*P:o+r*P+n])
+			// The activation runs over runs of consecutive tiles' pixels
+			// (one call per tile would cost more than the activation).
+			if b != actB || p0 != actEnd {
+				j.activate(actB, actStart, actEnd)
+				actB, actStart = b, p0
+			}
+			actEnd = p0 + n
+			if actEnd-actStart >= 256 {
+				j.activate(actB, actStart, actEnd)
+				actStart = actEnd
 			}
 		}
 	}

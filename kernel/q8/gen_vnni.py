@@ -205,6 +205,28 @@ a('\tVZEROUPPER')
 a('\tRET')
 
 
+# mulInPlace: x[i] *= h[i] over n (a multiple of 16) values, one VMULPS
+# rounding each (HardSwish's product: h is a NaN only where x is, with
+# x's payload, so the operand order does not show).
+a('\n// func mulInPlace(x, h *float32, n int)')
+a('TEXT ·mulInPlace(SB), NOSPLIT, $0-24')
+a('\tMOVQ x+0(FP), DI')
+a('\tMOVQ h+8(FP), SI')
+a('\tMOVQ n+16(FP), CX')
+a('\tSHRQ $4, CX')
+a('\tJZ mip_done')
+a('mip_loop:')
+a('\tVMOVUPS (DI), Z0')
+a('\tVMULPS (SI), Z0, Z0')
+a('\tVMOVUPS Z0, (DI)')
+a('\tADDQ $64, DI')
+a('\tADDQ $64, SI')
+a('\tDECQ CX')
+a('\tJNZ mip_loop')
+a('mip_done:')
+a('\tVZEROUPPER')
+a('\tRET')
+
 # vq8r{R}t{T}s{S}: the direct convolution's tile (direct.go) on channel
 # quads: 16 output channels in the int32 lanes of one zmm per pixel, R
 # rows by T pixels (R*T <= 16). Per k-quad the 16 channels' 4 signed

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -57,6 +58,7 @@ type layer struct {
 	nact         int
 	silu         bool // the activation is SiLU (sigFirst: the Sigmoid's output is the Mul's first operand)
 	sigFirst     bool
+	hsZ, hsV     actFn // HardSwish's epilogue (AVX-512, other levels); nil for other activations
 	inv, xScale  float32
 	w            *tensor.Tensor // identity of the weights the packing came from
 	wShape       []int
@@ -130,6 +132,12 @@ func (q *q8Op) parse(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
 	l.inv = 1 / l.xScale
 	l.attrs, l.add, l.act = splitAttrs(n, h.Adds == 1)
 	l.silu, l.sigFirst = h.Activation == fused.SiLU, h.SigmoidFirst
+	if h.Activation == ActHardSwish {
+		a, b := n.Float(fused.ActPrefix+"alpha", 0.2), n.Float(fused.ActPrefix+"beta", 0.5)
+		hz := &hardSwish{a: a, b: b, first: h.SigmoidFirst, z: true}
+		hv := &hardSwish{a: a, b: b, first: h.SigmoidFirst}
+		l.hsZ, l.hsV = hz.apply, hv.apply
+	}
 	var err error
 	if l.add != nil {
 		if l.addOp, err = q.reg.Lookup(l.add); err != nil {
@@ -225,6 +233,8 @@ func splitAttrs(n *ir.Node, hasAdd bool) (base, add, act *ir.Node) {
 	case "":
 	case fused.SiLU:
 		act = siluNode(n.Name, h.ActVersion, h.SigmoidFirst)
+	case ActHardSwish:
+		act = hardSwishNode(n.Name, h.ActVersion, n.Float(fused.ActPrefix+"alpha", 0.2), n.Float(fused.ActPrefix+"beta", 0.5), h.SigmoidFirst)
 	default:
 		act = &ir.Node{Name: n.Name + "/act", OpType: h.Activation, Version: h.ActVersion, Attrs: map[string]*ir.Attr{}, Outputs: []string{n.Name + "/act"}}
 	}
@@ -235,7 +245,7 @@ func splitAttrs(n *ir.Node, hasAdd bool) (base, add, act *ir.Node) {
 		switch {
 		case fused.IsHeaderAttr(k) || k == "x_scale" || k == kernel.TacticAttr:
 		case strings.HasPrefix(k, fused.ActPrefix):
-			if act != nil && h.Activation != fused.SiLU {
+			if act != nil && h.Activation != fused.SiLU && h.Activation != ActHardSwish {
 				c := *a
 				c.Name = strings.TrimPrefix(k, fused.ActPrefix)
 				act.Attrs[c.Name] = &c
@@ -317,6 +327,13 @@ func (l *layer) fusedPost(c *kernel.Ctx, in []*tensor.Tensor, shape []int) (p po
 	if l.act != nil {
 		if l.silu && len(in) == next {
 			p.act = siluAct(c, l.sigFirst)
+			return p, next, false
+		}
+		if l.hsZ != nil && len(in) == next {
+			p.act = l.hsV
+			if c.AVX512() && amd64.EnabledZ {
+				p.act = l.hsZ
+			}
 			return p, next, false
 		}
 		if l.act.OpType != "Relu" || len(in) > next {

@@ -58,3 +58,8 @@ var colsTiles = [4]func(kq int, b *uint8, ldb int, p *int8, init *int32, acc *in
 //
 //go:noescape
 func packQuad(dst *uint8, src *float32, ld int, inv float32, n int)
+
+// mulInPlace sets x[i] *= h[i] for i < n (a multiple of 16), AVX-512F.
+//
+//go:noescape
+func mulInPlace(x, h *float32, n int)

@@ -605,6 +605,25 @@ pq_done:
 	VZEROUPPER
 	RET
 
+// func mulInPlace(x, h *float32, n int)
+TEXT ·mulInPlace(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), DI
+	MOVQ h+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ mip_done
+mip_loop:
+	VMOVUPS (DI), Z0
+	VMULPS (SI), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	DECQ CX
+	JNZ mip_loop
+mip_done:
+	VZEROUPPER
+	RET
+
 // func vq8r1t1s4(kq int, w *int8, x0, x1 *uint8, offs *int, init *int32, acc *int32)
 TEXT ·vq8r1t1s4(SB), NOSPLIT, $0-56
 	MOVQ kq+0(FP), CX

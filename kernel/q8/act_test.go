@@ -19,7 +19,13 @@ import (
 // Into, the bits of the same layer without activation followed by the
 // Sigmoid and Mul kernels (pointwise, direct and GEMM convolutions), the
 // Mul's operands in either order.
-func TestQ8SiLU(t *testing.T) {
+func TestQ8SiLU(t *testing.T) { testQ8Act(t, fused.SiLU) }
+
+// TestQ8HardSwish: the same for MobileNetV3's HardSwish (HardSigmoid with
+// alpha 1/6, then Mul), the HardSigmoid's NaN groups included.
+func TestQ8HardSwish(t *testing.T) { testQ8Act(t, ActHardSwish) }
+
+func testQ8Act(t *testing.T, actName string) {
 	reg := kernel.NewRegistry("", elementwise.Ops(), nn.Ops())
 	reg.Add(fused.Domain, fused.Ops(reg))
 	reg.Add(fused.Domain, Ops(reg))
@@ -41,7 +47,8 @@ func TestQ8SiLU(t *testing.T) {
 					"pads":    {Name: "pads", Kind: ir.AttrInts, Ints: []int64{pad, pad, pad, pad}},
 				}
 				if act {
-					a[fused.AttrActivation] = &ir.Attr{Name: fused.AttrActivation, Kind: ir.AttrString, S: fused.SiLU}
+					a[fused.AttrActivation] = &ir.Attr{Name: fused.AttrActivation, Kind: ir.AttrString, S: actName}
+					a[fused.ActPrefix+"alpha"] = &ir.Attr{Name: fused.ActPrefix + "alpha", Kind: ir.AttrFloat, F: 1.0 / 6}
 					a[fused.AttrActVersion] = &ir.Attr{Name: fused.AttrActVersion, Kind: ir.AttrInt, I: 13}
 					a[fused.AttrSigmoidFirst] = &ir.Attr{Name: fused.AttrSigmoidFirst, Kind: ir.AttrInt, I: sigFirst}
 				}
@@ -50,8 +57,12 @@ func TestQ8SiLU(t *testing.T) {
 			node := &ir.Node{Name: "q", OpType: "Q8", Domain: "vouch", Version: 1, Inputs: []string{"x", "w", "s", "b"}, Outputs: []string{"y"}, Attrs: attrs(true)}
 			plain := &ir.Node{Name: "p", OpType: "Q8", Domain: "vouch", Version: 1, Inputs: []string{"x", "w", "s", "b"}, Outputs: []string{"y"}, Attrs: attrs(false)}
 			x := randF32(r, s.c*s.h*s.w)
-			in := []*tensor.Tensor{tensor.From(x, 1, s.c, s.h, s.w), tensor.From(wq, s.m, s.c, s.k, s.k), tensor.From(randPos(r, s.m), s.m), tensor.From(randF32(r, s.m), s.m)}
-			// The reference: the plain layer, then Sigmoid, then Mul.
+			// A NaN bias channel: NaN groups in the activation.
+			bias := randF32(r, s.m)
+			bias[1] = float32(math.NaN())
+			in := []*tensor.Tensor{tensor.From(x, 1, s.c, s.h, s.w), tensor.From(wq, s.m, s.c, s.k, s.k), tensor.From(randPos(r, s.m), s.m), tensor.From(bias, s.m)}
+			// The reference: the plain layer, then Sigmoid (HardSigmoid),
+			// then Mul.
 			pop, err := reg.Lookup(plain)
 			if err != nil {
 				t.Fatal(err)
@@ -62,6 +73,10 @@ func TestQ8SiLU(t *testing.T) {
 				t.Fatal(err)
 			}
 			sig := &ir.Node{OpType: "Sigmoid", Version: 13, Attrs: map[string]*ir.Attr{}}
+			if actName == ActHardSwish {
+				sig = &ir.Node{OpType: "HardSigmoid", Version: 6, Attrs: map[string]*ir.Attr{
+					"alpha": {Name: "alpha", Kind: ir.AttrFloat, F: 1.0 / 6}}}
+			}
 			mul := &ir.Node{OpType: "Mul", Version: 14, Attrs: map[string]*ir.Attr{}}
 			sop, _ := reg.Lookup(sig)
 			mop, _ := reg.Lookup(mul)
@@ -97,7 +112,7 @@ func TestQ8SiLU(t *testing.T) {
 					for v, g := range [][]float32{got[0].Data.([]float32), out[0].Data.([]float32)} {
 						for i := range want {
 							if math.Float32bits(g[i]) != math.Float32bits(want[i]) {
-								t.Fatalf("case %d sigFirst %d level %v %d workers (%s): y[%d] = %v, want %v", ci, sigFirst, l, threads, []string{"Run", "Into"}[v], i, g[i], want[i])
+								t.Fatalf("%s case %d sigFirst %d level %v %d workers (%s): y[%d] = %v, want %v", actName, ci, sigFirst, l, threads, []string{"Run", "Into"}[v], i, g[i], want[i])
 							}
 						}
 					}
