@@ -77,9 +77,13 @@ Example:
 	fs.StringVar(&o.ORTLib, "ort-lib", "", "path of libonnxruntime.so.1 (default: $VOUCH_ORT_LIB, then .cache/ort from scripts/fetch-ort.sh)")
 	gemm := fs.String("gemm", "", "run the GEMM microbenchmark for M[xNxK] instead of a model")
 	zoo := fs.String("zoo", "", "run every model of the zoo DIR (DIR/NAME/model.onnx + test_data_set_0, scripts/make-zoo.py) against the peer, check each against its reference, print the table; MODEL arguments pick models")
+	int8 := fs.Bool("int8", false, "with --zoo: build each zoo CNN at fp32 and at --precision int8 (seeded calibration) and time the two plans alternately: speed-up, top-1 agreement, max error")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
+	}
+	if *zoo != "" && *int8 {
+		return bench.ZooInt8Command{Dir: *zoo, Only: pos, Threads: o.Threads, Runs: o.Runs, Warmup: o.Warmup, JSON: o.JSON, Stdout: m.Stdout, Stderr: m.Stderr}.Run(ctx)
 	}
 	if *zoo != "" {
 		return m.benchZoo(ctx, o, *zoo, *peers, pos)
