@@ -4,12 +4,14 @@ import (
 	"slices"
 
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // maxShapeRounds bounds fold-shapes-fixpoint's rounds: each round folds at
-// least one node or the pass stops, and a graph's shape computations are
-// rarely more than a few Shape→…→Pad→Shape links deep.
-const maxShapeRounds = 16
+// least one node or the pass stops. A round can take one link of a chain
+// of dynamic shapes (a dynamic-batch ShuffleNet's 16 blocks each measure
+// the previous block's output: about 2 rounds a block).
+const maxShapeRounds = 64
 
 // foldShapesFixpoint repeats fold-shapes and fold-constants until neither
 // folds anything. One round of each leaves the shapes that only become
@@ -21,15 +23,27 @@ const maxShapeRounds = 16
 // Equal, Where) and the crop Slices stayed layers that ran on every
 // request (swin_t: 351 Shape, 207 Gather, 100 Equal, 100 Where, 12 Pads of
 // 2 ms each). Folding is exact: a folded node's output is the value it
-// would have computed, by the same kernel.
+// would have computed, by the same kernel. Each round also makes constant
+// the Reshape targets that dynamic-batch exports assemble from kept
+// dimensions (foldDimReshapes).
 func foldShapesFixpoint(s *state) error {
-	for range maxShapeRounds {
+	for round := range maxShapeRounds {
+		s.log.Info(s.pass, "round", map[string]any{"round": round, "nodes": len(s.g.Nodes)})
 		before := len(s.g.Nodes)
 		if err := foldShapes(s); err != nil {
 			return err
 		}
 		if err := foldConstants(s); err != nil {
 			return err
+		}
+		if foldDimReshapes(s) > 0 {
+			// The Shape→Gather→Concat chains that built the targets are
+			// dead now; removed, their Shapes no longer count as readers
+			// of the values they measured (patterns want sole readers).
+			if err := eliminateDead(s); err != nil {
+				return err
+			}
+			continue
 		}
 		if len(s.g.Nodes) == before {
 			break
@@ -84,4 +98,103 @@ func inferenceDropout(g *ir.Graph, n *ir.Node, u map[string]int) bool {
 	}
 	b, ok := t.Data.([]bool)
 	return ok && !b[0]
+}
+
+// foldDimReshapes makes constant the target of a Reshape assembled at run
+// time from dimensions it keeps: a Concat (axis 0) of constant pieces and
+// of pieces Gather(Shape(v), j) (or its Unsqueeze) that stand at position
+// i of the target where v's dimension j is the same symbolic dimension as
+// the data's dimension i. With allowzero 0, a 0 in the target copies the
+// data's dimension at its position, so such a piece is 0 in the constant
+// target: the same shape for every input. A model exported with a dynamic
+// batch builds every Reshape target from Shape(x)[0] (ShuffleNet's
+// channel shuffle, BERT's heads); with the target constant, the Reshape's
+// output has known dimensions but the batch, and the shape folding and
+// the passes after it see them. It returns how many targets it folded.
+func foldDimReshapes(s *state) int {
+	g := s.g
+	prod := map[string]*ir.Node{}
+	for _, n := range g.Nodes {
+		for _, o := range n.Outputs {
+			prod[o] = n
+		}
+	}
+	folded := 0
+	for _, n := range g.Nodes {
+		if n.Domain != "" || n.OpType != "Reshape" || n.Version < 5 || len(n.Inputs) != 2 || n.Int("allowzero", 0) != 0 {
+			continue
+		}
+		if _, ok := g.Initializers[n.Inputs[1]]; ok {
+			continue
+		}
+		xt := g.Types[n.Inputs[0]]
+		cat := prod[n.Inputs[1]]
+		if !xt.RankKnown || cat == nil || cat.Domain != "" || cat.OpType != "Concat" || cat.Int("axis", 0) != 0 {
+			continue
+		}
+		var target []int64
+		ok := true
+		for _, p := range cat.Inputs {
+			if t, isConst := g.Initializers[p]; isConst {
+				v, err := t.Int64s()
+				if err != nil || len(t.Shape) != 1 {
+					ok = false
+					break
+				}
+				target = append(target, v...)
+				continue
+			}
+			d, dimOK := shapeDim(g, prod, p)
+			i := len(target)
+			if !dimOK || i >= len(xt.Shape) || d.Param == "" || d != xt.Shape[i] {
+				ok = false
+				break
+			}
+			target = append(target, 0)
+		}
+		if !ok || len(target) == 0 {
+			continue
+		}
+		name := fresh(g, n.Name+"/target")
+		g.Initializers[name] = tensor.From(target, len(target))
+		s.foldedConst(map[string]any{"node": n.Name, "op": "Reshape target", "value": target})
+		n.Inputs[1] = name
+		folded++
+	}
+	return folded
+}
+
+// shapeDim returns the dimension that the one-element value p holds when
+// p is Gather(Shape(v), j) with a constant j (a scalar Gather under an
+// Unsqueeze of axis 0, or a one-element index), as v's type has it.
+func shapeDim(g *ir.Graph, prod map[string]*ir.Node, p string) (ir.Dim, bool) {
+	n := prod[p]
+	if n != nil && n.Domain == "" && n.OpType == "Unsqueeze" {
+		var axes []int64
+		if len(n.Inputs) > 1 {
+			if t, ok := g.Initializers[n.Inputs[1]]; ok {
+				axes, _ = t.Int64s()
+			}
+		} else {
+			axes = n.Ints("axes", nil)
+		}
+		if len(axes) != 1 || axes[0] != 0 {
+			return ir.Dim{}, false
+		}
+		n = prod[n.Inputs[0]]
+	}
+	if n == nil || n.Domain != "" || n.OpType != "Gather" || n.Int("axis", 0) != 0 || len(n.Inputs) != 2 {
+		return ir.Dim{}, false
+	}
+	idx, ok := g.Initializers[n.Inputs[1]]
+	sh := prod[n.Inputs[0]]
+	if !ok || idx.Len() != 1 || sh == nil || sh.Domain != "" || sh.OpType != "Shape" || sh.Int("start", 0) != 0 || sh.Has("end") {
+		return ir.Dim{}, false
+	}
+	j, err := idx.Int64s()
+	vt := g.Types[sh.Inputs[0]]
+	if err != nil || !vt.RankKnown || j[0] < 0 || j[0] >= int64(len(vt.Shape)) {
+		return ir.Dim{}, false
+	}
+	return vt.Shape[j[0]], true
 }

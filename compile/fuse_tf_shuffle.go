@@ -76,10 +76,11 @@ func foldChannelShuffle(s *state) error {
 // channel shuffle of c's g inputs (each c channels) and returns the
 // Reshapes and the axis-2 Concat that compute t's output instead.
 func shuffleConcat(g *ir.Graph, c, r, t *ir.Node) ([]*ir.Node, bool) {
-	xt, ok := g.Types[c.Outputs[0]].Static()
+	xt, ok := batchStatic(g.Types[c.Outputs[0]])
 	if !ok || len(xt) < 2 || g.Types[c.Outputs[0]].DType == tensor.String {
 		return nil, false
 	}
+	batch := g.Types[c.Outputs[0]].Shape[0]
 	axis := c.Int("axis", 0)
 	if axis < 0 {
 		axis += int64(len(xt))
@@ -93,13 +94,13 @@ func shuffleConcat(g *ir.Graph, c, r, t *ir.Node) ([]*ir.Node, bool) {
 	}
 	ch := xt[1] / gr
 	for i, x := range c.Inputs {
-		st, ok := g.Types[x].Static()
-		if !ok || len(st) != len(xt) || st[1] != ch || slices.Index(c.Inputs, x) != i {
+		st, ok := batchStatic(g.Types[x])
+		if !ok || len(st) != len(xt) || st[1] != ch || g.Types[x].Shape[0] != batch || slices.Index(c.Inputs, x) != i {
 			return nil, false // inputs of c channels each, none twice
 		}
 	}
-	rt, ok := g.Types[r.Outputs[0]].Static()
-	if !ok || len(rt) < 3 || rt[0] != xt[0] || rt[1] != gr || rt[2] != ch {
+	rt, ok := batchStatic(g.Types[r.Outputs[0]])
+	if !ok || len(rt) < 3 || g.Types[r.Outputs[0]].Shape[0] != batch || rt[1] != gr || rt[2] != ch {
 		return nil, false
 	}
 	perm := t.Ints("perm", nil)
@@ -111,9 +112,9 @@ func shuffleConcat(g *ir.Graph, c, r, t *ir.Node) ([]*ir.Node, bool) {
 			return nil, false
 		}
 	}
-	// x_j viewed as [N, c, 1, S'...], concatenated on axis 2.
+	// x_j viewed as [N, c, 1, S'...] (N copied: 0), concatenated on axis 2.
 	view := make([]int64, len(rt))
-	view[0], view[1], view[2] = int64(rt[0]), int64(ch), 1
+	view[0], view[1], view[2] = 0, int64(ch), 1
 	for i := 3; i < len(rt); i++ {
 		view[i] = int64(rt[i])
 	}
@@ -128,6 +129,25 @@ func shuffleConcat(g *ir.Graph, c, r, t *ir.Node) ([]*ir.Node, bool) {
 		cat.Inputs = append(cat.Inputs, v)
 	}
 	return append(nodes, cat), true
+}
+
+// batchStatic returns t's dimensions when all but the first (the batch,
+// which may be symbolic; it is returned as 0) are known.
+func batchStatic(t ir.Type) ([]int, bool) {
+	if !t.RankKnown || len(t.Shape) == 0 {
+		return nil, false
+	}
+	out := make([]int, len(t.Shape))
+	for i, d := range t.Shape {
+		switch {
+		case d.Known():
+			out[i] = int(d.Value)
+		case i == 0 && d.Param != "":
+		default:
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // fresh returns name, or name with underscores added, such that no value

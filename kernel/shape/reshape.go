@@ -125,7 +125,56 @@ func inferReshape(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 			out[i] = ir.Unknown
 		}
 	}
+	inferInferred(x, spec, allowZero, out)
 	return []ir.Type{{DType: x.DType, Shape: out, RankKnown: true}}, nil
+}
+
+// inferInferred sets the -1 dimension of out when the data's unknown
+// dimensions are all copied (spec 0 at their own positions): the copied
+// dimensions are the same values on both sides, so the -1 is the product
+// of the data's known dimensions over the target's known ones. (A
+// dynamic-batch export reshapes [N, C, H, W] with [0, -1, H, W]-like
+// targets: the -1 is C·H·W/(H·W) whatever N is.)
+func inferInferred(x ir.Type, spec []int64, allowZero bool, out []ir.Dim) {
+	if !x.RankKnown || allowZero {
+		return
+	}
+	minus := -1
+	for i, s := range spec {
+		if s == -1 {
+			if minus >= 0 {
+				return
+			}
+			minus = i
+		}
+	}
+	if minus < 0 {
+		return
+	}
+	pin, pout := int64(1), int64(1)
+	for i, d := range x.Shape {
+		copied := i < len(spec) && spec[i] == 0
+		switch {
+		case d.Known():
+			pin *= d.Value
+		case !copied:
+			return // an unknown dimension folded into the -1
+		}
+	}
+	for i, d := range out {
+		if i != minus {
+			if !d.Known() {
+				if spec[i] != 0 || i >= len(x.Shape) {
+					return
+				}
+				continue // a copied unknown dimension, on both sides
+			}
+			pout *= d.Value
+		}
+	}
+	if pout > 0 && pin%pout == 0 {
+		out[minus] = ir.Dim{Value: pin / pout}
+	}
 }
 
 // Flatten.
