@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/kerneltest"
+	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
 	"math"
 	"math/rand"
@@ -271,6 +273,77 @@ func TestPrepare(t *testing.T) {
 		}
 		if p := packOf(kc, n, cfg, in[1].Data.([]float32), in[2].Data.([]float32), fused); p != first {
 			t.Errorf("%s: the run repacked the weights Prepare packed", op)
+		}
+	}
+}
+
+// TestLevelsThreadsBatch runs the ops as a plan does (Into, the packed
+// tactic, a State) at every instruction-set level, on one and two
+// workers, at batch 8 with uneven sequence lengths: every run gives the
+// portable level's bits on one worker, and each batch row run alone gives
+// its row of the batch (zoo-like cells: the fused path where the CPU has
+// AVX-512, 4+4 rows a step, blocks split between workers).
+func TestLevelsThreadsBatch(t *testing.T) {
+	r := rand.New(rand.NewSource(13))
+	pool := parallel.New(2)
+	defer pool.Close()
+	for _, tc := range []struct {
+		op     string
+		dir    string
+		hidden int
+		peep   bool
+	}{
+		{"LSTM", "forward", 136, false}, {"LSTM", "bidirectional", 40, true}, {"LSTM", "reverse", 256, false},
+		{"GRU", "forward", 264, false}, {"GRU", "bidirectional", 48, false}, {"RNN", "forward", 40, false},
+	} {
+		dirs := map[string]int{"forward": 1, "reverse": 1, "bidirectional": 2}[tc.dir]
+		const seq, batch, input = 5, 8, 13
+		in := inputs(r, tc.op, dirs, seq, batch, input, tc.hidden)
+		if tc.op == "LSTM" && !tc.peep {
+			in = in[:7]
+		}
+		sl := make([]int32, batch)
+		for b := range sl {
+			sl[b] = int32(r.Intn(seq + 1))
+		}
+		sl[3] = seq
+		in[4] = tensor.From(sl, batch)
+		n := node(tc.op, intA("hidden_size", int64(tc.hidden)), str("direction", tc.dir), intA("linear_before_reset", 1), str(kernel.TacticAttr, TacticPacked))
+		run := func(kc *kernel.Ctx, in []*tensor.Tensor) []*tensor.Tensor {
+			want := runOp(t, n, in...) // only for the shapes
+			out := make([]*tensor.Tensor, len(want))
+			for i, w := range want {
+				out[i] = tensor.New(tensor.Float32, w.Shape...)
+			}
+			for call := 0; call < 2; call++ {
+				if err := Ops()[tc.op].Into(kc, n, in, out); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return out
+		}
+		ref := run(&kernel.Ctx{ISA: kernel.ISAPortable, State: new(kernel.State)}, in)
+		name := fmt.Sprintf("%s %s h%d", tc.op, tc.dir, tc.hidden)
+		for _, l := range kerneltest.Levels() {
+			for _, p := range []*parallel.Pool{nil, pool} {
+				got := run(&kernel.Ctx{ISA: l, Pool: p, State: new(kernel.State)}, in)
+				for k := range ref {
+					sameBits(t, fmt.Sprintf("%s: %s, %d workers, output %d", name, l, p.Workers(), k), got[k], ref[k])
+				}
+			}
+		}
+		for b := 0; b < batch; b++ {
+			one := append([]*tensor.Tensor{}, in...)
+			one[0], one[5] = row(in[0], 1, b), row(in[5], 1, b)
+			if tc.op == "LSTM" {
+				one[6] = row(in[6], 1, b)
+			}
+			one[4] = tensor.From([]int32{sl[b]}, 1)
+			got := run(&kernel.Ctx{Pool: pool, State: new(kernel.State)}, one)
+			sameBits(t, fmt.Sprintf("%s: row %d alone, Y", name, b), got[0], row(ref[0], 2, b))
+			for k := 1; k < len(got); k++ {
+				sameBits(t, fmt.Sprintf("%s: row %d alone, output %d", name, b, k), got[k], row(ref[k], 1, b))
+			}
 		}
 	}
 }
