@@ -62,10 +62,15 @@ func (l *layer) vnniRows() *vnniPack {
 func quantizeU8(c twins, q []uint8, x []float32, inv float32) {
 	i := 0
 	if c.vnni && len(x) >= 16 {
-		n16 := len(x) &^ 15
-		_ = q[n16-1]
-		quantU8(&q[0], &x[0], inv, n16)
-		i = n16
+		// Whole 16s, then the last 16 again for a ragged end (the
+		// overlap gets the same bytes twice).
+		n := len(x)
+		_ = q[n-1]
+		quantU8(&q[0], &x[0], inv, n&^15)
+		if n&15 != 0 {
+			quantU8(&q[n-16], &x[n-16], inv, 16)
+		}
+		i = n
 	}
 	for ; i < len(x); i++ {
 		q[i] = uint8(quantize1(x[i], inv) + 128)
@@ -319,9 +324,9 @@ func packPanel(c twins, pan []uint8, xg []float32, Cg, P, pb, kq int, inv float3
 	n := min(vnniCols, P-p0)
 	for kk := 0; kk < kq; kk++ {
 		d := pan[kk*vnniCols*4 : (kk+1)*vnniCols*4]
-		if c.vnni && n == vnniCols && 4*kk+3 < Cg {
-			_ = xg[(4*kk+3)*P+p0+vnniCols-1]
-			packQuad(&d[0], &xg[4*kk*P+p0], P, inv, vnniCols)
+		if c.vnni && n >= 16 && 4*kk+3 < Cg {
+			quadRow(c, d, xg[4*kk*P+p0:], P, n, inv)
+			clear(d[4*n:])
 			continue
 		}
 		for e := 0; e < 4; e++ {

@@ -100,14 +100,19 @@ func (g *geom2) padQuads(c twins, d *dgrid, xg []float32, inv float32, xq []uint
 }
 
 // quadRow writes dst[4j+e] = u8(src[e·ld + j]) for j < n, e < 4: packQuad
-// over whole 16s, then the portable loop.
+// over whole 16s and, for a ragged end, once more over the last 16 (the
+// overlap is written twice with the same bytes); the portable loop below
+// 16.
 func quadRow(c twins, dst []uint8, src []float32, ld, n int, inv float32) {
 	j := 0
 	if c.vnni && n >= 16 {
 		n16 := n &^ 15
-		_ = src[3*ld+n16-1]
+		_, _ = src[3*ld+n-1], dst[4*n-1]
 		packQuad(&dst[0], &src[0], ld, inv, n16)
-		j = n16
+		if n16 < n {
+			packQuad(&dst[4*(n-16)], &src[n-16], ld, inv, 16)
+		}
+		j = n
 	}
 	for ; j < n; j++ {
 		for e := 0; e < 4; e++ {
