@@ -420,6 +420,7 @@ type scratch struct {
 	epi             epiJob
 	dconv           dconvJob
 	xu              []uint8 // the u8 x s8 path's shifted activations
+	plane           []uint8 // padQuads' plane of narrow rows
 	rows            rowsJob
 	ppack           panelJob
 	cols            colsJob

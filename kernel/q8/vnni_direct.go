@@ -62,8 +62,9 @@ func (l *layer) qpacked(g *geom2) ([][]int8, [][]int32) {
 
 // padQuads quantizes channel group xg ([Cg,H,W] float32) into xq, quad
 // interleaved, shifted and padded (see above), and writes the k-quads'
-// byte offsets into offs; four holds 4·W floats for a partial quad's rows.
-func (g *geom2) padQuads(c twins, d *dgrid, xg []float32, inv float32, xq []uint8, four []float32, offs []int) {
+// byte offsets into offs; four holds 4·W floats for a partial quad's rows,
+// plane 4·H·W bytes for a plane of narrow rows.
+func (g *geom2) padQuads(c twins, d *dgrid, xg []float32, inv float32, xq, plane []uint8, four []float32, offs []int) {
 	HW := g.H * g.W
 	n := min(g.W, d.Wp-g.pl)
 	rows := min(g.H, d.Hp-g.pt)
@@ -74,6 +75,15 @@ func (g *geom2) padQuads(c twins, d *dgrid, xg []float32, inv float32, xq []uint
 		}
 	}
 	for cq := 0; cq < d.cp && n > 0 && rows > 0; cq++ {
+		if c.vnni && n < 16 && n == g.W && HW >= 16 && 4*cq+3 < g.Cg {
+			// Narrow rows (7×7 maps): the whole plane's quads at once
+			// into plane, then each row into place.
+			quadRow(c, plane[:4*HW], xg[4*cq*HW:], HW, HW, inv)
+			for y := 0; y < rows; y++ {
+				copy(xq[((cq*d.Hp+y+g.pt)*d.Wp+g.pl)*4:][:4*n], plane[4*y*g.W:])
+			}
+			continue
+		}
 		for y := 0; y < rows; y++ {
 			dst := xq[((cq*d.Hp+y+g.pt)*d.Wp+g.pl)*4:]
 			src, ld := xg[4*cq*HW+y*g.W:], HW
@@ -128,12 +138,13 @@ func (l *layer) computeQuad(pool machine, g *geom2, x []float32, y []float32, p 
 	P := g.P()
 	xq := *grow8(&sc.xu, d.cp*d.Hp*d.Wp*4)
 	four := *grow32f(&sc.zero, 4*g.W)
+	plane := *grow8(&sc.plane, 4*g.H*g.W)
 	offs := *growInt(&sc.offs, d.kp)
 	j := &sc.dconv
 	for ni := 0; ni < g.N; ni++ {
 		for gi := 0; gi < g.G; gi++ {
 			xg := x[(ni*g.C+gi*g.Cg)*g.H*g.W : (ni*g.C+(gi+1)*g.Cg)*g.H*g.W]
-			g.padQuads(pool.twins, &d, xg, l.inv, xq, four, offs)
+			g.padQuads(pool.twins, &d, xg, l.inv, xq, plane, four, offs)
 			o := (ni*g.M + gi*g.Mg) * P
 			*j = dconvJob{l: l, g: g, d: d, w: w[gi], xq: xq, qinit: init[gi], offs: offs,
 				y: y[o : o+g.Mg*P], mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], relu: p.relu, act: p.act, twins: pool.twins}
