@@ -54,8 +54,7 @@ func TestFast32Twins(t *testing.T) {
 		{op: "GRU", dir: "forward", seq: 5, batch: 9, in: 7, hidden: 33, lbr: 0, lens: true},
 		{op: "GRU", dir: "reverse", seq: 4, batch: 8, in: 12, hidden: 64, lbr: 1, layout: 1},
 		{op: "RNN", dir: "forward", seq: 10, batch: 10, in: 9, hidden: 32},
-		// Steps large enough that the fused path splits their blocks
-		// between two workers (and the projection's panels).
+		// Larger cells: 4+1 rows a step, hidden sizes past 256.
 		{op: "LSTM", dir: "forward", seq: 5, batch: 5, in: 12, hidden: 136, lens: true, peep: true},
 		{op: "LSTM", dir: "reverse", seq: 3, batch: 1, in: 7, hidden: 256},
 		{op: "GRU", dir: "reverse", seq: 4, batch: 1, in: 9, hidden: 260, lbr: 1},

@@ -123,9 +123,6 @@ type stepArgs struct {
 	// step (block-permuted), the LSTM cell state (updated in place), the
 	// new h (hp floats each).
 	h, pre, c, hout [4]*float32
-	// blk0 is the first block: the step runs blocks [blk0, blk0+nblk),
-	// panel pointing at blk0's panel, the other operands at block 0.
-	blk0 int
 }
 
 // stepTab holds vmath's float32 constants for Exp32, Sigmoid32 and Tanh32
@@ -160,10 +157,9 @@ func stepPortable(kind cellKind, p *stepArgs, rows int) {
 	bw := gates * 16
 	panel := unsafe.Slice(p.panel, p.nblk*K*bw)
 	canonNaN := math.Float32frombits(0x7fc00000)
-	nb := p.blk0 + p.nblk // the operands' blocks
+	nb := p.nblk
 	var acc [4][16]float32
-	for bi := 0; bi < p.nblk; bi++ {
-		b := p.blk0 + bi
+	for b := 0; b < p.nblk; b++ {
 		for r := 0; r < rows; r++ {
 			pre := unsafe.Slice(p.pre[r], nb*bw)[b*bw:]
 			h := unsafe.Slice(p.h[r], max(K, nb*16))
@@ -175,7 +171,7 @@ func stepPortable(kind cellKind, p *stepArgs, rows int) {
 				copy(acc[2][:], unsafe.Slice(p.rbh, nb*16)[b*16:])
 			}
 			for k := 0; k < K; k++ {
-				row := panel[(bi*K+k)*bw:]
+				row := panel[(b*K+k)*bw:]
 				for g := 0; g < gates; g++ {
 					for l := range acc[g] {
 						acc[g][l] = vmath.FMA32(h[k], row[g*16+l], acc[g][l])
@@ -282,25 +278,6 @@ type fusedRun struct {
 	h    []float32 // [batch][2][hp]
 	cs   []float32 // [batch][hp]
 	xin  []float32 // eight rows of x packed step-major
-	// pool, when set, splits each step's blocks and the projection's
-	// panels between its workers (a unidirectional node on two threads:
-	// each core keeps its half of Rᵀ in its own cache).
-	pool *parallel.Pool
-	task stepTask
-}
-
-// stepTask runs blocks [lo, hi) of a step (a parallel.Task).
-type stepTask struct {
-	e    *fusedRun
-	p    *stepArgs
-	rows int
-}
-
-func (t *stepTask) Run(lo, hi int) {
-	q := *t.p
-	q.blk0, q.nblk = lo, hi-lo
-	q.panel = &t.e.dir.rp[lo*t.e.c.hidden*t.e.g.gates*16]
-	runStep(t.e.z, t.e.c.kind, &q, t.rows)
 }
 
 // grow returns s resized to n floats, reusing its storage when it is
@@ -408,11 +385,7 @@ func (e *fusedRun) project(rs [][2]int, x func(b, s int) []float32) {
 			}
 		}
 	}
-	if e.pool != nil {
-		e.pool.Run(npan, len(rs)*I*g.gp, parallel.Func(panels))
-	} else {
-		panels(0, npan)
-	}
+	panels(0, npan)
 }
 
 // group continues the chains of group gi of the pairs rs (its x packed in
@@ -496,15 +469,7 @@ func (e *fusedRun) direction(d int, x []float32, h0, c0 []float32, lens []int, y
 				p.pre[r] = &e.pre[(b*c.seq+s)*g.gp]
 				p.c[r] = &e.cs[b*g.hp]
 			}
-			// A step splits where it is worth more than the workers'
-			// hand-off (a few microseconds): from an LSTM of hidden 256 at
-			// one row.
-			if e.pool != nil && n*H*g.gates*H >= 1<<17 {
-				e.task = stepTask{e: e, p: &p, rows: n}
-				e.pool.Run(g.nblk, n*H*g.gates*H, &e.task)
-			} else {
-				runStep(e.z, c.kind, &p, n)
-			}
+			runStep(e.z, c.kind, &p, n)
 			for r := 0; r < n; r++ {
 				b := rows[r]
 				o := c.yOff(at(b, s), d, b)
@@ -542,9 +507,8 @@ type fusedScratch struct {
 
 // computeFused is compute32 on the fused path, into y, yh and yc (nil:
 // not wanted), with scratch from pk (nil: allocated): the directions run
-// on up to two workers of kc's pool (each writes its own parts of the
-// outputs); a single direction splits its projection's panels and its
-// steps' blocks between the workers instead.
+// on two workers of kc's pool where they are large (each writes its own
+// parts of the outputs).
 func computeFused(c config, in []*tensor.Tensor, lens []int, dirs []fusedDir, pk *pack, kc *kernel.Ctx, z bool, y, yh, yc []float32) {
 	get := func(i int) []float32 {
 		if t := kernel.Input(in, i); t != nil {
@@ -579,27 +543,30 @@ func computeFused(c config, in []*tensor.Tensor, lens []int, dirs []fusedDir, pk
 			break
 		}
 	}
-	run := func(d int, pool *parallel.Pool) {
+	run := func(d int) {
 		e := &sc.runs[d]
 		e.reset(c, d, dirs[d], b, p, z)
-		e.pool = pool
 		e.direction(d, x, h0, c0, lens, y, yh, yc)
-		e.pool = nil
 	}
-	if c.dirs == 2 {
-		g := c.kind.gates() * c.hidden
-		worth := c.batch * c.seq * g * (c.input + c.hidden)
+	// The two directions go to two workers where a direction is worth
+	// far more than handing it over: on a shared machine (and beside an
+	// engine whose threads spin, as ONNX Runtime's do in vouch bench) a
+	// parked worker can take 100 us or more to start, which is the whole
+	// of a small layer (bilstm_64x128: 80 us a direction). A single
+	// direction stays on the caller for the same reason: splitting its
+	// steps between workers halved a quiet machine's time but cost up to
+	// 3x beside ONNX Runtime, one hand-off per step.
+	worth := c.batch * c.seq * c.kind.gates() * c.hidden * (c.input + c.hidden)
+	if c.dirs == 2 && worth >= 8<<20 {
 		kc.Workers().Run(2, worth, parallel.Func(func(lo, hi int) {
 			for d := lo; d < hi; d++ {
-				run(d, nil)
+				run(d)
 			}
 		}))
 	} else {
-		var pool *parallel.Pool
-		if kc.Workers().Workers() > 1 {
-			pool = kc.Workers()
+		for d := 0; d < c.dirs; d++ {
+			run(d)
 		}
-		run(0, pool)
 	}
 	if pk != nil {
 		pk.scratch.Put(sc)

@@ -110,7 +110,7 @@ def canon(z):
 
 # stepArgs (fused.go): field offsets.
 ARGS = {'k': 0, 'nblk': 8, 'panel': 16, 'tab': 24, 'peep': 32, 'rbh': 40,
-        'h': 48, 'pre': 80, 'c': 112, 'hout': 144, 'blk0': 176}
+        'h': 48, 'pre': 80, 'c': 112, 'hout': 144}
 HROW = ['R8', 'R9', 'R10', 'R11']
 
 
@@ -126,8 +126,7 @@ def step(kind, rows, peep=False):
     a(f'\tMOVQ {ARGS["nblk"]}(DI), DX')
     for r in range(rows):
         a(f'\tMOVQ {ARGS["h"] + 8 * r}(DI), {HROW[r]}')
-    a(f'\tMOVQ {ARGS["blk0"]}(DI), AX')
-    a('\tSHLQ $6, AX')  # the block's offset in bytes of 16 floats
+    a('\tXORQ AX, AX')  # the block's offset in bytes of 16 floats
     a(f'{name}_block:')
     # The chains start from the input chains (GRU's h~ chain from Rbh).
     for r in range(rows):
