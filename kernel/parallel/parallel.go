@@ -43,6 +43,7 @@ type job struct {
 	wg      *sync.WaitGroup
 	pending *atomic.Int32 // ranges of the call not yet finished
 	failed  *atomic.Pointer[Panic]
+	done    chan struct{}
 }
 
 // region is one Run call's completion state, reused across calls.
@@ -50,6 +51,7 @@ type region struct {
 	wg      sync.WaitGroup
 	pending atomic.Int32
 	failed  atomic.Pointer[Panic]
+	done    chan struct{} // a token once pending reaches 0 (buffered 1)
 }
 
 // Panic is what Run panics with when a task panicked on a worker: the
@@ -78,7 +80,7 @@ func New(n int) *Pool {
 		n = runtime.GOMAXPROCS(0)
 	}
 	p := &Pool{workers: n, jobs: make(chan job, 4*n)}
-	p.wgs.New = func() any { return new(region) }
+	p.wgs.New = func() any { return &region{done: make(chan struct{}, 1)} }
 	for i := 1; i < n; i++ {
 		go p.work()
 	}
@@ -103,7 +105,12 @@ func runJob(j job) {
 		// Done before the count: Run's caller, seeing the count reach
 		// zero, finds the WaitGroup already done and never parks.
 		j.wg.Done()
-		j.pending.Add(-1)
+		if j.pending.Add(-1) == 0 {
+			select { // wake a caller parked on done (a stale token is harmless)
+			case j.done <- struct{}{}:
+			default:
+			}
+		}
 	}()
 	j.t.Run(j.lo, j.hi)
 }
@@ -146,6 +153,12 @@ func (p *Pool) Workers() int {
 // all are done. Worth is the work in multiply-adds: below a threshold
 // everything runs on the caller, where starting workers would cost more
 // than it saves.
+//
+// Run may be called from inside a task (a fused layer whose rows run an
+// operator that splits its own output): while its ranges are pending, the
+// caller runs ranges from the pool's queue, its own or any other call's,
+// so a worker waiting in a nested Run never waits on ranges that only it
+// could run; a range that finds the queue full runs on the caller.
 func (p *Pool) Run(n, worth int, t Task) {
 	w := p.Workers()
 	if n <= 0 {
@@ -160,18 +173,43 @@ func (p *Pool) Run(n, worth int, t Task) {
 	r.wg.Add(w - 1)
 	r.pending.Store(int32(w - 1))
 	for i := 1; i < w; i++ {
-		p.jobs <- job{t: t, lo: i * n / w, hi: (i + 1) * n / w, wg: &r.wg, pending: &r.pending, failed: &r.failed}
+		j := job{t: t, lo: i * n / w, hi: (i + 1) * n / w, wg: &r.wg, pending: &r.pending, failed: &r.failed, done: r.done}
+		select {
+		case p.jobs <- j:
+		default:
+			runJob(j)
+		}
 	}
 	t.Run(0, n/w)
-	// Poll for the workers' ranges for a while, then block.
+	// Help with queued ranges while ours are pending: poll for a while,
+	// then park until a range is queued or ours are done.
 	start := time.Now()
 	for i := 0; r.pending.Load() > 0; i++ {
+		select {
+		case j, ok := <-p.jobs:
+			if ok {
+				runJob(j)
+			}
+			continue
+		default:
+		}
 		if i&63 == 63 && time.Since(start) > spin {
-			break
+			select {
+			case j, ok := <-p.jobs:
+				if ok {
+					runJob(j)
+				}
+			case <-r.done:
+			}
+			continue
 		}
 		runtime.Gosched()
 	}
 	r.wg.Wait()
+	select { // a token left by the last range
+	case <-r.done:
+	default:
+	}
 	if f := r.failed.Swap(nil); f != nil {
 		p.wgs.Put(r)
 		panic(f)
