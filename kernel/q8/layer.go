@@ -38,12 +38,17 @@ func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) err
 		l.computeRows(pool, xd, y, p, sc, g.N, g.M, g.C)
 		return nil
 	}
-	if g != nil && g.usePointwise(pool) {
-		l.computePointwise(pool, g, xd, y, p, sc)
-		return nil
-	}
+	// The quad tiles before the cols tiles, also for 1×1 convolutions:
+	// measured on the zoo's pointwise shapes (K 16..512, 7×7..112×112)
+	// they are as fast or faster (16→96 at 112×112: 236 vs 306 µs); the
+	// cols tiles take the 1×1 convolutions they cannot (fewer than 16
+	// channels a group, narrow maps, strides above 2).
 	if g != nil && g.useQuad(pool) {
 		l.computeQuad(pool, g, xd, y, p, sc)
+		return nil
+	}
+	if g != nil && g.usePointwise(pool) {
+		l.computePointwise(pool, g, xd, y, p, sc)
 		return nil
 	}
 	if g != nil && g.useDirect(pool) {

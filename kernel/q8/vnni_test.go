@@ -301,7 +301,7 @@ func TestQ8PointwiseTwins(t *testing.T) {
 			f    forced
 		}{{"portable", kernel.ISAPortable, forced{}}, {"avx2", kernel.ISAAVX2, forced{}},
 			{"vnni-gemm", kernel.ISABest, forced{noColsQ8: true, noDirectQ8: true}}, {"direct", kernel.ISABest, forced{noColsQ8: true}},
-			{"cols", kernel.ISABest, forced{noRowsQ8: true}}, {"all (1x1 maps: rows)", kernel.ISABest, forced{}}}
+			{"cols", kernel.ISABest, forced{noRowsQ8: true, noQuadQ8: true}}, {"all (1x1 maps: rows; quad where it applies)", kernel.ISABest, forced{}}}
 		for _, v := range variants {
 			for _, threads := range []int{1, 2, 3} {
 				f := v.f
