@@ -336,3 +336,30 @@ func TestLevelsThreadsBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedEdges: zero steps, a zero batch and an input of size 0 through
+// the ops (the fused path where the CPU has AVX-512) against the scalar
+// cell.
+func TestFusedEdges(t *testing.T) {
+	r := rand.New(rand.NewSource(17))
+	for _, op := range []string{"LSTM", "GRU"} {
+		for _, sz := range [][3]int{{0, 2, 5}, {3, 0, 5}, {3, 2, 0}} {
+			seq, batch, input := sz[0], sz[1], sz[2]
+			in := inputs(r, op, 2, seq, batch, input, 20)
+			n := node(op, intA("hidden_size", 20), str("direction", "bidirectional"), intA("linear_before_reset", 1))
+			cfg := mustConfig(t, op, n, in)
+			lens := make([]int, batch)
+			for b := range lens {
+				lens[b] = seq
+			}
+			want, err := compute(cfg, in, lens, f32, identity32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runOp(t, n, in...)
+			for k := range want {
+				sameBits(t, fmt.Sprintf("%s seq %d batch %d input %d output %d", op, seq, batch, input, k), got[k], want[k])
+			}
+		}
+	}
+}
