@@ -15,9 +15,13 @@ package q8
 // of VPDPWSSD's two: half the multiply-adds and half the broadcasts.
 
 // useQuad reports whether a convolution runs through the quad tiles: where
-// the pair tiles would (useDirect), unless a test turns them off.
+// the pair tiles would (useDirect), but with the groups' output channels
+// filling their 16-lane blocks only to half (24 or 40 channels: the quad
+// tiles' idle lanes still cost less than the GEMM), unless a test turns
+// them off.
 func (g *geom2) useQuad(pool machine) bool {
-	return !pool.f().noQuadQ8 && g.useDirect(pool)
+	return !pool.f().noQuadQ8 && !pool.f().noDirectQ8 && pool.fast && pool.vnni && hasDirect && (g.sw == 1 || g.sw == 2) &&
+		g.Mg >= 8 && 16*((g.Mg+15)/16) <= 2*g.Mg && g.OW >= 5 && g.OH >= 1
 }
 
 // qgrid is dgrid with cp counting channel quads and kp k-quads.
