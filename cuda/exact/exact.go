@@ -8,6 +8,8 @@ package exact
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/kernels"
@@ -200,18 +202,18 @@ func (e *Engine) Conv2D(s *cuda.Stream, g ConvGeom, x, w, bias, res uint64, relu
 }
 
 // ConvKernels lists the kernels that can run g (all give the same bits):
-// the general 64x64 one, the per-image 128x128 one where K is a multiple
-// of 4, the batch-folded tiles (the 1x1 variants where the kernel is 1x1
-// without padding) and the one-thread-per-output kernel.
+// the general per-image 64x64 one, the batch-folded tiles (the 1x1 and
+// 16-byte-load variants where they apply) and the one-thread-per-output
+// kernel.
 func ConvKernels(g ConvGeom) []string {
 	ks := []string{kernels.Conv2D}
-	if (g.C/max(g.G, 1)*g.KH*g.KW)%4 == 0 {
-		ks = append(ks, kernels.Conv2D128)
-	}
 	for _, t := range kernels.ConvTiles {
 		ks = append(ks, t.Name)
 		if is1x1(g) {
 			ks = append(ks, kernels.ConvTile1x1(t.Name))
+		}
+		if t.Vec {
+			ks = append(ks, vecVariants(t.Name, g)...)
 		}
 	}
 	return append(ks, kernels.ConvDirect)
@@ -219,30 +221,64 @@ func ConvKernels(g ConvGeom) []string {
 
 func is1x1(g ConvGeom) bool { return g.KH == 1 && g.KW == 1 && g.PH == 0 && g.PW == 0 }
 
-// Tile efficiencies relative to the 128x128 tile at full occupancy (its
-// shared-memory traffic per FMA grows as the thread's tile shrinks), for
-// the tile choice.
-var tileEff = map[string]float64{"vx_ct128x128": 1, "vx_ct64x128": 0.95, "vx_ct64x64": 0.8, "vx_ct32x32": 0.45, "vx_ct16x16": 0.3}
+// vecVariants are the 16-byte-load variants of tile that apply to g, the
+// most vectorised last (aligned operands assumed: see Conv2DAct).
+func vecVariants(tile string, g ConvGeom) []string {
+	if (g.C/g.G*g.KH*g.KW)%4 != 0 {
+		return nil
+	}
+	if !is1x1(g) {
+		if g.KH == 3 && g.KW == 3 && g.DH == 1 && g.DW == 1 {
+			return []string{tile + kernels.VecA, tile + kernels.VecA3x3}
+		}
+		return []string{tile + kernels.VecA}
+	}
+	v := []string{tile + kernels.VecA1x1}
+	if g.SH == 1 && g.SW == 1 && (g.OH*g.OW)%4 == 0 {
+		v = append(v, tile+kernels.VecAB1x1)
+	}
+	return v
+}
+
+// Tile efficiencies relative to the 128x128 tile at full occupancy, for
+// 1x1 kernels and for the others (whose gathered input costs more per FMA
+// as the tile narrows), for the tile choice; measured on the H200 with
+// ResNet-50's convolutions at batch 256 (docs/gpu/gputest-2026-12-02-speed3.log).
+var tileEff = map[string][2]float64{"vx_ct128x128": {1, 1}, "vx_ct64x128": {0.83, 0.7}, "vx_ct64x64": {0.72, 0.64},
+	"vx_ct32x32": {0.4, 0.35}, "vx_ct16x16": {0.2, 0.2}}
 
 // chooseConv picks g's kernel: one thread per output for depthwise and
 // narrow groups, else the batch-folded tile of least estimated time on
-// sms multiprocessors (tiles padded to whole blocks; an SM with fewer
-// than two blocks hides less latency), its 1x1 variant where it applies.
-// The choice never changes the bits.
-func chooseConv(g ConvGeom, sms int) string {
+// sms multiprocessors: the blocks an SM runs, each the time of a tile at
+// the tile's efficiency, an SM with a single block at 0.6 of it (less
+// latency hidden); then its most vectorised variant (vec: the operands
+// are 16-byte aligned). The choice never changes the bits.
+func chooseConv(g ConvGeom, sms int, vec bool) string {
 	Mg := g.M / g.G
 	if Mg < 8 {
 		return kernels.ConvDirect
 	}
 	NP := g.N * g.OH * g.OW
-	best, bestT := "", math.Inf(1)
+	kind := 1
+	if is1x1(g) {
+		kind = 0
+	}
+	best, bestT, bestVec := "", math.Inf(1), false
 	for _, t := range kernels.ConvTiles {
 		blocks := ((NP + t.BN - 1) / t.BN) * ((Mg + t.BM - 1) / t.BM) * g.G
 		per := (blocks + sms - 1) / sms
-		occ := math.Min(1, float64(per)/2)
-		est := float64(per) * float64(t.BM*t.BN) / (tileEff[t.Name] * occ)
+		f := 1.0
+		if per == 1 {
+			f = 0.6
+		}
+		est := float64(per*t.BM*t.BN) / (tileEff[t.Name][kind] * f)
 		if est < bestT {
-			best, bestT = t.Name, est
+			best, bestT, bestVec = t.Name, est, t.Vec
+		}
+	}
+	if vec && bestVec {
+		if v := vecVariants(best, g); len(v) > 0 {
+			return v[len(v)-1]
 		}
 	}
 	if is1x1(g) {
@@ -251,8 +287,9 @@ func chooseConv(g ConvGeom, sms int) string {
 	return best
 }
 
-// ConvChoice is the kernel Conv2D runs g with (ConvKernel unset).
-func (e *Engine) ConvChoice(g ConvGeom) string { return chooseConv(g, e.SMs) }
+// ConvChoice is the kernel Conv2D runs g with on 16-byte aligned
+// operands (ConvKernel unset).
+func (e *Engine) ConvChoice(g ConvGeom) string { return chooseConv(g, e.SMs, true) }
 
 // Conv2DAct is Conv2D with a fused activation.
 func (e *Engine) Conv2DAct(s *cuda.Stream, g ConvGeom, x, w, bias, res uint64, act Act, y uint64) error {
@@ -263,37 +300,26 @@ func (e *Engine) Conv2DAct(s *cuda.Stream, g ConvGeom, x, w, bias, res uint64, a
 		return fmt.Errorf("exact: Conv2D geometry %+v too large", g)
 	}
 	Cg, Mg, P := g.C/g.G, g.M/g.G, g.OH*g.OW
-	K := Cg * g.KH * g.KW
+	if int64(Cg)*int64(g.H)*int64(g.W) >= 1<<31 || int64(Cg)*int64(g.KH)*int64(g.KW) >= 1<<31 {
+		return fmt.Errorf("exact: Conv2D geometry %+v: a group's input or reduction passes 2^31", g)
+	}
 	kn := e.ConvKernel
+	aligned := x%16 == 0 && w%16 == 0
 	if kn == "" {
-		kn = chooseConv(g, e.SMs)
+		kn = chooseConv(g, e.SMs, aligned)
 	}
 	geom := []int32{int32(g.C), int32(g.H), int32(g.W), int32(g.M), int32(g.OH), int32(g.OW),
 		int32(g.G), int32(g.KH), int32(g.KW), int32(g.SH), int32(g.SW), int32(g.PH), int32(g.PW), int32(g.DH), int32(g.DW)}
 	switch {
-	case kn == kernels.Conv2D || kn == kernels.Conv2D128:
-		// The per-image kernels apply the activation as separate passes
-		// in the same order (their own epilogue has ReLU only).
+	case kn == kernels.Conv2D:
+		// The per-image kernel applies the activation as separate passes
+		// in the same order (its own epilogue has ReLU only).
 		r := int32(0)
 		if act.Relu {
 			r = 1
 		}
-		var args *cuda.Args
-		var grid cuda.Dim3
-		if kn == kernels.Conv2D128 {
-			if K%4 != 0 {
-				return fmt.Errorf("exact: %s needs K = %d to be a multiple of 4", kn, K)
-			}
-			taps, err := e.tapTable(tapKey{Cg, g.H, g.W, g.KH, g.KW, g.DH, g.DW})
-			if err != nil {
-				return err
-			}
-			args = new(cuda.Args).Struct(geom...).Ptr(x).Ptr(w).Ptr(taps).Ptr(bias).Ptr(res).I32(r).Ptr(y)
-			grid = cuda.D3(uint32((P+127)/128), uint32((Mg+127)/128), uint32(g.N*g.G))
-		} else {
-			args = new(cuda.Args).Struct(geom...).Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(r).Ptr(y)
-			grid = cuda.D3(uint32((P+63)/64), uint32((Mg+63)/64), uint32(g.N*g.G))
-		}
+		args := new(cuda.Args).Struct(geom...).Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(r).Ptr(y)
+		grid := cuda.D3(uint32((P+63)/64), uint32((Mg+63)/64), uint32(g.N*g.G))
 		if err := e.fn[kn].Launch(s, grid, cuda.D3(256, 1, 1), 0, args); err != nil {
 			return err
 		}
@@ -307,6 +333,20 @@ func (e *Engine) Conv2DAct(s *cuda.Stream, g ConvGeom, x, w, bias, res uint64, a
 	}
 	for _, t := range kernels.ConvTiles {
 		var taps uint64
+		if t.Vec && strings.HasPrefix(kn, t.Name+"_") && slices.Contains(vecVariants(t.Name, g), kn) {
+			// A 16-byte-load variant: its shape conditions hold; the
+			// operands must be aligned.
+			if !aligned {
+				return fmt.Errorf("exact: %s needs 16-byte aligned input and weights", kn)
+			}
+			if !is1x1(g) {
+				var err error
+				if taps, err = e.tapTable(tapKey{Cg, g.H, g.W, g.KH, g.KW, g.DH, g.DW}); err != nil {
+					return err
+				}
+			}
+			return e.launchTile(s, kn, t.BM, t.BN, g, geom, x, w, taps, bias, res, act, y)
+		}
 		switch kn {
 		case t.Name:
 			var err error
@@ -320,16 +360,21 @@ func (e *Engine) Conv2DAct(s *cuda.Stream, g ConvGeom, x, w, bias, res uint64, a
 		default:
 			continue
 		}
-		NP := int64(g.N) * int64(P)
-		bx := (NP + int64(t.BN) - 1) / int64(t.BN)
-		if bx >= 1<<31 {
-			return fmt.Errorf("exact: Conv2D of %d columns", NP)
-		}
-		args := new(cuda.Args).Struct(geom...).I32(int32(g.N)).Ptr(x).Ptr(w).Ptr(taps).Ptr(bias).Ptr(res).I32(act.code()).F32(act.Lo).F32(act.Hi).Ptr(y)
-		grid := cuda.D3(uint32(bx), uint32((Mg+t.BM-1)/t.BM), uint32(g.G))
-		return e.fn[kn].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
+		return e.launchTile(s, kn, t.BM, t.BN, g, geom, x, w, taps, bias, res, act, y)
 	}
-	return fmt.Errorf("exact: no Conv kernel %q", kn)
+	return fmt.Errorf("exact: no Conv kernel %q for %+v", kn, g)
+}
+
+// launchTile launches a batch-folded tile kernel of bm x bn tiles.
+func (e *Engine) launchTile(s *cuda.Stream, kn string, bm, bn int, g ConvGeom, geom []int32, x, w, taps, bias, res uint64, act Act, y uint64) error {
+	NP := int64(g.N) * int64(g.OH*g.OW)
+	bx := (NP + int64(bn) - 1) / int64(bn)
+	if bx >= 1<<31 {
+		return fmt.Errorf("exact: Conv2D of %d columns", NP)
+	}
+	args := new(cuda.Args).Struct(geom...).I32(int32(g.N)).Ptr(x).Ptr(w).Ptr(taps).Ptr(bias).Ptr(res).I32(act.code()).F32(act.Lo).F32(act.Hi).Ptr(y)
+	grid := cuda.D3(uint32(bx), uint32((g.M/g.G+bm-1)/bm), uint32(g.G))
+	return e.fn[kn].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
 }
 
 // tapTable returns (uploading once) the table that decodes a reduction

@@ -198,6 +198,12 @@ func (s *suite) convCases() []convCase {
 		{g(2, 24, 15, 15, 48, 3, 2, 1, 1, 3), false, false, false},
 		{g(1, 5, 9, 11, 7, 3, 1, 2, 2, 1), true, false, true},
 		{g(3, 3, 8, 5, 2, 5, 3, 2, 1, 1), false, true, false},
+		// 1x1 stride 1 with P a multiple of 4 (the 16-byte input loads),
+		// M past a tile's edge, across images; ResNet-50's 7x7 1x1.
+		{g(2, 64, 14, 14, 96, 1, 1, 0, 1, 1), true, true, true},
+		{g(3, 36, 7, 8, 130, 1, 1, 0, 1, 1), true, false, false},
+		{g(2, 128, 7, 7, 200, 1, 1, 0, 1, 1), true, true, true},
+		{g(2, 20, 9, 9, 136, 3, 1, 1, 1, 1), true, false, true},
 	}
 	for i := 0; i < s.cfg.Cases; i++ {
 		gr := []int{1, 1, 2, 3}[s.r.Intn(4)]

@@ -618,106 +618,6 @@ extern "C" __global__ void vx_layernorm(const float* __restrict__ x, const float
 	}
 }
 
-// ---- Conv with 128x128 register tiles ---------------------------------------
-
-// vx_conv2d128 is vx_conv2d's arithmetic (the same chains, the same
-// epilogue) in 128x128 tiles of (output channel, output pixel) with 8x8
-// outputs per thread and double-buffered shared memory, as vx_sgemm128.
-// taps[k] = {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw} decodes reduction
-// index k (input channel, kernel row, kernel column) without divisions.
-// It needs K = Cg*KH*KW to be a multiple of 4 (16-byte weight loads).
-extern "C" __global__ void __launch_bounds__(256, 2) vx_conv2d128(conv_geom g,
-	const float* __restrict__ x, const float* __restrict__ w, const int4* __restrict__ taps,
-	const float* __restrict__ bias, const float* __restrict__ res, int relu, float* __restrict__ y) {
-	__shared__ __align__(16) float As[2][8][128];
-	__shared__ __align__(16) float Bs[2][8][128];
-	int n = blockIdx.z / g.G, gi = blockIdx.z - n * g.G;
-	int Cg = g.C / g.G, Mg = g.M / g.G;
-	int K = Cg * g.KH * g.KW, P = g.OH * g.OW;
-	const float* wg = w + (i64)gi * Mg * K;
-	const float* xg = x + ((i64)n * g.C + (i64)gi * Cg) * g.H * g.W;
-	int tid = threadIdx.x;
-	int m0 = blockIdx.y * 128, p0 = blockIdx.x * 128;
-	// A: one float4 of weights per thread (row tid/2, k offset 0 or 4).
-	int arow = tid >> 1, aq = (tid & 1) * 4;
-	bool aok = m0 + arow < Mg;
-	const float* ap = wg + (i64)(m0 + arow) * K + aq;
-	// B: one output pixel per thread, four reduction rows.
-	int bcol = tid & 127, br = tid >> 7;
-	int p = p0 + bcol;
-	bool pok = p < P;
-	int oh = pok ? p / g.OW : 0, ow = pok ? p - oh * g.OW : 0;
-	int ih0 = oh * g.sh - g.ph, iw0 = ow * g.sw - g.pw;
-	float4 ra;
-	float rb[4];
-#define CV_LOAD(k0) \
-	{ \
-		int ka = (k0) + aq; \
-		ra = (aok && ka < K) ? *(const float4*)(ap + (k0)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f); \
-		_Pragma("unroll") for (int l = 0; l < 4; l++) { \
-			int k = (k0) + br + 2 * l; \
-			float v = 0.0f; \
-			if (pok && k < K) { \
-				int4 t = taps[k]; \
-				int ih = ih0 + t.y, iw = iw0 + t.z; \
-				if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) v = xg[t.x + ih0 * g.W + iw0]; \
-			} \
-			rb[l] = v; \
-		} \
-	}
-#define CV_STORE(b) \
-	{ \
-		As[b][aq + 0][arow] = ra.x; As[b][aq + 1][arow] = ra.y; \
-		As[b][aq + 2][arow] = ra.z; As[b][aq + 3][arow] = ra.w; \
-		_Pragma("unroll") for (int l = 0; l < 4; l++) Bs[b][br + 2 * l][bcol] = rb[l]; \
-	}
-	CV_LOAD(0)
-	CV_STORE(0)
-	__syncthreads();
-	int tx = tid & 15, ty = tid >> 4;
-	float acc[8][8];
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-#pragma unroll
-		for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
-	int buf = 0;
-	for (int k0 = 0; k0 < K; k0 += 8) {
-		bool more = k0 + 8 < K;
-		if (more) CV_LOAD(k0 + 8)
-		int kn = min(8, K - k0);
-#pragma unroll
-		for (int kk = 0; kk < 8; kk++) {
-			if (kk < kn) {
-				mma8x8(As[buf][kk], Bs[buf][kk], tx, ty, acc);
-			}
-		}
-		if (more) {
-			buf ^= 1;
-			CV_STORE(buf)
-			__syncthreads();
-		}
-	}
-#undef CV_LOAD
-#undef CV_STORE
-	i64 yo = ((i64)n * g.M + (i64)gi * Mg) * P;
-#pragma unroll
-	for (int i = 0; i < 8; i++) {
-		int row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-		if (row >= Mg) continue;
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			int col = p0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
-			if (col >= P) continue;
-			i64 o = yo + (i64)row * P + col;
-			float v = vx_canon(acc[i][j]);
-			if (bias) v = __fadd_rn(v, bias[gi * Mg + row]);
-			if (res) v = __fadd_rn(v, res[o]);
-			if (relu && v < 0.0f) v = 0.0f;
-			y[o] = vx_canon(v);
-		}
-	}
-}
-
 // ---- Conv, batch-folded register tiles ----------------------------------------
 //
 // vx_ct<BM>x<BN>[_1x1] compute the same chains as vx_conv2d (one fmaf chain
@@ -783,7 +683,7 @@ __device__ __forceinline__ void ct_step(const float* as, const float* bs, int tx
 
 // conv_tile: see above. BK is the k block: the small tiles take longer
 // blocks, so that each block's loads are covered by more arithmetic.
-template <int TM, int TN, int BK, bool ONE>
+template <int TM, int TN, int BK, bool ONE, bool VA, bool VB, bool K3 = false>
 __device__ __forceinline__ void conv_tile(const conv_geom& g, int N, const float* __restrict__ x, const float* __restrict__ w,
 	const int4* __restrict__ taps, const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi,
 	float* __restrict__ y) {
@@ -811,19 +711,44 @@ __device__ __forceinline__ void conv_tile(const conv_geom& g, int N, const float
 	int ih0 = oh * g.sh - g.ph, iw0 = ow * g.sw - g.pw;
 	int xo = ih0 * g.W + iw0;
 	const float* xb = x + ((i64)n * g.C + (i64)gi * Cg) * HW + (ONE ? xo : 0);
-	float ra[LA], rb[LB];
+	// VA: A as 16-byte loads of 4 k (K a multiple of 4, BK = 8): thread
+	// e < BM*2 takes row e/2, k (e&1)*4. VB (1x1, stride 1, P a multiple of
+	// 4: four columns of one image are four adjacent floats): thread takes
+	// k row tid/32 and columns (tid&31)*4.. of the BK = 8 x 128 block.
+	const int var = tid >> 1, vaq = (tid & 1) * 4;
+	const bool vaok = tid < BM * 2 && m0 + var < Mg;
+	const float* vap = wg + (i64)var * K + vaq;
+	const int vbr = tid >> 5, vbc = (tid & 31) * 4;
+	const i64 vj = j0 + vbc;
+	const bool vbok = vj < NP;
+	const int vbn = vbok ? (int)(vj / P) : 0;
+	const float* vbp = x + ((i64)vbn * g.C + (i64)gi * Cg) * HW + (vj - (i64)vbn * P);
+	float ra[VA ? 4 : LA], rb[VB ? 4 : LB];
 #define CT_LOAD(k0) \
-	{ \
+	if (VA) { \
+		float4 v = (vaok && (k0) + vaq < K) ? *(const float4*)(vap + (k0)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f); \
+		ra[0] = v.x; ra[1] = v.y; ra[2] = v.z; ra[3] = v.w; \
+	} else { \
 		_Pragma("unroll") for (int l = 0; l < LA; l++) { \
 			int e = tid + l * 256, r = e / BK, kk = (k0) + (e % BK); \
 			ra[l] = (e < NA && m0 + r < Mg && kk < K) ? wg[(i64)r * K + kk] : 0.0f; \
 		} \
+	} \
+	if (VB) { \
+		int k = (k0) + vbr; \
+		float4 v = (vbok && k < K) ? *(const float4*)(vbp + (i64)k * HW) : make_float4(0.0f, 0.0f, 0.0f, 0.0f); \
+		rb[0] = v.x; rb[1] = v.y; rb[2] = v.z; rb[3] = v.w; \
+	} else { \
 		_Pragma("unroll") for (int l = 0; l < LB; l++) { \
 			int k = (k0) + bk0 + l * BSTEP; \
 			float v = 0.0f; \
 			if (jok && k < K) { \
 				if (ONE) { \
 					v = xb[(i64)k * HW]; \
+				} else if (K3) { \
+					int c = k / 9, r = k - c * 9, kh = r / 3, kw = r - kh * 3; \
+					int ih = ih0 + kh, iw = iw0 + kw; \
+					if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) v = xb[(i64)c * HW + ih * g.W + iw]; \
 				} else { \
 					int4 t = taps[k]; \
 					int ih = ih0 + t.y, iw = iw0 + t.z; \
@@ -834,11 +759,19 @@ __device__ __forceinline__ void conv_tile(const conv_geom& g, int N, const float
 		} \
 	}
 #define CT_STORE(b) \
-	{ \
+	if (VA) { \
+		if (tid < BM * 2) { \
+			_Pragma("unroll") for (int q = 0; q < 4; q++) As[b][vaq + q][var] = ra[q]; \
+		} \
+	} else { \
 		_Pragma("unroll") for (int l = 0; l < LA; l++) { \
 			int e = tid + l * 256; \
 			if (e < NA) As[b][e % BK][e / BK] = ra[l]; \
 		} \
+	} \
+	if (VB) { \
+		*(float4*)&Bs[b][vbr][vbc] = make_float4(rb[0], rb[1], rb[2], rb[3]); \
+	} else { \
 		_Pragma("unroll") for (int l = 0; l < LB; l++) { \
 			if (bk0 + l * BSTEP < BK) Bs[b][bk0 + l * BSTEP][bcol] = rb[l]; \
 		} \
@@ -894,23 +827,35 @@ __device__ __forceinline__ void conv_tile(const conv_geom& g, int N, const float
 	}
 }
 
-#define CT_KERNEL(name, TM, TN, BK, ONE) \
+#define CT_KERNEL(name, TM, TN, BK, ONE, VA, VB, K3) \
 	extern "C" __global__ void __launch_bounds__(256, 2) name(conv_geom g, int N, const float* __restrict__ x, \
 		const float* __restrict__ w, const int4* __restrict__ taps, const float* __restrict__ bias, \
 		const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) { \
-		conv_tile<TM, TN, BK, ONE>(g, N, x, w, taps, bias, res, act, lo, hi, y); \
+		conv_tile<TM, TN, BK, ONE, VA, VB, K3>(g, N, x, w, taps, bias, res, act, lo, hi, y); \
 	}
 
-CT_KERNEL(vx_ct128x128, 8, 8, 8, false)
-CT_KERNEL(vx_ct128x128_1x1, 8, 8, 8, true)
-CT_KERNEL(vx_ct64x128, 4, 8, 8, false)
-CT_KERNEL(vx_ct64x128_1x1, 4, 8, 8, true)
-CT_KERNEL(vx_ct64x64, 4, 4, 16, false)
-CT_KERNEL(vx_ct64x64_1x1, 4, 4, 16, true)
-CT_KERNEL(vx_ct32x32, 2, 2, 32, false)
-CT_KERNEL(vx_ct32x32_1x1, 2, 2, 32, true)
-CT_KERNEL(vx_ct16x16, 1, 1, 64, false)
-CT_KERNEL(vx_ct16x16_1x1, 1, 1, 64, true)
+// _va: 16-byte weight loads (K a multiple of 4, 16-byte aligned operands);
+// _1x1_vab: also 16-byte input loads (1x1, stride 1, P a multiple of 4);
+// _3x3: _va for 3x3 kernels without dilation, the tap decoded from k by
+// constant divisions instead of the tap table's load.
+CT_KERNEL(vx_ct128x128, 8, 8, 8, false, false, false, false)
+CT_KERNEL(vx_ct128x128_1x1, 8, 8, 8, true, false, false, false)
+CT_KERNEL(vx_ct128x128_va, 8, 8, 8, false, true, false, false)
+CT_KERNEL(vx_ct128x128_1x1_va, 8, 8, 8, true, true, false, false)
+CT_KERNEL(vx_ct128x128_1x1_vab, 8, 8, 8, true, true, true, false)
+CT_KERNEL(vx_ct128x128_3x3, 8, 8, 8, false, true, false, true)
+CT_KERNEL(vx_ct64x128, 4, 8, 8, false, false, false, false)
+CT_KERNEL(vx_ct64x128_1x1, 4, 8, 8, true, false, false, false)
+CT_KERNEL(vx_ct64x128_va, 4, 8, 8, false, true, false, false)
+CT_KERNEL(vx_ct64x128_1x1_va, 4, 8, 8, true, true, false, false)
+CT_KERNEL(vx_ct64x128_1x1_vab, 4, 8, 8, true, true, true, false)
+CT_KERNEL(vx_ct64x128_3x3, 4, 8, 8, false, true, false, true)
+CT_KERNEL(vx_ct64x64, 4, 4, 16, false, false, false, false)
+CT_KERNEL(vx_ct64x64_1x1, 4, 4, 16, true, false, false, false)
+CT_KERNEL(vx_ct32x32, 2, 2, 32, false, false, false, false)
+CT_KERNEL(vx_ct32x32_1x1, 2, 2, 32, true, false, false, false)
+CT_KERNEL(vx_ct16x16, 1, 1, 64, false, false, false, false)
+CT_KERNEL(vx_ct16x16_1x1, 1, 1, 64, true, false, false, false)
 
 // vx_conv_direct is vx_conv2d's arithmetic with one thread per output (for
 // depthwise and narrow grouped convolutions, where a tile of output

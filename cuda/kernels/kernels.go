@@ -52,36 +52,50 @@ const (
 	Softmax    = "vx_softmax"
 	LayerNorm  = "vx_layernorm"
 	Affine     = "vx_channel_affine"
-	Conv2D128  = "vx_conv2d128"
 	Clip       = "vx_clip"
 	ConvDirect = "vx_conv_direct"
 )
 
 // ConvTiles are the batch-folded Conv tile kernels (exact.cu's vx_ct*),
 // largest first: name, rows (output channels) and columns ((image,
-// pixel) pairs) of a tile; each has a _1x1 variant (ConvTile1x1) for 1x1
-// kernels without padding.
+// pixel) pairs) of a tile, and whether it has the 16-byte-load variants. Each has a _1x1 variant (ConvTile1x1)
+// for 1x1 kernels without padding; the Vec ones also _va (weights in
+// 16-byte loads: K a multiple of 4), _1x1_va and _1x1_vab (the input too:
+// stride 1, P a multiple of 4), _3x3 (_va with the 3x3 taps decoded
+// without the table; no dilation).
 var ConvTiles = []struct {
 	Name   string
 	BM, BN int
+	Vec    bool
 }{
-	{"vx_ct128x128", 128, 128},
-	{"vx_ct64x128", 64, 128},
-	{"vx_ct64x64", 64, 64},
-	{"vx_ct32x32", 32, 32},
-	{"vx_ct16x16", 16, 16},
+	{"vx_ct128x128", 128, 128, true},
+	{"vx_ct64x128", 64, 128, true},
+	{"vx_ct64x64", 64, 64, false},
+	{"vx_ct32x32", 32, 32, false},
+	{"vx_ct16x16", 16, 16, false},
 }
 
 // ConvTile1x1 is the name of a tile kernel's 1x1 variant.
 func ConvTile1x1(name string) string { return name + "_1x1" }
 
+// The 16-byte-load variants' suffixes (tiles with Vec).
+const (
+	VecA     = "_va"
+	VecA1x1  = "_1x1_va"
+	VecAB1x1 = "_1x1_vab"
+	VecA3x3  = "_3x3"
+)
+
 // All lists every kernel name, for loading checks.
 var All = allKernels()
 
 func allKernels() []string {
-	a := []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Conv2D128, Clip, ConvDirect}
+	a := []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Clip, ConvDirect}
 	for _, t := range ConvTiles {
 		a = append(a, t.Name, ConvTile1x1(t.Name))
+		if t.Vec {
+			a = append(a, t.Name+VecA, t.Name+VecA1x1, t.Name+VecAB1x1, t.Name+VecA3x3)
+		}
 	}
 	return a
 }
