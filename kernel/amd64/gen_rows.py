@@ -1163,6 +1163,70 @@ dws2pzdone:
 """
 
 
+def sumtapsz():
+    """SumTapsZ: sums of shifted runs of a flat buffer (AVX-512), eight
+    and then one vector of 16 outputs at a time: acc = acc + x[offs[t]+i]
+    over the taps from +0 (VADDPS with the chain as its first source, so
+    a NaN chain keeps its payload, vmath.Add32's rule)."""
+    eight = "\n".join(f"\tVADDPS {64 * v}(R11), Z{v}, Z{v}" for v in range(8))
+    store = "\n".join(f"\tVMOVUPS Z{v}, {64 * v}(DI)" for v in range(8))
+    zero = "\n".join(f"\tVPXORD Z{v}, Z{v}, Z{v}" for v in range(8))
+    return f"""
+// func SumTapsZ(n, taps int, offs *int32, x *float32, y *float32)
+//
+// Registers: CX outputs left, DX taps, R8 offs, SI x at the block, DI y
+// at the block, R9 the tap, R10 its offset, R11 its load address; Z0-Z7
+// the chains.
+TEXT ·SumTapsZ(SB), NOSPLIT, $0-40
+	MOVQ n+0(FP), CX
+	MOVQ taps+8(FP), DX
+	MOVQ offs+16(FP), R8
+	MOVQ x+24(FP), SI
+	MOVQ y+32(FP), DI
+
+sumtapsz8:
+	CMPQ CX, $128
+	JLT sumtapsz1
+{zero}
+	XORQ R9, R9
+
+sumtapsz8tap:
+	MOVLQSX (R8)(R9*4), R10
+	LEAQ (SI)(R10*4), R11
+{eight}
+	INCQ R9
+	CMPQ R9, DX
+	JLT sumtapsz8tap
+{store}
+	ADDQ $512, SI
+	ADDQ $512, DI
+	SUBQ $128, CX
+	JMP sumtapsz8
+
+sumtapsz1:
+	CMPQ CX, $16
+	JLT sumtapszdone
+	VPXORD Z0, Z0, Z0
+	XORQ R9, R9
+
+sumtapsz1tap:
+	MOVLQSX (R8)(R9*4), R10
+	VADDPS (SI)(R10*4), Z0, Z0
+	INCQ R9
+	CMPQ R9, DX
+	JLT sumtapsz1tap
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP sumtapsz1
+
+sumtapszdone:
+	VZEROUPPER
+	RET
+"""
+
+
 DATA = """
 // dws2zorder: for output i of a vector, the lane of DwS2P1Z's chains that
 // holds it (VSHUFPS leaves 4k+p holding output 2k+p, p < 2, or 8+2k+p-2).
@@ -1171,4 +1235,4 @@ DATA = """
 
 
 print(HEADER + FIXED + dwrows9() + dwdirect("DwS1P1", 1) + dwdirect("DwS2P1", 2) + dwplanes("DwS1P1Planes", 1)
-      + dwplanes("DwS2P1Planes", 2) + dwflatz() + dwflats2z() + dws2z() + dws2planesz() + DATA, end="")
+      + dwplanes("DwS2P1Planes", 2) + dwflatz() + dwflats2z() + dws2z() + dws2planesz() + sumtapsz() + DATA, end="")

@@ -238,3 +238,13 @@ func DwS2P1Z(r0, r1, r2 *float32, ldx, rows int, w, y *float32, ldy int, m *DwMa
 //
 //go:noescape
 func DwS2P1PlanesZ(p *DwPlanes, m *DwMasksZ)
+
+// SumTapsZ (AVX-512F, where EnabledZ) sets y[i], i < n (n a multiple of
+// 16), to the sum acc = acc + x[offs[t]+i] over t < taps (at least one)
+// ascending from +0, each addition VADDPS with acc its first source: a NaN
+// acc keeps its payload, quieted, as vmath.Add32(acc, x) does. Package nn's
+// unit-stride AveragePool sums its windows so, over flat zero-padded
+// planes, one offset per tap.
+//
+//go:noescape
+func SumTapsZ(n, taps int, offs *int32, x *float32, y *float32)

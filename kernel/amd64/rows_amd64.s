@@ -2537,6 +2537,80 @@ dws2pzdone:
 	VZEROUPPER
 	RET
 
+// func SumTapsZ(n, taps int, offs *int32, x *float32, y *float32)
+//
+// Registers: CX outputs left, DX taps, R8 offs, SI x at the block, DI y
+// at the block, R9 the tap, R10 its offset, R11 its load address; Z0-Z7
+// the chains.
+TEXT ·SumTapsZ(SB), NOSPLIT, $0-40
+	MOVQ n+0(FP), CX
+	MOVQ taps+8(FP), DX
+	MOVQ offs+16(FP), R8
+	MOVQ x+24(FP), SI
+	MOVQ y+32(FP), DI
+
+sumtapsz8:
+	CMPQ CX, $128
+	JLT sumtapsz1
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	XORQ R9, R9
+
+sumtapsz8tap:
+	MOVLQSX (R8)(R9*4), R10
+	LEAQ (SI)(R10*4), R11
+	VADDPS 0(R11), Z0, Z0
+	VADDPS 64(R11), Z1, Z1
+	VADDPS 128(R11), Z2, Z2
+	VADDPS 192(R11), Z3, Z3
+	VADDPS 256(R11), Z4, Z4
+	VADDPS 320(R11), Z5, Z5
+	VADDPS 384(R11), Z6, Z6
+	VADDPS 448(R11), Z7, Z7
+	INCQ R9
+	CMPQ R9, DX
+	JLT sumtapsz8tap
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
+	ADDQ $512, SI
+	ADDQ $512, DI
+	SUBQ $128, CX
+	JMP sumtapsz8
+
+sumtapsz1:
+	CMPQ CX, $16
+	JLT sumtapszdone
+	VPXORD Z0, Z0, Z0
+	XORQ R9, R9
+
+sumtapsz1tap:
+	MOVLQSX (R8)(R9*4), R10
+	VADDPS (SI)(R10*4), Z0, Z0
+	INCQ R9
+	CMPQ R9, DX
+	JLT sumtapsz1tap
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP sumtapsz1
+
+sumtapszdone:
+	VZEROUPPER
+	RET
+
 // dws2zorder: for output i of a vector, the lane of DwS2P1Z's chains that
 // holds it (VSHUFPS leaves 4k+p holding output 2k+p, p < 2, or 8+2k+p-2).
 DATA dws2zorder<>+0(SB)/1, $0

@@ -106,3 +106,7 @@ func DwS2P1Z(r0, r1, r2 *float32, ldx, rows int, w, y *float32, ldy int, m *DwMa
 }
 
 func DwS2P1PlanesZ(p *DwPlanes, m *DwMasksZ) { panic("amd64: not available") }
+
+func SumTapsZ(n, taps int, offs *int32, x *float32, y *float32) {
+	panic("amd64: not available")
+}

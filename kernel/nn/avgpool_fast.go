@@ -3,15 +3,16 @@ package nn
 import (
 	"sync"
 
+	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/vmath"
 )
 
 // A float32 AveragePool of unit strides (Inception's 3x3, pads 1 pools,
-// and their Pad folded in by compile's fold-pad-pool) runs a whole plane
-// per tap: the plane is copied once into a zero-padded buffer of row
-// stride wp, and each output's sum acc[oy*wp+ox] gets its taps added in
-// the window's row-major order, one vmath.Add32s over the flat buffer per
-// tap (acc + x, acc first). A window's taps in the padding add +0, which
+// and their Pad folded in by compile's fold-pad-pool) runs a group of
+// whole planes per tap: the planes are copied once into zero-padded
+// buffers of row stride wp, one after the other, and each output's sum
+// acc[oy*wp+ox] gets its taps added in the window's row-major order, one
+// vmath.Add32s over the flat buffer per tap (acc + x, acc first). A window's taps in the padding add +0, which
 // changes nothing: the sum starts from +0 and a sum from +0 is never -0,
 // so these are sumPoolF32's additions of the in-input taps, in its order.
 // Each output is then divided by its window's count (inside the input, or
@@ -19,7 +20,10 @@ import (
 // rows' count times the columns'. Per level the Vec's vector and scalar
 // additions and divisions give the same bits, NaNs included (Add32's
 // rule); plain Go's sum in sumPoolF32 may keep the other NaN's payload
-// where two NaNs meet, which the contract leaves free.
+// where two NaNs meet, which the contract leaves free. On AVX-512 all of
+// a window's taps are added in one pass (amd64.SumTapsZ: VADDPS with the
+// sum its first source, Add32's rule), not one pass over the group per
+// tap.
 
 // avgPoolS1OK reports whether g is an AveragePool geometry avgPoolS1 runs:
 // two spatial dimensions (or one, as its row view), unit strides and
@@ -43,7 +47,7 @@ func avgPoolS1(pool machine, g *geom, NC int, x, y []float32, inclPad bool) {
 		g = g.row
 	}
 	j := avgPoolJobs.Get().(*avgPoolJob)
-	*j = avgPoolJob{g: g, x: x, y: y, vec: pool.vec, inclPad: inclPad}
+	*j = avgPoolJob{g: g, x: x, y: y, vec: pool.vec, z: pool.z, inclPad: inclPad}
 	pool.Run(NC, NC*prod(g.out)*prod(g.k), j)
 	*j = avgPoolJob{}
 	avgPoolJobs.Put(j)
@@ -53,6 +57,7 @@ type avgPoolJob struct {
 	g       *geom
 	x, y    []float32
 	vec     vmath.Vec
+	z       bool // amd64.SumTapsZ
 	inclPad bool
 }
 
@@ -68,13 +73,24 @@ func winCount(o, k, n, pb, pe int, incl bool) int {
 	return max(0, min(o-pb+k, hi)-max(o-pb, lo))
 }
 
+// avgPoolGroup is the most floats of padded planes avgPoolJob sums at
+// once (64 KiB, in L2).
+const avgPoolGroup = 16 << 10
+
 func (j *avgPoolJob) Run(lo, hi int) {
 	g, v := j.g, j.vec
 	H, W, OH, OW, kh, kw, pt, pl := g.in[0], g.in[1], g.out[0], g.out[1], g.k[0], g.k[1], g.padB[0], g.padB[1]
 	hp, wp := g.padded()
-	L := (OH-1)*wp + OW
-	pbuf, abuf := getF32(hp*wp), getF32(L)
-	xp, acc := (*pbuf)[:hp*wp], (*abuf)[:L]
+	hw := hp * wp
+	// Planes are summed in groups of B, laid out one after the other: a
+	// tap's offset is the same for every output of the group, so a tap is
+	// one Add32s over all B planes (small planes, 8x8 or 17x17, made a
+	// call per tap and plane). Outputs whose window would reach into the
+	// next plane are past OW or OH and are never read.
+	B := max(1, min(hi-lo, avgPoolGroup/hw))
+	L := (B-1)*hw + (OH-1)*wp + OW
+	pbuf, abuf := getF32(B*hw), getF32(L)
+	xp, acc := (*pbuf)[:B*hw], (*abuf)[:L]
 	clear(xp)
 	// Column runs of equal count: [ox0, ox1) with count c.
 	type run struct{ ox0, ox1, c int }
@@ -89,20 +105,69 @@ func (j *avgPoolJob) Run(lo, hi int) {
 		runs = append(runs, run{ox, e, c})
 		ox = e
 	}
-	for c := lo; c < hi; c++ {
-		xc, yc := j.x[c*H*W:(c+1)*H*W], j.y[c*OH*OW:(c+1)*OH*OW]
-		intoPadded(xp, xc, g, wp)
-		clear(acc)
-		for ky := 0; ky < kh; ky++ {
-			for kx := 0; kx < kw; kx++ {
-				o := ky*wp + kx
-				v.Add32s(acc, acc, xp[o:o+L])
+	// uniform: every window has the same count (count_include_pad with
+	// pads inside the window, Inception's pools): one division over the
+	// whole group, then the rows are copied out.
+	uniform := len(runs) == 1
+	for oy := 1; oy < OH && uniform; oy++ {
+		uniform = winCount(oy, kh, H, pt, g.padE[0], j.inclPad) == winCount(0, kh, H, pt, g.padE[0], j.inclPad)
+	}
+	div := float32(winCount(0, kh, H, pt, g.padE[0], j.inclPad) * runs[0].c)
+	// The taps' offsets for amd64.SumTapsZ, in the window's order.
+	var offBuf [64]int32
+	offs := offBuf[:0]
+	z := j.z && kh*kw <= len(offBuf)
+	for ky := 0; z && ky < kh; ky++ {
+		for kx := 0; kx < kw; kx++ {
+			offs = append(offs, int32(ky*wp+kx))
+		}
+	}
+	for c0 := lo; c0 < hi; c0 += B {
+		nb := min(B, hi-c0)
+		n := (nb-1)*hw + (OH-1)*wp + OW
+		for b := 0; b < nb; b++ {
+			c := c0 + b
+			intoPadded(xp[b*hw:(b+1)*hw], j.x[c*H*W:(c+1)*H*W], g, wp)
+		}
+		a := acc[:n]
+		if z {
+			// All taps in one pass, 16 outputs at a time, then the
+			// tail: the same additions in the same order.
+			n16 := n &^ 15
+			if n16 > 0 {
+				amd64.SumTapsZ(n16, len(offs), &offs[0], &xp[0], &a[0])
+			}
+			for i := n16; i < n; i++ {
+				var s float32
+				for _, o := range offs {
+					s = vmath.Add32(s, xp[int(o)+i])
+				}
+				a[i] = s
+			}
+		} else {
+			clear(a)
+			for ky := 0; ky < kh; ky++ {
+				for kx := 0; kx < kw; kx++ {
+					o := ky*wp + kx
+					v.Add32s(a, a, xp[o:o+n])
+				}
 			}
 		}
-		for oy := 0; oy < OH; oy++ {
-			r := winCount(oy, kh, H, pt, g.padE[0], j.inclPad)
-			for _, ru := range runs {
-				v.DivScalar32s(yc[oy*OW+ru.ox0:oy*OW+ru.ox1], acc[oy*wp+ru.ox0:oy*wp+ru.ox1], float32(r*ru.c))
+		if uniform {
+			v.DivScalar32s(a, a, div)
+		}
+		for b := 0; b < nb; b++ {
+			c := c0 + b
+			ab, yc := a[b*hw:], j.y[c*OH*OW:(c+1)*OH*OW]
+			for oy := 0; oy < OH; oy++ {
+				if uniform {
+					copy(yc[oy*OW:(oy+1)*OW], ab[oy*wp:oy*wp+OW])
+					continue
+				}
+				r := winCount(oy, kh, H, pt, g.padE[0], j.inclPad)
+				for _, ru := range runs {
+					v.DivScalar32s(yc[oy*OW+ru.ox0:oy*OW+ru.ox1], ab[oy*wp+ru.ox0:oy*wp+ru.ox1], float32(r*ru.c))
+				}
 			}
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // level's bits, and those are the generic window walk's (sumPoolF32's)
 // except where both are NaN (plain Go's sum leaves the payload free):
 // kernels 1-5, even and uneven pads, ceil mode, count_include_pad on and
-// off, 1-D pools, specials in the data.
+// off, 1-D pools, hundreds of small planes, specials in the data.
 func TestAvgPoolS1Twin(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewSource(21))
@@ -42,6 +42,12 @@ func TestAvgPoolS1Twin(t *testing.T) {
 		}
 		if i%7 == 3 && !oneD {
 			attrs = append(attrs, ints("strides", 1, 1))
+		}
+		if i%10 == 4 && !oneD {
+			// Many small planes: several groups of planes summed at once
+			// (avgPoolGroup), the last one partial.
+			shape = []int{2, 150 + r.Intn(150), 3 + r.Intn(6), 3 + r.Intn(6)}
+			attrs = []*ir.Attr{ints("kernel_shape", 3, 3), ints("pads", 1, 1, 1, 1), intAttr("count_include_pad", int64(i%20/10))}
 		}
 		n := node("AveragePool", attrs...)
 		x := tensor.From(specialF32(r, prod(shape), i%2 == 0), shape...)
