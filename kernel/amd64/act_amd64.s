@@ -113,3 +113,66 @@ sx_tail:
 done:
 	VZEROUPPER
 	RET
+
+// func HardSwishZ(x, y *float32, n int, a, b float32) int
+// y[i] = x[i]·h for h = max(0, min(1, float32(a*x[i])+b)) (HardSigmoidZ's
+// h, then the Mul's product), for i < n, any n (the last partial vector
+// masked); it stops before the first group of 16 in which float32(a*x[i])+b
+// is a NaN, writing nothing of it, and returns how many it did (n when
+// none). Without NaNs the product's operand order changes nothing.
+TEXT ·HardSwishZ(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ CX, R8
+	VBROADCASTSS a+24(FP), Z1
+	VBROADCASTSS b+28(FP), Z2
+	VXORPS Z3, Z3, Z3
+	MOVL $0x3f800000, AX
+	VPBROADCASTD AX, Z4
+
+hsloop:
+	CMPQ CX, $16
+	JL   hstail
+	VMOVUPS (SI), Z5
+	VMULPS Z5, Z1, Z0
+	VADDPS Z2, Z0, Z0
+	VCMPPS $3, Z0, Z0, K2
+	KORTESTW K2, K2
+	JNZ  hsdone
+	VMINPS Z0, Z4, Z0
+	VMAXPS Z0, Z3, Z0
+	VADDPS Z3, Z0, Z0
+	VMULPS Z0, Z5, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  hsloop
+
+hstail:
+	TESTQ CX, CX
+	JZ   hsdone
+	MOVQ CX, R9
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z (SI), K1, Z5
+	VMULPS Z5, Z1, Z0
+	VADDPS Z2, Z0, Z0
+	VCMPPS $3, Z0, Z0, K2
+	KORTESTW K2, K2
+	JNZ  hsdone
+	VMINPS Z0, Z4, Z0
+	VMAXPS Z0, Z3, Z0
+	VADDPS Z3, Z0, Z0
+	VMULPS Z0, Z5, Z0
+	VMOVUPS Z0, K1, (DI)
+	XORQ CX, CX
+
+hsdone:
+	SUBQ CX, R8
+	MOVQ R8, ret+32(FP)
+	VZEROUPPER
+	RET

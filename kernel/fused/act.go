@@ -89,3 +89,66 @@ func siluAct(c *kernel.Ctx, sigFirst bool) func(v vmath.Vec, dst, src []float32)
 	}
 	return siluXS
 }
+
+// hardSwishActs returns HardSigmoidMul's epilogue Acts for a HardSigmoid
+// of alpha a and beta b: [0] the portable twin (every level below
+// AVX-512), [1] the AVX-512 one (amd64.HardSwishZ). Both compute, per
+// element, h = max(0, min(1, float32(a*x)+b)) with Go's min and max
+// (elementwise's HardSigmoid) and then the Mul's product in the model's
+// operand order (x·h, or h·x with sigFirst); HardSwishZ leaves a group of
+// 16 holding a NaN to the portable loop. Made once per layer (the parts),
+// so that a call allocates nothing.
+func hardSwishActs(a, b float32, sigFirst bool) *[2]func(vmath.Vec, []float32, []float32) {
+	portable := func(_ vmath.Vec, dst, src []float32) { hardSwishLoop(dst, src, a, b, sigFirst) }
+	z := func(_ vmath.Vec, dst, src []float32) {
+		dst = dst[:len(src)]
+		for len(src) > 0 {
+			k := amd64.HardSwishZ(&src[0], &dst[0], len(src), a, b)
+			src, dst = src[k:], dst[k:]
+			if len(src) > 0 { // a group with a NaN: Go's min and max
+				m := min(16, len(src))
+				hardSwishLoop(dst[:m], src[:m], a, b, sigFirst)
+				src, dst = src[m:], dst[m:]
+			}
+		}
+	}
+	if !amd64.EnabledZ {
+		z = portable
+	}
+	return &[2]func(vmath.Vec, []float32, []float32){portable, z}
+}
+
+// hardSwishLoop is x·HardSigmoid(x): elementwise's HardSigmoid
+// expression into a block buffer, then the product in the model's order,
+// written as elementwise's Mul loop (d[i] = a[i] * b[i]: the compiled
+// product's first operand, whose NaN a product of two NaNs returns, is
+// a[i]; HardSigmoid's NaN is Go's min's, not x's). dst and src may be the
+// same slice.
+func hardSwishLoop(dst, src []float32, a, b float32, sigFirst bool) {
+	var buf [256]float32
+	dst = dst[:len(src)]
+	for i := 0; i < len(src); i += len(buf) {
+		x := src[i:min(i+len(buf), len(src))]
+		h := buf[:len(x)]
+		for j, v := range x {
+			h[j] = max(0, min(1, float32(a*v)+b))
+		}
+		if sigFirst {
+			mulRow(dst[i:i+len(x)], h, x)
+		} else {
+			mulRow(dst[i:i+len(x)], x, h)
+		}
+	}
+}
+
+// mulRow is elementwise's float32 Mul loop: d[i] = a[i] * b[i]. Not
+// inlined, so that its product keeps that shape (a[i] loaded, b[i] the
+// memory operand) wherever it is called (TestHardSwishAct).
+//
+//go:noinline
+func mulRow(d, a, b []float32) {
+	a, b = a[:len(d)], b[:len(d)]
+	for i := range d {
+		d[i] = a[i] * b[i]
+	}
+}

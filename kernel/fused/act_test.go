@@ -47,6 +47,11 @@ func siluInputs() []float32 {
 // epilogue must give, NaNs included (which NaN a product of two returns
 // is the Mul kernel's).
 func siluNodes(t *testing.T, xs []float32, sigFirst bool) []float32 {
+	return gateMulNodes(t, xs, &ir.Node{Name: "s", OpType: "Sigmoid", Version: 13, Attrs: map[string]*ir.Attr{}}, sigFirst)
+}
+
+// gateMulNodes runs the gate node and then Mul on xs, as siluNodes.
+func gateMulNodes(t *testing.T, xs []float32, gate *ir.Node, sigFirst bool) []float32 {
 	t.Helper()
 	reg := builtin.Registry()
 	c := &kernel.Ctx{ISA: kernel.ISAPortable}
@@ -62,7 +67,8 @@ func siluNodes(t *testing.T, xs []float32, sigFirst bool) []float32 {
 		return out[0]
 	}
 	x := tensor.From(append([]float32{}, xs...), len(xs))
-	s := run(&ir.Node{Name: "s", OpType: "Sigmoid", Version: 13, Inputs: []string{"x"}, Outputs: []string{"s"}, Attrs: map[string]*ir.Attr{}}, x)
+	gate.Inputs, gate.Outputs = []string{"x"}, []string{"s"}
+	s := run(gate, x)
 	mul := &ir.Node{Name: "m", OpType: "Mul", Version: 14, Inputs: []string{"x", "s"}, Outputs: []string{"y"}, Attrs: map[string]*ir.Attr{}}
 	if sigFirst {
 		return run(mul, s, x).Data.([]float32)
@@ -147,5 +153,56 @@ func BenchmarkSiLUAct(b *testing.B) {
 				f.F(f.V, d, xs)
 			}
 		})
+	}
+}
+
+// gateNodes runs a HardSigmoid (alpha a, beta b) and then Mul as the
+// unfused nodes on the portable twins.
+func gateNodes(t *testing.T, xs []float32, a, b float32, sigFirst bool) []float32 {
+	return gateMulNodes(t, xs, &ir.Node{Name: "h", OpType: "HardSigmoid", Version: 6, Attrs: map[string]*ir.Attr{
+		"alpha": {Name: "alpha", Kind: ir.AttrFloat, F: a}, "beta": {Name: "beta", Kind: ir.AttrFloat, F: b}}}, sigFirst)
+}
+
+// TestHardSwishAct: HardSigmoidMul's Acts (portable, AVX-512) give the
+// bits of the HardSigmoid and Mul nodes, in both operand orders and for
+// two (alpha, beta), over NaNs (which leave their group of 16 to the
+// portable loop), infinities, both zeros, the bends at ±3, and runs of
+// every length up to 40, in place and out of place.
+func TestHardSwishAct(t *testing.T) {
+	xs := siluInputs()
+	for _, v := range []float32{-3, 3, -2.9999998, 3.0000002, -2.5, 2.5, 0.5, -0.5} {
+		xs = append(xs, v, -v)
+	}
+	for _, ab := range [][2]float32{{1.0 / 6, 0.5}, {0.2, 0.5}} {
+		for _, sf := range []bool{false, true} {
+			want := gateNodes(t, xs, ab[0], ab[1], sf)
+			acts := fused.HardSwishActs(ab[0], ab[1], sf)
+			for fi, f := range acts {
+				name := []string{"portable", "avx512"}[fi]
+				check := func(got, w []float32, off int) {
+					t.Helper()
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(w[i]) {
+							t.Fatalf("%s a=%v sigFirst=%v: x=%v (%#08x): got %#08x, want %#08x", name, ab[0], sf, xs[off+i], math.Float32bits(xs[off+i]), math.Float32bits(got[i]), math.Float32bits(w[i]))
+						}
+					}
+				}
+				got := make([]float32, len(xs))
+				f(vmath.Vec{}, got, xs)
+				check(got, want, 0)
+				in := append([]float32{}, xs...)
+				f(vmath.Vec{}, in, in)
+				check(in, want, 0)
+				for n := 0; n <= 40; n++ {
+					d := make([]float32, n+1)
+					d[n] = 42
+					f(vmath.Vec{}, d[:n], xs[:n])
+					check(d[:n], want[:n], 0)
+					if d[n] != 42 {
+						t.Fatalf("%s: %d outputs: wrote past the end", name, n)
+					}
+				}
+			}
+		}
 	}
 }

@@ -28,3 +28,6 @@ func SiLUForms() []SiLUForm {
 
 // SiLUAct is siluAct.
 var SiLUAct = siluAct
+
+// HardSwishActs is hardSwishActs.
+var HardSwishActs = hardSwishActs

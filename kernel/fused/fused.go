@@ -23,6 +23,10 @@
 // (opset 14) run in that order with their own kernels; act_version is the
 // Sigmoid's version and act_sigmoid_first (int, default 0) is 1 when the
 // Sigmoid's output was the Mul's first operand. It takes no inputs.
+// "HardSigmoidMul" is x·HardSigmoid(x) (MobileNetV3's HardSwish as
+// PyTorch exports it), the same way: a HardSigmoid node (its alpha and
+// beta as act_alpha, act_beta; act_version its version) and the Mul, in
+// the operand order act_sigmoid_first gives.
 //
 // With two Adds (a bias, then a residual: y = (x·W + b) + x'), each takes
 // the running value as its first operand and its own operand as its
@@ -35,6 +39,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -68,12 +73,14 @@ type parts struct {
 	base, add, act *ir.Node
 	// add2 is the second Add (layout[1] == 2), after add.
 	add2 *ir.Node
-	// SiLU: act is the Sigmoid, mul the Mul (sigFirst: the Sigmoid's
-	// output is its first operand) and silu both as an Elementwise layer
-	// (for Into).
+	// SiLU and HardSigmoidMul: act is the Sigmoid (HardSigmoid), mul the
+	// Mul (sigFirst: the gate's output is its first operand) and silu both
+	// as an Elementwise layer (for Into); hsAct HardSigmoidMul's epilogue
+	// Acts (hardSwishActs).
 	mul          *ir.Node
 	sigFirst     bool
 	silu         *ir.Node
+	hsAct        *[2]func(vmath.Vec, []float32, []float32)
 	baseIn       []int // indices into the fused node's inputs
 	addIn, actIn []int
 	add2In       []int
@@ -91,11 +98,10 @@ func split(n *ir.Node) (*parts, error) {
 	p.base = &ir.Node{Name: n.Name + "/base", OpType: l.Base, Version: l.BaseVersion, Attrs: map[string]*ir.Attr{}}
 	switch l.Activation {
 	case "":
-	case SiLU:
-		p.act = &ir.Node{Name: n.Name + "/act", OpType: "Sigmoid", Version: l.ActVersion, Attrs: map[string]*ir.Attr{}}
+	case SiLU, HardSigmoidMul:
+		p.act = &ir.Node{Name: n.Name + "/act", OpType: gateOp(l.Activation), Version: l.ActVersion, Attrs: map[string]*ir.Attr{}}
 		p.mul = &ir.Node{Name: n.Name + "/mul", OpType: "Mul", Version: 14, Attrs: map[string]*ir.Attr{}}
 		p.sigFirst = l.SigmoidFirst
-		p.silu = siluLayer(n.Name, p.act.Version, p.sigFirst)
 	default:
 		p.act = &ir.Node{Name: n.Name + "/act", OpType: l.Activation, Version: l.ActVersion, Attrs: map[string]*ir.Attr{}}
 	}
@@ -103,13 +109,20 @@ func split(n *ir.Node) (*parts, error) {
 		switch {
 		case IsHeaderAttr(k):
 		case strings.HasPrefix(k, ActPrefix):
-			if p.act != nil && p.mul == nil {
+			if p.act != nil && k != AttrSigmoidFirst {
 				c := *a
 				c.Name = strings.TrimPrefix(k, ActPrefix)
 				p.act.Attrs[c.Name] = &c
 			}
 		default:
 			p.base.Attrs[k] = a
+		}
+	}
+	if p.mul != nil {
+		p.silu = gateLayer(n.Name, p.act, p.sigFirst)
+		if l.Activation == HardSigmoidMul {
+			a, b := p.act.Float("alpha", 0.2), p.act.Float("beta", 0.5)
+			p.hsAct = hardSwishActs(a, b, p.sigFirst)
 		}
 	}
 	layout := []int64{int64(l.BaseInputs), int64(l.Adds), int64(l.ActInputs)}
@@ -131,7 +144,7 @@ func split(n *ir.Node) (*parts, error) {
 		p.actIn = append(p.actIn, i)
 	}
 	if p.mul != nil && len(p.actIn) > 0 {
-		return nil, fmt.Errorf("fused layer: SiLU takes no inputs, layout gives %d", len(p.actIn))
+		return nil, fmt.Errorf("fused layer: %s takes no inputs, layout gives %d", l.Activation, len(p.actIn))
 	}
 	for _, x := range []*ir.Node{p.base, p.add, p.act, p.mul} {
 		if x != nil {
@@ -247,11 +260,27 @@ func siluArgs[T any](sigFirst bool, x, s T) []T {
 	return []T{x, s}
 }
 
-// siluLayer is x·Sigmoid(x) as an Elementwise layer: its body is the
-// Sigmoid (opset sigVersion) and the Mul, in the model's operand order.
-func siluLayer(name string, sigVersion int64, sigFirst bool) *ir.Node {
+// HardSigmoidMul is the activation name of x·HardSigmoid(x).
+const HardSigmoidMul = "HardSigmoidMul"
+
+// gateOp is the gate node's op type of a gated activation (SiLU or
+// HardSigmoidMul).
+func gateOp(act string) string {
+	if act == HardSigmoidMul {
+		return "HardSigmoid"
+	}
+	return "Sigmoid"
+}
+
+// gateLayer is x·gate(x) as an Elementwise layer: its body is the gate
+// node (a copy of gate: Sigmoid or HardSigmoid with its attributes) and
+// the Mul, in the model's operand order.
+func gateLayer(name string, gate *ir.Node, sigFirst bool) *ir.Node {
 	x, s, y := name+"/x", name+"/sigmoid", name+"/silu"
-	sig := &ir.Node{Name: s, OpType: "Sigmoid", Version: sigVersion, Inputs: []string{x}, Outputs: []string{s}, Attrs: map[string]*ir.Attr{}}
+	sig := &ir.Node{Name: s, OpType: gate.OpType, Version: gate.Version, Inputs: []string{x}, Outputs: []string{s}, Attrs: map[string]*ir.Attr{}}
+	for k, a := range gate.Attrs {
+		sig.Attrs[k] = a
+	}
 	mul := &ir.Node{Name: y, OpType: "Mul", Version: 14, Inputs: siluArgs(sigFirst, x, s), Outputs: []string{y}, Attrs: map[string]*ir.Attr{}}
 	g := &ir.Graph{Name: name + "/silu", Inputs: []*ir.Value{{Name: x}}, Outputs: []*ir.Value{{Name: y}},
 		Nodes: []*ir.Node{sig, mul}, Initializers: map[string]*tensor.Tensor{}, Types: map[string]ir.Type{}}

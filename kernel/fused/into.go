@@ -8,6 +8,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -227,9 +228,9 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 		next++
 	}
 	if p.silu != nil {
-		// x·Sigmoid(x) in place, blockwise (see Elementwise).
+		// x·gate(x) in place, blockwise (see Elementwise).
 		if err := f.ew.into(c, p.silu, y, y); err != nil {
-			return fmt.Errorf("SiLU part: %w", err)
+			return fmt.Errorf("%s part: %w", p.act.OpType, err)
 		}
 		return nil
 	}
@@ -249,7 +250,8 @@ func (f *fusedOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) erro
 // as in Run. withAct reports whether the epilogue does the activation as
 // well: none, Relu, or Clip with float32 scalar bounds (read as clipInto
 // reads them: attributes before opset 11, optional inputs since), Gelu
-// (as Act, see actOf), or SiLU (as Act: siluAct, c's instruction set). An activation it cannot do is left to its own pass,
+// (as Act, see actOf), SiLU or HardSigmoidMul (as Act: siluAct,
+// hardSwishActs, for c's instruction set). An activation it cannot do is left to its own pass,
 // after the Add, and only with an Add in the epilogue. A second Add
 // (layout[1] == 2) goes in as Residual2 when its operand has exactly the
 // output's shape; otherwise the epilogue does the first Add alone and the
@@ -290,6 +292,13 @@ func epilogue(c *kernel.Ctx, p *parts, in []*tensor.Tensor, out *tensor.Tensor) 
 		e.Residual2 = d
 	}
 	if p.act == nil {
+		return e, true, true
+	}
+	if p.hsAct != nil {
+		e.Act = p.hsAct[0]
+		if c.AVX512() && amd64.EnabledZ {
+			e.Act = p.hsAct[1]
+		}
 		return e, true, true
 	}
 	if p.silu != nil {

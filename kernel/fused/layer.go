@@ -44,12 +44,12 @@ type Layer struct {
 	// activation's extra inputs, in the node's input order.
 	BaseInputs, Adds, ActInputs int
 	// Activation is the activation op type ("" for none; SiLU for the
-	// Sigmoid·Mul pair) and ActVersion its opset version (the Sigmoid's
-	// for SiLU).
+	// Sigmoid·Mul pair, HardSigmoidMul for HardSigmoid·Mul) and ActVersion
+	// its opset version (the gate's for those two).
 	Activation string
 	ActVersion int64
-	// SigmoidFirst (SiLU only): the Sigmoid's output is the Mul's first
-	// operand.
+	// SigmoidFirst (SiLU and HardSigmoidMul): the gate's output is the
+	// Mul's first operand.
 	SigmoidFirst bool
 }
 
@@ -119,7 +119,7 @@ func (l Layer) Suffix() string {
 
 // SetAttrs writes the header into attrs, the node's attribute map. The
 // activation's own attributes are ActAttr's business; SigmoidFirst is
-// written only for SiLU, and nothing is written for an absent activation.
+// written only for SiLU and HardSigmoidMul, and nothing is written for an absent activation.
 func (l Layer) SetAttrs(attrs map[string]*ir.Attr) {
 	attrs[AttrBase] = &ir.Attr{Name: AttrBase, Kind: ir.AttrString, S: l.Base}
 	attrs[AttrBaseVersion] = &ir.Attr{Name: AttrBaseVersion, Kind: ir.AttrInt, I: l.BaseVersion}
@@ -129,7 +129,7 @@ func (l Layer) SetAttrs(attrs map[string]*ir.Attr) {
 	}
 	attrs[AttrActivation] = &ir.Attr{Name: AttrActivation, Kind: ir.AttrString, S: l.Activation}
 	attrs[AttrActVersion] = &ir.Attr{Name: AttrActVersion, Kind: ir.AttrInt, I: l.ActVersion}
-	if l.Activation == SiLU {
+	if l.Activation == SiLU || l.Activation == HardSigmoidMul {
 		first := int64(0)
 		if l.SigmoidFirst {
 			first = 1

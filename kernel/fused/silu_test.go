@@ -13,10 +13,10 @@ import (
 	"github.com/vouchml/vouch/tensor"
 )
 
-// TestFusedSiLUEpilogue: a Fused Conv (+ Add) + SiLU layer, whose SiLU Conv's
-// Into applies as the epilogue's Act (in the GEMM tiles, the direct and
+// TestFusedSiLUEpilogue: a Fused Conv (+ Add) + SiLU or HardSigmoidMul
+// layer, whose activation Conv's Into applies as the epilogue's Act (in the GEMM tiles, the direct and
 // depthwise kernels' planes), gives the bits of its nodes (Conv, Add,
-// Sigmoid, Mul) run one by one on the portable twins, at every
+// Sigmoid or HardSigmoid, Mul) run one by one on the portable twins, at every
 // instruction-set level, at 1 and 2 threads, in both Mul operand
 // orders: 1x1 (GEMM), dense 3x3, depthwise 3x3 at strides 1 and 2 (the
 // row and flat kernels), 5x5 at strides 1 and 2 and dilated (dwAny), and
@@ -41,10 +41,12 @@ func TestFusedSiLUEpilogue(t *testing.T) {
 		{[]int{1, 3, 12, 12}, []int{3, 1, 3, 3}, 3, []int64{2, 2, 2, 2}, []int64{1, 1}, []int64{2, 2}},
 	}
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2)}
+	hsAttrs := map[string]*ir.Attr{"alpha": {Name: "alpha", Kind: ir.AttrFloat, F: 1.0 / 6}, "beta": {Name: "beta", Kind: ir.AttrFloat, F: 0.5}}
 	for ci, cv := range convs {
 		for _, add := range []bool{false, true} {
-			for _, sigFirst := range []bool{false, true} {
-				name := fmt.Sprintf("conv%d/add=%v/sigFirst=%v", ci, add, sigFirst)
+			for _, gi := range []int{0, 1, 2, 3} {
+				sigFirst, hard := gi%2 == 1, gi >= 2
+				name := fmt.Sprintf("conv%d/add=%v/sigFirst=%v/hard=%v", ci, add, sigFirst, hard)
 				attrs := map[string]*ir.Attr{
 					"pads":    {Name: "pads", Kind: ir.AttrInts, Ints: cv.pads},
 					"strides": {Name: "strides", Kind: ir.AttrInts, Ints: cv.strides},
@@ -58,6 +60,11 @@ func TestFusedSiLUEpilogue(t *testing.T) {
 				nodes := []*ir.Node{b}
 				fin := []string{"x", "w", "bias"}
 				lay := fused.Layer{Base: "Conv", BaseVersion: 11, BaseInputs: 3, Activation: fused.SiLU, ActVersion: 13, SigmoidFirst: sigFirst}
+				gate := &ir.Node{Name: "sig", OpType: "Sigmoid", Version: 13, Outputs: []string{"s"}, Attrs: map[string]*ir.Attr{}}
+				if hard {
+					lay.Activation, lay.ActVersion = fused.HardSigmoidMul, 6
+					gate = &ir.Node{Name: "sig", OpType: "HardSigmoid", Version: 6, Outputs: []string{"s"}, Attrs: hsAttrs}
+				}
 				v := "y"
 				if add {
 					// The residual has the output's shape: run the Conv
@@ -76,8 +83,8 @@ func TestFusedSiLUEpilogue(t *testing.T) {
 				if sigFirst {
 					mulIn = []string{"s", v}
 				}
-				nodes = append(nodes,
-					&ir.Node{Name: "sig", OpType: "Sigmoid", Version: 13, Inputs: []string{v}, Outputs: []string{"s"}, Attrs: map[string]*ir.Attr{}},
+				gate.Inputs = []string{v}
+				nodes = append(nodes, gate,
 					&ir.Node{Name: "mul", OpType: "Mul", Version: 14, Inputs: mulIn, Outputs: []string{"out"}, Attrs: map[string]*ir.Attr{}})
 				for _, n := range nodes {
 					out, err := runNode(reg, n, vals)
@@ -90,6 +97,12 @@ func TestFusedSiLUEpilogue(t *testing.T) {
 				f := &ir.Node{Name: "f", OpType: fused.OpFused, Domain: fused.Domain, Version: 1, Inputs: fin, Outputs: []string{"out"}, Attrs: map[string]*ir.Attr{}}
 				for k, a := range attrs {
 					f.Attrs[k] = a
+				}
+				if hard {
+					for k, a := range hsAttrs {
+						c := fused.ActAttr(k, a)
+						f.Attrs[c.Name] = c
+					}
 				}
 				lay.SetAttrs(f.Attrs)
 				in := make([]*tensor.Tensor, len(fin))

@@ -1,0 +1,84 @@
+package compile_test
+
+import (
+	"testing"
+
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/compile"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/kernel/fused"
+	"github.com/vouchml/vouch/plan"
+)
+
+// layerSuffixes builds b's graph (output out) and returns each plan
+// layer's op type with its fused suffix ("Fused+Add+HardSigmoidMul").
+func layerSuffixes(t *testing.T, b *gb, out string) []string {
+	t.Helper()
+	res, err := compile.Build(&ir.Model{Graph: b.g, Opsets: map[string]int64{"": 17}}, []byte("t"), "t", "test", compile.DefaultOptions(), builtin.Registry(), buildlog.New(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(res.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for _, n := range p.Graph.Nodes {
+		k := n.OpType
+		if l, ok := fused.LayerOf(n); ok {
+			k += l.Suffix()
+		}
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// TestFuseHardSwish: a Conv (with and without its bias Add fused first)
+// followed by x·HardSigmoid(x), in either Mul operand order, becomes one
+// layer, with the graph's bits; a HardSigmoid whose output is also read
+// elsewhere is left alone.
+func TestFuseHardSwish(t *testing.T) {
+	hsw := func(b *gb, v string, sigFirst bool, tag string) string {
+		h := b.node("HardSigmoid", []string{v}, tag+"_hs",
+			&ir.Attr{Name: "alpha", Kind: ir.AttrFloat, F: 1.0 / 6}, &ir.Attr{Name: "beta", Kind: ir.AttrFloat, F: 0.5})
+		if sigFirst {
+			return b.node("Mul", []string{h, v}, tag)
+		}
+		return b.node("Mul", []string{v, h}, tag)
+	}
+	conv := func(b *gb, x, tag string, cin, cout, k int, group int64) string {
+		p := int64(k / 2)
+		return b.node("Conv", []string{x, b.constant(tag+"_w", []int{cout, cin / int(group), k, k}), b.constant(tag+"_b", []int{cout})}, tag,
+			ints("pads", p, p, p, p), &ir.Attr{Name: "group", Kind: ir.AttrInt, I: group})
+	}
+	for _, sigFirst := range []bool{false, true} {
+		// A dense 3x3 Conv, then a depthwise 5x5 one, each with HardSwish.
+		b := newGB([]int{1, 4, 9, 11})
+		y := hsw(b, conv(b, "x", "c1", 4, 16, 3, 1), sigFirst, "y1")
+		y = hsw(b, conv(b, y, "c2", 16, 16, 5, 16), sigFirst, "y2")
+		b.check(t, y, true)
+		if kinds := layerSuffixes(t, b, y); len(kinds) != 2 || kinds[0] != "Fused+HardSigmoidMul" || kinds[1] != kinds[0] {
+			t.Fatalf("sigFirst %v: Conv + HardSwish twice became %v", sigFirst, kinds)
+		}
+		// A residual Add fused first.
+		b = newGB([]int{1, 8, 7, 7})
+		a := b.node("Add", []string{conv(b, "x", "c3", 8, 8, 1, 1), "x"}, "a")
+		y = hsw(b, a, sigFirst, "y3")
+		b.check(t, y, true)
+		if kinds := layerSuffixes(t, b, y); len(kinds) != 1 || kinds[0] != "Fused+Add+HardSigmoidMul" {
+			t.Fatalf("sigFirst %v: Conv + Add + HardSwish became %v", sigFirst, kinds)
+		}
+	}
+	// The HardSigmoid is also read by another node: no fusion.
+	b := newGB([]int{1, 4, 6, 6})
+	v := conv(b, "x", "c4", 4, 4, 3, 1)
+	h := b.node("HardSigmoid", []string{v}, "hs")
+	y := b.node("Add", []string{b.node("Mul", []string{v, h}, "m"), h}, "y")
+	b.check(t, y, true)
+	for _, k := range layerSuffixes(t, b, y) {
+		if k == "Fused+HardSigmoidMul" {
+			t.Fatal("a HardSigmoid read twice was fused")
+		}
+	}
+}
