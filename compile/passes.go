@@ -98,6 +98,7 @@ func pipeline() []pass {
 		{name: "drop-padding-taps", run: dropPaddingTaps},
 		{name: "fuse-activation", run: fuseActivation},
 		{name: "precision", run: precisionPass},
+		{name: "fuse-hard-swish", run: fuseHardSwish},
 		{name: "fuse-scale-shift", run: fuseScaleShift},
 		{name: "fuse-residual", run: fuseResidual},
 		{name: "fuse-expand-depthwise", run: fuseExpandDepthwise},
@@ -138,6 +139,9 @@ var passOrder = [...]struct{ a, b, why string }{
 	{"drop-padding-taps", "fuse-activation", "plain Convs are cropped, before they become fused layers"},
 	{"fold-batchnorm", "fuse-scale-shift", "a BatchNormalization that reads a Conv is folded into its weights, not made a layer"},
 	{"precision", "fuse-scale-shift", "only float32 BatchNormalization becomes a scale-shift layer"},
+	{"precision", "fuse-hard-swish", "layers the precision pass converted keep their own epilogue"},
+	{"fuse-hard-swish", "fuse-elementwise", "an elementwise chain would otherwise swallow the HardSigmoid and Mul"},
+	{"fuse-hard-swish", "fuse-conv-chain", "a chain takes only Relu/Clip layers: the pass sees the plain Conv first"},
 }
 
 func init() {
