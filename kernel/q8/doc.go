@@ -18,7 +18,18 @@
 // copy of the quantized input, and an in-register transpose back to
 // channel rows before the same epilogue; its sums are the same exact
 // integers, so its output bits are those of the GEMM path and of the
-// portable twins. fp16 weights are converted to float32 with F16C
+// portable twins. Where the CPU has AVX512_VNNI the layers run u8 × s8
+// VPDPBUSD tiles instead (four byte products per int32 lane): the
+// activations shifted to q + 128 as the unsigned operand, every
+// accumulator starting from its channel's correction −128·Σ w, so that the
+// non-saturating wrap-around ends at the same exact sum — linear layers and
+// squeeze-excitation's 1×1 maps as rows × 64 columns (vnni.go), most
+// convolutions as the direct tiles on channel quads (vnni_direct.go), the
+// remaining 1×1 convolutions as channels × 64-position panels; the
+// portable and AVX2 paths, without VNNI, compute the same integers. The
+// epilogue may end with a SiLU or HardSwish activation, applied to each
+// run of outputs in cache with the bits of the unfused Sigmoid/HardSigmoid
+// and Mul nodes (act.go). fp16 weights are converted to float32 with F16C
 // or the identical portable conversion, and computed in float32 by the nn
 // kernels. The kernel.Ctx level chooses the twins (ISAPortable: the portable
 // ones, as on a machine without AVX2; ISAAVX2: no VNNI or direct kernels).
