@@ -29,8 +29,11 @@ import (
 // Options.Precision sets the default (best starts from int8);
 // Quant.LayerPrecision overrides named layers. Layers that cannot take the
 // precision (no kernel: transA Gemm, non-constant weights, depthwise or
-// non-2-D Conv for int8, weights beyond float16's range for fp16) stay
-// fp32, and the log says why.
+// non-2-D Conv for int8, weights beyond float16's range for fp16), and
+// grouped convolutions of fewer than 16 output channels a group under
+// int8 (fp32's grouped kernel is faster), stay fp32, and the log says why.
+// A HardSigmoid and Mul that alone read an int8 layer's output (PyTorch's
+// HardSwish) fold into its epilogue (fuseQ8HardSwish), with the same bits.
 //
 // Every decision leaves a line in the build log: each calibrated tensor's
 // range, chosen threshold and clipped fraction (a warning from 1%), each
