@@ -30,7 +30,7 @@ import (
 // Quant.LayerPrecision overrides named layers. Layers that cannot take the
 // precision (no kernel: transA Gemm, non-constant weights, depthwise or
 // non-2-D Conv for int8, weights beyond float16's range for fp16), and
-// grouped convolutions of fewer than 16 output channels a group under
+// grouped convolutions of fewer than 8 output channels a group under
 // int8 (fp32's grouped kernel is faster), stay fp32, and the log says why.
 // A HardSigmoid and Mul that alone read an int8 layer's output (PyTorch's
 // HardSwish) fold into its epilogue (fuseQ8HardSwish), with the same bits.
@@ -112,10 +112,12 @@ func int8Blocker(g *ir.Graph, n *ir.Node, base string, w *tensor.Tensor) string 
 		}
 		if grp := n.Int("group", 1); grp > 1 && w.Shape[1] == 1 {
 			return "depthwise convolution: no int8 kernel"
-		} else if grp > 1 && w.Shape[0]/int(grp) < 16 {
-			// RegNetY's groups of 8: the int8 kernels fill 16 channels
-			// a lane block; fp32's grouped kernel (DwTapsZ) is faster.
-			return fmt.Sprintf("grouped convolution of %d output channels a group: the int8 kernels need 16", w.Shape[0]/int(grp))
+		} else if grp > 1 && w.Shape[0]/int(grp) < 8 {
+			// ResNeXt's groups of 4: the int8 direct kernels fill 16
+			// channels a lane block, at least half of it; below that
+			// fp32's grouped kernel (DwTapsZ) is faster. (RegNetY's
+			// groups of 8 run the quad tiles: 1.3-1.6 -> 2.0-2.8x.)
+			return fmt.Sprintf("grouped convolution of %d output channels a group: the int8 kernels need 8", w.Shape[0]/int(grp))
 		}
 		if w.Len()/w.Shape[0] > 131072 {
 			return "reduction too long for int32 accumulation"

@@ -9,8 +9,9 @@ import (
 	"github.com/vouchml/vouch/tensor"
 )
 
-// TestInt8Blocker: which convolutions int8 keeps at fp32, and that SiLU
-// layers (EfficientNet's) no longer are among them.
+// TestInt8Blocker: which convolutions int8 keeps at fp32 (depthwise,
+// groups of fewer than 8 output channels), and that SiLU layers
+// (EfficientNet's) no longer are among them.
 func TestInt8Blocker(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -20,7 +21,8 @@ func TestInt8Blocker(t *testing.T) {
 	}{
 		{"dense", 32, 16, 1, "", ""},
 		{"depthwise", 32, 1, 32, "", "depthwise"},
-		{"groups of 8", 48, 8, 6, "", "8 output channels a group"},
+		{"groups of 4", 128, 4, 32, "", "4 output channels a group"},
+		{"groups of 8", 48, 8, 6, "", ""},
 		{"groups of 16", 64, 16, 4, "", ""},
 		{"silu", 32, 16, 1, fused.SiLU, ""},
 	} {
