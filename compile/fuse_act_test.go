@@ -82,3 +82,43 @@ func TestFuseHardSwish(t *testing.T) {
 		}
 	}
 }
+
+// TestFuseChannelMul: a squeeze-excitation block's Mul (x by the gate of
+// its global average, [N, C, 1, 1]), in either operand order, becomes a
+// ChannelMul layer with the graph's bits; a Mul of two full tensors, or
+// by a [N, 1, H, W] operand, stays a Mul.
+func TestFuseChannelMul(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		b := newGB([]int{1, 4, 6, 7})
+		h := b.node("Conv", []string{"x", b.constant("w1", []int{8, 4, 3, 3})}, "h", ints("pads", 1, 1, 1, 1))
+		p := b.node("GlobalAveragePool", []string{h}, "p")
+		g := b.node("Sigmoid", []string{b.node("Conv", []string{p, b.constant("w2", []int{8, 8, 1, 1})}, "q")}, "g")
+		in := []string{h, g}
+		if first {
+			in = []string{g, h}
+		}
+		y := b.node("Mul", in, "y")
+		b.check(t, y, true)
+		ks := layerSuffixes(t, b, y)
+		if len(ks) == 0 || ks[len(ks)-1] != "ChannelMul" {
+			t.Fatalf("first %v: the SE block became %v", first, ks)
+		}
+	}
+	b := newGB([]int{1, 4, 6, 6})
+	y := b.node("Mul", []string{b.node("Relu", []string{"x"}, "r"), "x"}, "y")
+	b.check(t, y, true)
+	for _, k := range layerSuffixes(t, b, y) {
+		if k == "ChannelMul" {
+			t.Fatal("a Mul of two full tensors became a ChannelMul")
+		}
+	}
+	b = newGB([]int{1, 4, 6, 6})
+	m := b.node("ReduceMean", []string{"x"}, "m", ints("axes", 1))
+	y = b.node("Mul", []string{"x", m}, "y")
+	b.check(t, y, true)
+	for _, k := range layerSuffixes(t, b, y) {
+		if k == "ChannelMul" {
+			t.Fatal("a Mul by a [N, 1, H, W] operand became a ChannelMul")
+		}
+	}
+}

@@ -29,3 +29,14 @@ func SiLUZ(x, y *float32, n int, tab *[SiLUConsts]float32, sigFirst bool)
 //
 //go:noescape
 func HardSwishZ(x, y *float32, n int, a, b float32) int
+
+// ScaleZ (AVX-512F, where EnabledZ) sets y[i] = x[i]·s for i < n, any n
+// (the last partial vector masked), x[i] the product's first operand
+// (Intel's src1: its NaN is the one a product of two NaNs returns, as in
+// package elementwise's compiled Mul loops for a broadcast operand, in
+// either operand order): one channel plane of a Mul by a per-channel
+// operand (a squeeze-excitation block's scale). x and y may be the same
+// array.
+//
+//go:noescape
+func ScaleZ(x, y *float32, n int, s float32)

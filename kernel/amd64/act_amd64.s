@@ -176,3 +176,39 @@ hsdone:
 	MOVQ R8, ret+32(FP)
 	VZEROUPPER
 	RET
+
+// func ScaleZ(x, y *float32, n int, s float32)
+// y[i] = x[i]·s for i < n, any n (the last partial vector masked); the
+// product's first operand (Intel's src1, whose NaN a product of two NaNs
+// returns) is x[i].
+TEXT ·ScaleZ(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS s+24(FP), Z1
+
+sc16:
+	CMPQ CX, $16
+	JL   sctail
+	VMOVUPS (SI), Z0
+	VMULPS Z1, Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  sc16
+
+sctail:
+	TESTQ CX, CX
+	JZ   scdone
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z (SI), K1, Z0
+	VMULPS Z1, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+
+scdone:
+	VZEROUPPER
+	RET

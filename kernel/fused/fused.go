@@ -1,8 +1,9 @@
 // Package fused implements the compiler's fused layers (domain "vouch"):
 // a base operator (Conv, Gemm, MatMul), optionally followed by an Add (a
 // bias or a residual) and an activation, run as one layer; chains of
-// elementwise ops and attention (chain.go); and a 1x1 convolution with the
-// depthwise convolution that reads it (ExpandDepthwise, expand_dw.go).
+// elementwise ops and attention (chain.go); a 1x1 convolution with the
+// depthwise convolution that reads it (ExpandDepthwise, expand_dw.go); and
+// a Mul by a per-channel scale (ChannelMul, channel_mul.go).
 //
 // A fused layer performs exactly the floating-point operations of the
 // unfused nodes, in the same order, through the same kernels: fusion changes
@@ -55,6 +56,7 @@ func Ops(base *kernel.Registry) kernel.Table {
 		"Fused":         {Run: f.run, Infer: f.infer, Into: f.into, Prepare: f.prepare},
 		ExpandDepthwise: {Run: edw.run, Infer: edw.infer, Into: edw.into, Prepare: edw.prepare},
 		"Elementwise":   {Run: ew.run, Infer: ew.infer, Into: ew.into, InPlace: true, Prepare: ew.prepare},
+		ChannelMul:      {Run: cmulOp{}.run, Infer: cmulOp{}.infer, Into: cmulOp{}.into, InPlace: true},
 	}
 	for k, v := range chainOps(base) {
 		t[k] = v
