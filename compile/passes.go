@@ -99,6 +99,7 @@ func pipeline() []pass {
 		{name: "fuse-activation", run: fuseActivation},
 		{name: "precision", run: precisionPass},
 		{name: "fuse-hard-swish", run: fuseHardSwish},
+		{name: "fuse-channel-mul", run: fuseChannelMul},
 		{name: "fuse-scale-shift", run: fuseScaleShift},
 		{name: "fuse-residual", run: fuseResidual},
 		{name: "fuse-expand-depthwise", run: fuseExpandDepthwise},
@@ -142,6 +143,8 @@ var passOrder = [...]struct{ a, b, why string }{
 	{"precision", "fuse-hard-swish", "layers the precision pass converted keep their own epilogue"},
 	{"fuse-hard-swish", "fuse-elementwise", "an elementwise chain would otherwise swallow the HardSigmoid and Mul"},
 	{"fuse-hard-swish", "fuse-conv-chain", "a chain takes only Relu/Clip layers: the pass sees the plain Conv first"},
+	{"fuse-hard-swish", "fuse-channel-mul", "a HardSwish's Mul is the activation's, not a channel scale"},
+	{"precision", "fuse-channel-mul", "only float32 Muls become channel scales"},
 }
 
 func init() {
