@@ -17,6 +17,7 @@ import (
 	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/onnx"
@@ -32,7 +33,8 @@ import (
 // evaluation, on other seeded inputs, puts the top-1 agreement in the
 // build report, and the run adds the agreement of the class (or, for a
 // segmentation map, per-pixel class) argmax on the reference input and
-// the largest |int8 - fp32| over the first output.
+// the largest |int8 - fp32| over the first output; the int8 plan must give
+// the same bits at 2 threads and at the AVX2 level.
 
 // ZooInt8Row is one model's line of the int8 table.
 type ZooInt8Row struct {
@@ -62,6 +64,9 @@ type ZooInt8Row struct {
 	// first output on the reference input.
 	MaxAbsErr float64 `json:"max_abs_err"`
 	MaxAbs    float64 `json:"max_abs"`
+	// AVX2Bits: the int8 plan gave the same bits at the AVX2 level (1
+	// thread) as at this CPU's best.
+	AVX2Bits bool `json:"avx2_bits"`
 }
 
 // ZooInt8Command is `vouch bench --zoo DIR --int8 [MODEL...]`.
@@ -163,7 +168,7 @@ func int8Geomean(rows []ZooInt8Row) (float64, int) {
 
 func writeInt8Table(w io.Writer, rows []ZooInt8Row, geo float64, n int) error {
 	var b strings.Builder
-	b.WriteString("| model | int8 layers | fp32 ms | int8 ms | speed-up | top-1 agreement (report, n) | ref argmax agreement | max abs err / max abs | kept fp32 | note |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| model | int8 layers | fp32 ms | int8 ms | speed-up | top-1 agreement (report, n) | ref argmax agreement | max abs err / max abs | avx2 bits | kept fp32 | note |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		var kept []string
 		for _, k := range sortedKeys(r.KeptFP32) {
@@ -173,9 +178,13 @@ func writeInt8Table(w io.Writer, rows []ZooInt8Row, geo float64, n int) error {
 		if r.Status != ZooOK {
 			note = string(r.Status) + ": " + r.Reason
 		}
-		fmt.Fprintf(&b, "| %s | %d/%d | %s | %s | %s | %.0f%% (%d) | %.1f%% | %.2g / %.2g | %s | %s |\n", r.Model, r.Int8, r.Weighted,
+		avx2 := "same"
+		if !r.AVX2Bits {
+			avx2 = "—"
+		}
+		fmt.Fprintf(&b, "| %s | %d/%d | %s | %s | %s | %.0f%% (%d) | %.1f%% | %.2g / %.2g | %s | %s | %s |\n", r.Model, r.Int8, r.Weighted,
 			zooMS(r.FP32), zooMS(r.Q8), ratio(r.Speedup), r.ReportAgreement, r.ReportSamples, r.RefAgreement, r.MaxAbsErr, r.MaxAbs,
-			cell(strings.Join(kept, "; ")), cell(note))
+			avx2, cell(strings.Join(kept, "; ")), cell(note))
 	}
 	fmt.Fprintf(&b, "\n%d models, %d timed: geometric mean speed-up int8/fp32 %.2f×\n", len(rows), n, geo)
 	_, err := io.WriteString(w, b.String())
@@ -292,6 +301,13 @@ func (c ZooInt8Command) model(ctx context.Context, name string, all bool) (row Z
 	if why := threadBits(p8.Graph, [][]int{in.Shape}, []*tensor.Tensor{in}, []*tensor.Tensor{o8}, 2); why != "" {
 		row.Status, row.Reason = ZooMismatch, "int8 plan "+why
 	}
+	// The int8 plan at the AVX2 level (no VNNI: the int16 GEMM instead of
+	// the VPDPBUSD tiles) must give the bits of the run above.
+	if why := isaBits(p8.Graph, in, o8, kernel.ISAAVX2); why != "" {
+		row.Status, row.Reason = ZooMismatch, joinReason(row.Reason, "int8 plan "+why)
+	} else {
+		row.AVX2Bits = true
+	}
 	row.Runs = c.Runs
 	res, err := Compare(ctx, []Engine{e32, e8}, Options{Runs: c.Runs, Warmup: c.Warmup})
 	if err != nil {
@@ -333,6 +349,30 @@ func bindRun(p *plan.Plan, in *tensor.Tensor) (Engine, *tensor.Tensor, error) {
 		return nil, nil, err
 	}
 	return &vouchEngine{b: b, inputs: []*tensor.Tensor{in}}, out[0], nil
+}
+
+// isaBits runs g at level l on one thread and says how its first output
+// differs from want ("" when the bits are the same).
+func isaBits(g *ir.Graph, in, want *tensor.Tensor, l kernel.ISA) string {
+	ex, err := exec.New(g, builtin.Registry())
+	if err == nil {
+		err = ex.SetCPU(exec.CPU{ISA: l, Threads: 1})
+	}
+	var b *exec.Bound
+	if err == nil {
+		b, err = ex.Bind([][]int{in.Shape})
+	}
+	var got []*tensor.Tensor
+	if err == nil {
+		got, err = b.Execute([]*tensor.Tensor{in})
+	}
+	if err != nil {
+		return fmt.Sprintf("at %v: %v", l, err)
+	}
+	if !sameBits(got[0], want) {
+		return fmt.Sprintf("differs at %v", l)
+	}
+	return ""
 }
 
 // compareOutputs returns the argmax agreement over axis 1 (percent of the
