@@ -25,11 +25,34 @@ import (
 // its bits except for NaN payloads: a NaN gate pre-activation is stored as
 // the canonical quiet NaN 0x7fc00000 here.
 
+// chainLevel is which chain kernels run: the portable ones, chainRowsY
+// (AVX2 and FMA) or also chainRowsZ and chainRows8Z (AVX-512F). Every
+// level gives the same bits.
+type chainLevel int
+
+const (
+	chainPortable chainLevel = iota
+	chainAVX2
+	chainAVX512
+)
+
+// levelOf is the chain level kc allows on this CPU.
+func levelOf(kc *kernel.Ctx) chainLevel {
+	switch {
+	case haveZ && kc.AVX512():
+		return chainAVX512
+	case haveY && kc.AVX2():
+		return chainAVX2
+	}
+	return chainPortable
+}
+
 // chainRows sets y[j], j < len(y), to the chain acc = FMA(x[kk],
 // b[kk*ldb+j], acc) over kk < len(x) ascending from y[j], then canon (a
-// NaN becomes 0x7fc00000). z selects the AVX-512 twin for the columns in
-// whole groups of 16; both give the same bits.
-func chainRows(z bool, x, b []float32, ldb int, y []float32) {
+// NaN becomes 0x7fc00000). At lv, the AVX-512 twin takes the columns in
+// whole groups of 16, the AVX2 twin the groups of 8 after them, the
+// portable loop the rest; all give the same bits.
+func chainRows(lv chainLevel, x, b []float32, ldb int, y []float32) {
 	k, n := len(x), len(y)
 	if n == 0 {
 		return
@@ -38,9 +61,13 @@ func chainRows(z bool, x, b []float32, ldb int, y []float32) {
 		_ = b[(k-1)*ldb+n-1] // bounds for the assembly
 	}
 	done := 0
-	if z && k > 0 && n >= 16 {
+	if lv == chainAVX512 && k > 0 && n >= 16 {
 		done = n &^ 15
 		chainRowsZ(k, &x[0], &b[0], ldb, &y[0], done)
+	}
+	if m := (n - done) &^ 7; lv >= chainAVX2 && k > 0 && m > 0 {
+		chainRowsY(k, &x[0], &b[done], ldb, &y[done], m)
+		done += m
 	}
 	if done < n {
 		chainRowsPortable(x, b[done:], ldb, y[done:])
@@ -99,7 +126,8 @@ func act32s(s actSpec, v vmath.Vec) func(dst, src []float32) {
 // others (batch invariance).
 type fast32 struct {
 	c      config
-	z      bool
+	lv     chainLevel
+	z      bool      // lv is chainAVX512
 	wt, rt []float32 // [input, G], [hidden, G]
 	init   []float32 // [G]: each gate row's chain start for P
 	rbh    []float32 // GRU linear_before_reset: Rb of the h~ block, or zeros
@@ -113,9 +141,9 @@ type fast32 struct {
 	xin    []float32 // eight rows of a chain's x, packed step-major
 }
 
-func newFast32(c config, d int, pk *pack, b, p []float32, z bool, v vmath.Vec) *fast32 {
+func newFast32(c config, d int, pk *pack, b, p []float32, lv chainLevel, v vmath.Vec) *fast32 {
 	H, G := c.hidden, c.kind.gates()*c.hidden
-	e := &fast32{c: c, z: z, wt: pk.wt[d], rt: pk.rt[d]}
+	e := &fast32{c: c, lv: lv, z: lv == chainAVX512, wt: pk.wt[d], rt: pk.rt[d]}
 	e.init = make([]float32, G)
 	e.rbh = make([]float32, H)
 	if b != nil {
@@ -171,13 +199,13 @@ func (e *fast32) chains(nb, K int, src func(r int) []float32, b []float32, ldb i
 			chainRows8Z(K, &e.xin[0], &b[0], ldb, &dst[r*ldd], ldd, n32)
 			if n32 < n {
 				for q := r; q < r+8; q++ {
-					chainRows(e.z, src(q), b[n32:], ldb, dst[q*ldd+n32:q*ldd+n])
+					chainRows(e.lv, src(q), b[n32:], ldb, dst[q*ldd+n32:q*ldd+n])
 				}
 			}
 		}
 	}
 	for ; r < nb; r++ {
-		chainRows(e.z, src(r), b, ldb, dst[r*ldd:r*ldd+n])
+		chainRows(e.lv, src(r), b, ldb, dst[r*ldd:r*ldd+n])
 	}
 }
 
@@ -306,7 +334,7 @@ func (e *fast32) gates(pre []float32, b int) {
 // AVX-512 chains where kc allows them and the CPU has them, vmath at kc's
 // level; every level gives the same bits.
 func compute32(c config, in []*tensor.Tensor, lens []int, pk *pack, kc *kernel.Ctx) ([]*tensor.Tensor, error) {
-	z, vec := haveZ && kc.AVX512(), kc.Vec()
+	lv, vec := levelOf(kc), kc.Vec()
 	get := func(i int) []float32 {
 		if t := kernel.Input(in, i); t != nil {
 			return t.Data.([]float32)
@@ -332,7 +360,7 @@ func compute32(c config, in []*tensor.Tensor, lens []int, pk *pack, kc *kernel.C
 		maxL = max(maxL, L)
 	}
 	for d := 0; d < c.dirs; d++ {
-		e := newFast32(c, d, pk, b, p, z, vec)
+		e := newFast32(c, d, pk, b, p, lv, vec)
 		reverse := c.reverse || d == 1
 		at := func(bi, s int) int {
 			if reverse {

@@ -189,39 +189,48 @@ func sameBits(t *testing.T, what string, got, want *tensor.Tensor) {
 	}
 }
 
-// TestChainRowsTwins checks the AVX-512 chains against the portable ones
-// on every column count up to 300 (the 128-, 64- and 16-column blocks and
-// the portable tail), a row stride wider than the columns, k = 0, and NaN
-// canonicalisation.
+// TestChainRowsTwins checks the AVX-512 and AVX2 chains against the
+// portable ones on every column count up to 300 (the 128-, 64- and
+// 16-column blocks, the 64-, 32- and 8-column ones and the portable tail),
+// a row stride wider than the columns, k = 0, and NaN canonicalisation.
 func TestChainRowsTwins(t *testing.T) {
-	if !haveZ {
-		t.Skip("no AVX-512 on this CPU: the portable chains are all there is (TestFast32Twins checks them)")
+	var levels []chainLevel
+	if haveY {
+		levels = append(levels, chainAVX2)
+	}
+	if haveZ {
+		levels = append(levels, chainAVX512)
+	}
+	if len(levels) == 0 {
+		t.Skip("no AVX2 or AVX-512 on this CPU: the portable chains are all there is (TestFast32Twins checks them)")
 	}
 	r := rand.New(rand.NewSource(3))
-	for _, k := range []int{0, 1, 5, 64} {
-		for n := 1; n <= 300; n += 1 + n/16 {
-			ldb := n + r.Intn(20)
-			x, b := make([]float32, k), make([]float32, max(k*ldb, 1))
-			for i := range x {
-				x[i] = float32(r.NormFloat64())
-			}
-			for i := range b {
-				b[i] = float32(r.NormFloat64())
-			}
-			if k > 0 && n > 3 {
-				b[3] = float32(math.NaN())
-				b[ldb*(k-1)] = math.Float32frombits(0xffc00001) // a NaN with a payload
-			}
-			y1 := make([]float32, n)
-			for i := range y1 {
-				y1[i] = float32(r.NormFloat64())
-			}
-			y2 := append([]float32{}, y1...)
-			chainRows(true, x, b, ldb, y1)
-			chainRowsPortable(x, b, ldb, y2)
-			for j := range y1 {
-				if math.Float32bits(y1[j]) != math.Float32bits(y2[j]) {
-					t.Fatalf("k=%d n=%d ldb=%d: column %d is %#x, portable %#x", k, n, ldb, j, math.Float32bits(y1[j]), math.Float32bits(y2[j]))
+	for _, lv := range levels {
+		for _, k := range []int{0, 1, 5, 64} {
+			for n := 1; n <= 300; n += 1 + n/16 {
+				ldb := n + r.Intn(20)
+				x, b := make([]float32, k), make([]float32, max(k*ldb, 1))
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				for i := range b {
+					b[i] = float32(r.NormFloat64())
+				}
+				if k > 0 && n > 3 {
+					b[3] = float32(math.NaN())
+					b[ldb*(k-1)] = math.Float32frombits(0xffc00001) // a NaN with a payload
+				}
+				y1 := make([]float32, n)
+				for i := range y1 {
+					y1[i] = float32(r.NormFloat64())
+				}
+				y2 := append([]float32{}, y1...)
+				chainRows(lv, x, b, ldb, y1)
+				chainRowsPortable(x, b, ldb, y2)
+				for j := range y1 {
+					if math.Float32bits(y1[j]) != math.Float32bits(y2[j]) {
+						t.Fatalf("level %d k=%d n=%d ldb=%d: column %d is %#x, portable %#x", lv, k, n, ldb, j, math.Float32bits(y1[j]), math.Float32bits(y2[j]))
+					}
 				}
 			}
 		}

@@ -378,6 +378,10 @@ func (e *fusedRun) project(rs [][2]int, x func(b, s int) []float32) {
 	}
 	// The panels [lo, hi): every group's chains, then the pairs left
 	// over one by one.
+	lv := chainPortable
+	if e.z {
+		lv = chainAVX512
+	}
 	panels := func(lo, hi int) {
 		chunk := max(1, (256<<10)/(I*32*4))
 		for p0 := lo; p0 < hi; p0 += chunk {
@@ -390,7 +394,7 @@ func (e *fusedRun) project(rs [][2]int, x func(b, s int) []float32) {
 		for r := q; r < len(rs); r++ {
 			xv, y := x(rs[r][0], rs[r][1])[:I], dst(r)
 			for p := lo; p < hi; p++ {
-				chainRows(e.z, xv, e.dir.wp[p*I*32:(p+1)*I*32], 32, y[p*32:(p+1)*32])
+				chainRows(lv, xv, e.dir.wp[p*I*32:(p+1)*I*32], 32, y[p*32:(p+1)*32])
 			}
 		}
 	}
