@@ -167,7 +167,8 @@ func chainReads(n *ir.Node) []string {
 // chainConv reports whether n is a float32 2-D convolution a ConvChain
 // runs on 16-channel blocks: a Conv, or a Fused Conv whose only Add has
 // a non-constant operand (a residual) and whose activation is a Relu or a
-// Clip with constant bounds; constant weights and bias; one group;
+// Clip with constant bounds; constant weights and bias; one group, or
+// groups of whole blocks of 16 input and output channels (RegNetX's);
 // channels in whole blocks of 16; no dilation; the same stride, 1 or 2,
 // both ways; explicit pads of at most 1.
 func chainConv(g *ir.Graph, n *ir.Node) bool {
@@ -208,8 +209,8 @@ func chainConv(g *ir.Graph, n *ir.Node) bool {
 			return false
 		}
 	}
-	if n.Int("group", 1) != 1 {
-		return false
+	if gr := n.Int("group", 1); gr < 1 || int64(w.Shape[0])%(16*gr) != 0 {
+		return false // groups of whole blocks of output channels (W's are Cg, checked above)
 	}
 	if ap := n.String("auto_pad", "NOTSET"); ap != "NOTSET" && ap != "" {
 		return false

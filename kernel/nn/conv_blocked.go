@@ -70,11 +70,14 @@ func zTileB(pool machine, s *convSetup) (zShape, bool) {
 }
 
 // convBlockedOK reports whether s runs on B16 tensors here (AVX-512; one
-// group; 2-D; channels in whole blocks; pads of at most 1, the ring; no
-// dilation; the same stride, 1 or 2, both ways), and with which tile.
+// group, or groups of whole blocks of input and output channels, so that
+// a panel reads its group's blocks: RegNetX's 16-channel groups; 2-D;
+// channels in whole blocks; pads of at most 1, the ring; no dilation; the
+// same stride, 1 or 2, both ways), and with which tile (zTileAt keeps a
+// panel's channels in one group).
 func convBlockedOK(pool machine, s *convSetup) (zShape, bool) {
 	g := s.g
-	if !pool.z || s.G != 1 || len(g.in) != 2 || s.C%16 != 0 || s.M%16 != 0 ||
+	if !pool.z || s.G != 1 && (s.Cg%16 != 0 || s.Mg%16 != 0) || len(g.in) != 2 || s.C%16 != 0 || s.M%16 != 0 ||
 		g.dil[0] != 1 || g.dil[1] != 1 || g.stride[0] != g.stride[1] || g.stride[0] > 2 {
 		return zShape{}, false
 	}
@@ -162,6 +165,9 @@ func (j *blockedJob) Run(lo, hi int) {
 		}
 		pan := &d.panels[q*K*cw]
 		blocks := min(z.C, s.M/16-q*z.C)
+		// The panel's group's first input block (the tap offsets are
+		// within a group: packPx over s.Cg channels).
+		gx := q * cw / s.Mg * (s.Cg / 16) * j.bi.BlockStride()
 		var pfb []float32
 		if j.pfTiles {
 			nq := (q + 1) % j.np
@@ -177,7 +183,7 @@ func (j *blockedJob) Run(lo, hi int) {
 				tile++
 				for r := 0; r < z.R; r++ {
 					// Input pixel (oy*sh - pt, ox*sw - pl), the ring at -1.
-					base[r] = &j.x[(min(oy+r, OH-1)*sh-pt+1)*rsi+(ox*sw-pl+1)*16]
+					base[r] = &j.x[gx+(min(oy+r, OH-1)*sh-pt+1)*rsi+(ox*sw-pl+1)*16]
 				}
 				if !amd64.ConvZ(z.R, z.T, z.C, 16*sw, K, &base, &d.offs[0], pan, bias, &scratch[0], nil, pf) {
 					panic(fmt.Sprintf("nn: no ConvZ kernel for tile %+v, stride %d", z, 16*sw)) // zTileB picks listed tiles only

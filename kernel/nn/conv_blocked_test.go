@@ -17,6 +17,15 @@ import (
 type blockedCase struct {
 	c, m, h, w, k, s, p int
 	bias, res, clamp    bool
+	g                   int // groups (0: one)
+}
+
+func (c blockedCase) groups() int { return max(1, c.g) }
+
+// blockedNode is c's Conv node.
+func blockedNode(c blockedCase) *ir.Node {
+	return node("Conv", ints("strides", int64(c.s), int64(c.s)), ints("pads", int64(c.p), int64(c.p), int64(c.p), int64(c.p)),
+		intAttr("group", int64(c.groups())))
 }
 
 // runBlocked runs c through convBlocked (from and to planes through
@@ -24,8 +33,7 @@ type blockedCase struct {
 func runBlocked(t testing.TB, p *parallel.Pool, f *forced, c blockedCase, x, w, b, res []float32, lohi *[2]float32) []float32 {
 	pool := mach(p, kernel.ISABest, f)
 	t.Helper()
-	s, err := setupConv(node("Conv", ints("strides", int64(c.s), int64(c.s)), ints("pads", int64(c.p), int64(c.p), int64(c.p), int64(c.p))),
-		[]int{1, c.c, c.h, c.w}, []int{c.m, c.c, c.k, c.k})
+	s, err := setupConv(blockedNode(c), []int{1, c.c, c.h, c.w}, []int{c.m, c.c / c.groups(), c.k, c.k})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +77,8 @@ func runBlocked(t testing.TB, p *parallel.Pool, f *forced, c blockedCase, x, w, 
 // TestConvBlockedTwin: the convolution on B16 tensors gives the bits of
 // the portable planar convolution with the same epilogue (bias, residual,
 // clamp), for strides 1 and 2, 1x1 and 3x3 kernels, pads 0 and 1, odd
-// sizes, NaN and Inf inputs, and 1, 2 and 8 workers.
+// sizes, groups of whole blocks, NaN and Inf inputs, and 1, 2 and 8
+// workers.
 func TestConvBlockedTwin(t *testing.T) {
 	if !amd64.EnabledZ {
 		t.Skip("no AVX-512")
@@ -82,18 +91,24 @@ func TestConvBlockedTwin(t *testing.T) {
 		}
 	}()
 	cases := []blockedCase{
-		{16, 16, 8, 8, 3, 1, 1, true, false, true},
-		{32, 64, 14, 14, 3, 1, 1, true, true, true},
-		{64, 32, 7, 7, 3, 1, 1, false, true, false},
-		{16, 48, 13, 17, 3, 2, 1, true, false, true},
-		{32, 32, 9, 11, 1, 2, 0, true, false, false},
-		{48, 16, 5, 23, 1, 1, 0, false, false, true},
-		{16, 32, 3, 3, 3, 1, 1, true, true, true},
+		{16, 16, 8, 8, 3, 1, 1, true, false, true, 0},
+		{32, 64, 14, 14, 3, 1, 1, true, true, true, 0},
+		{64, 32, 7, 7, 3, 1, 1, false, true, false, 0},
+		{16, 48, 13, 17, 3, 2, 1, true, false, true, 0},
+		{32, 32, 9, 11, 1, 2, 0, true, false, false, 0},
+		{48, 16, 5, 23, 1, 1, 0, false, false, true, 0},
+		{16, 32, 3, 3, 3, 1, 1, true, true, true, 0},
+		// Groups of whole blocks (RegNetX's 16-channel groups), strides 1
+		// and 2, and groups of two blocks.
+		{32, 32, 14, 14, 3, 2, 1, true, false, true, 2},
+		{64, 64, 9, 13, 3, 1, 1, true, true, true, 4},
+		{64, 128, 7, 7, 3, 1, 1, false, false, true, 2},
+		{96, 96, 11, 10, 3, 2, 1, true, true, false, 3},
 	}
 	for i := 0; i < 12; i++ {
 		k := 1 + 2*r.Intn(2)
 		cases = append(cases, blockedCase{16 * (1 + r.Intn(4)), 16 * (1 + r.Intn(5)), 2 + r.Intn(30), 2 + r.Intn(30), k,
-			1 + r.Intn(2), r.Intn(2) * (k / 2), r.Intn(2) == 0, r.Intn(2) == 0, r.Intn(2) == 0})
+			1 + r.Intn(2), r.Intn(2) * (k / 2), r.Intn(2) == 0, r.Intn(2) == 0, r.Intn(2) == 0, 0})
 	}
 	// Every kernel shape the blocked convolution has, forced on one layer
 	// of each stride.
@@ -101,7 +116,7 @@ func TestConvBlockedTwin(t *testing.T) {
 	for ci, k := range amd64.ConvZShapes {
 		if k[3] >= 16 {
 			tiles = append(tiles, zShape{k[0], k[1], k[2]})
-			cases = append(cases, blockedCase{32, 64, 11, 9 + ci%7, 3, k[3] / 16, 1, true, ci%2 == 0, true})
+			cases = append(cases, blockedCase{32, 64, 11, 9 + ci%7, 3, k[3] / 16, 1, true, ci%2 == 0, true, 0})
 		}
 	}
 	first := len(cases) - len(tiles)
@@ -111,14 +126,14 @@ func TestConvBlockedTwin(t *testing.T) {
 			f = &forced{tileZB: tiles[ci-first]}
 		}
 		x := specialF32(r, c.c*c.h*c.w, ci%2 == 0)
-		w := specialF32(r, c.m*c.c*c.k*c.k, ci%3 == 0)
+		w := specialF32(r, c.m*c.c/c.groups()*c.k*c.k, ci%3 == 0)
 		var b []float32
-		in := []*tensor.Tensor{tensor.From(x, 1, c.c, c.h, c.w), tensor.From(w, c.m, c.c, c.k, c.k)}
+		in := []*tensor.Tensor{tensor.From(x, 1, c.c, c.h, c.w), tensor.From(w, c.m, c.c/c.groups(), c.k, c.k)}
 		if c.bias {
 			b = specialF32(r, c.m, ci%4 == 1)
 			in = append(in, tensor.From(b, c.m))
 		}
-		n := node("Conv", ints("strides", int64(c.s), int64(c.s)), ints("pads", int64(c.p), int64(c.p), int64(c.p), int64(c.p)))
+		n := blockedNode(c)
 		oh, ow := (c.h+2*c.p-c.k)/c.s+1, (c.w+2*c.p-c.k)/c.s+1
 		var res []float32
 		ep := kernel.Epilogue{}
@@ -185,7 +200,8 @@ func BenchmarkConvBlocked(b *testing.B) {
 }
 
 // TestBlockedChainTwin: a chain of blocked convolutions shaped like two
-// resnet blocks (a residual, a stride-2 block with a 1x1 downsample)
+// resnet blocks (a residual, a stride-2 block with a 1x1 downsample) and
+// two grouped 3x3s (RegNetX's, strides 1 and 2)
 // gives the bits of the planar portable convolutions one after the other,
 // with 1, 2 and 8 workers, twice (the second run on reused buffers).
 func TestBlockedChainTwin(t *testing.T) {
@@ -194,9 +210,11 @@ func TestBlockedChainTwin(t *testing.T) {
 	}
 	r := rand.New(rand.NewSource(17))
 	relu := &[2]float32{0, float32(math.Inf(1))}
-	conv := func(k, s, p int) *node_ {
-		return &node_{n: node("Conv", ints("strides", int64(s), int64(s)), ints("pads", int64(p), int64(p), int64(p), int64(p))), k: k}
+	convG := func(k, s, p, g int) *node_ {
+		return &node_{n: node("Conv", ints("strides", int64(s), int64(s)), ints("pads", int64(p), int64(p), int64(p), int64(p)),
+			intAttr("group", int64(g))), k: k, g: g}
 	}
+	conv := func(k, s, p int) *node_ { return convG(k, s, p, 1) }
 	type st struct {
 		c         *node_
 		cin, cout int
@@ -209,6 +227,8 @@ func TestBlockedChainTwin(t *testing.T) {
 		{conv(3, 2, 1), 16, 32, 2, -1, true},
 		{conv(1, 2, 0), 16, 32, 2, -1, false},
 		{conv(3, 1, 1), 32, 32, 3, 4, true},
+		{convG(3, 1, 1, 2), 32, 32, 5, 4, true},
+		{convG(3, 2, 1, 2), 32, 32, 6, -1, false},
 	}
 	H := 13
 	x := specialF32(r, 16*H*H, false)
@@ -216,9 +236,9 @@ func TestBlockedChainTwin(t *testing.T) {
 	vals := [][]float32{x}
 	shapes := [][]int{{1, 16, H, H}}
 	for i, sp := range spec {
-		w := specialF32(r, sp.cout*sp.cin*sp.c.k*sp.c.k, false)
+		w := specialF32(r, sp.cout*sp.cin/max(1, sp.c.g)*sp.c.k*sp.c.k, false)
 		b := specialF32(r, sp.cout, false)
-		ws := []int{sp.cout, sp.cin, sp.c.k, sp.c.k}
+		ws := []int{sp.cout, sp.cin / max(1, sp.c.g), sp.c.k, sp.c.k}
 		in := shapes[sp.in]
 		oh := (in[2]+2*int(sp.c.n.Ints("pads", nil)[0])-sp.c.k)/int(sp.c.n.Ints("strides", nil)[0]) + 1
 		ep := kernel.Epilogue{}
@@ -270,6 +290,6 @@ func TestBlockedChainTwin(t *testing.T) {
 }
 
 type node_ struct {
-	n *ir.Node
-	k int
+	n    *ir.Node
+	k, g int
 }
