@@ -122,3 +122,35 @@ func TestFuseChannelMul(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitPaddingTaps: a large dilated 3x3 Conv (with a bias, then a
+// Relu) whose outer taps read the input only for the outputs near the
+// edges is split into Convs over regions of outputs, their Concats in its
+// place, with the graph's bits; at stride 2 too; a small one, or one that
+// would lose too little work, is left alone.
+func TestSplitPaddingTaps(t *testing.T) {
+	for _, st := range []int64{1, 2} {
+		c := 128 * int(st) // stride 2 has a quarter of the outputs: as much work
+		b := newGB([]int{1, c, 16, 15})
+		h := b.node("Conv", []string{"x", b.constant("w", []int{c, c, 3, 3}), b.constant("bias", []int{c})}, "h",
+			ints("dilations", 12, 12), ints("pads", 12, 12, 12, 12), ints("strides", st, st))
+		y := b.node("Relu", []string{h}, "y")
+		b.check(t, y, true)
+		convs := 0
+		for _, k := range layerSuffixes(t, b, y) {
+			if k == "Conv" || k == "Fused" {
+				convs++
+			}
+		}
+		if convs < 2 {
+			t.Fatalf("stride %d: the dilated Conv was not split: %v", st, layerSuffixes(t, b, y))
+		}
+	}
+	// Dilation 1: every output but the border's reads all nine taps.
+	b := newGB([]int{1, 128, 16, 16})
+	y := b.node("Conv", []string{"x", b.constant("w", []int{128, 128, 3, 3})}, "y", ints("pads", 1, 1, 1, 1))
+	b.check(t, y, true)
+	if ks := layerSuffixes(t, b, y); len(ks) != 1 {
+		t.Fatalf("a 3x3 Conv of pads 1 became %v", ks)
+	}
+}
