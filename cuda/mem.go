@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"unsafe"
 )
 
@@ -248,11 +249,17 @@ type Graph struct {
 }
 
 // Capture records the launches that f makes on s into a graph (nothing
-// runs during capture) and instantiates it.
+// runs during capture) and instantiates it. The calling goroutine stays on
+// one OS thread from the capture's start to its end: a thread-local
+// capture must end on the thread that began it (CUDA_ERROR_STREAM_CAPTURE_
+// WRONG_THREAD otherwise, seen on the H200 once several streams captured),
+// and no other goroutine's call may land on that thread meanwhile.
 func (c *Context) Capture(s *Stream, f func() error) (*Graph, error) {
 	if s == nil {
 		return nil, fmt.Errorf("cuda: graph capture needs a stream other than the default")
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	const modeThreadLocal = 1
 	if err := c.call("cuStreamBeginCapture", func() int32 { return c.d.api.beginCapture(s.s, modeThreadLocal) }); err != nil {
 		return nil, err

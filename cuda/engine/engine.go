@@ -68,25 +68,124 @@ type CPULayer func(ctx context.Context, n *ir.Node, in []*tensor.Tensor) ([]*ten
 // (allocated by the first run of that shape, reused by every later one: the
 // device arena) and, when every layer runs on the GPU, the CUDA graph of
 // the layers' launches, captured by the second run and replayed from then
-// on. Run is safe for concurrent use; runs are serialised on the device,
-// on the program's stream.
+// on. Run is safe for concurrent use: each concurrent run takes a lane
+// (its own CUDA stream, pinned staging, buffers and graphs per shape),
+// made on demand up to maxLanes, so an engine pool of N workers runs on N
+// streams. A lane's first run of a shape (it allocates) and its capture
+// hold the program exclusively; graph replays and later direct runs run
+// side by side. Lanes change where and when a run executes, never its
+// arithmetic: every lane runs the same kernels on the same chains.
 type Program struct {
-	mu      sync.Mutex
+	// setup is held exclusively by runs that allocate or capture, shared
+	// by the others.
+	setup   sync.RWMutex
+	mu      sync.Mutex // guards the fields below it
+	free    []*lane
+	lanes   []*lane
+	wake    *sync.Cond // a lane came back
+	last    float64    // milliseconds of the latest timed run's layers
+	closing bool
 	c       *cuda.Context
 	e       *exact.Engine
-	st      *cuda.Stream
-	stage   *cuda.HostBuffer // pinned staging for copies, grown as needed
 	g       *ir.Graph
 	place   map[*ir.Node]bool // top-level layers placed on cuda
 	allGPU  bool
 	cpu     CPULayer
 	weights map[wkey]*cuda.Buffer
-	bounds  map[string]*bound
 	device  string
-	// ev0, ev1 bracket a run's layers on the stream; last is the
-	// milliseconds between them in the latest run (0 when unknown).
+}
+
+// lane is one stream's resources: runs on a lane are serial.
+type lane struct {
+	c      *cuda.Context
+	st     *cuda.Stream
+	stage  *cuda.HostBuffer // pinned staging for copies, grown as needed
+	bounds map[string]*bound
+	// ev0, ev1 bracket a run's layers on the stream.
 	ev0, ev1 *cuda.Event
-	last     float64
+}
+
+// maxLanes bounds the streams (concurrent runs) of a program.
+const maxLanes = 8
+
+func newLane(c *cuda.Context) (*lane, error) {
+	l := &lane{c: c, bounds: map[string]*bound{}}
+	var err error
+	if l.st, err = c.NewStream(); err == nil {
+		if l.ev0, err = c.NewEvent(); err == nil {
+			l.ev1, err = c.NewEvent()
+		}
+	}
+	if err != nil {
+		l.close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *lane) close() error {
+	var err error
+	for k, b := range l.bounds {
+		b.free()
+		delete(l.bounds, k)
+	}
+	if l.stage != nil {
+		l.stage.Free()
+		l.stage = nil
+	}
+	for _, ev := range []*cuda.Event{l.ev0, l.ev1} {
+		if ev != nil {
+			err = errors.Join(err, ev.Destroy())
+		}
+	}
+	l.ev0, l.ev1 = nil, nil
+	if l.st != nil {
+		err = errors.Join(err, l.st.Destroy())
+		l.st = nil
+	}
+	return err
+}
+
+// acquire takes a free lane, makes one (up to maxLanes), or waits.
+func (pr *Program) acquire() (*lane, error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	for {
+		if pr.closing {
+			return nil, fmt.Errorf("engine: run on a closed program")
+		}
+		if n := len(pr.free); n > 0 {
+			l := pr.free[n-1]
+			pr.free = pr.free[:n-1]
+			return l, nil
+		}
+		if len(pr.lanes) < maxLanes {
+			l, err := newLane(pr.c)
+			if err != nil {
+				return nil, err
+			}
+			pr.lanes = append(pr.lanes, l)
+			return l, nil
+		}
+		pr.wake.Wait()
+	}
+}
+
+func (pr *Program) release(l *lane) {
+	pr.mu.Lock()
+	pr.free = append(pr.free, l)
+	pr.mu.Unlock()
+	// Broadcast: a run waiting for a lane and Close waiting for all of
+	// them wait on the same condition.
+	pr.wake.Broadcast()
+}
+
+// Lanes is the number of streams the program has made (its peak number
+// of concurrent runs, at most maxLanes).
+func (pr *Program) Lanes() int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return len(pr.lanes)
 }
 
 type wkey struct {
@@ -132,18 +231,14 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 		return nil, err
 	}
 	pr := &Program{c: c, e: e, g: p.Graph, place: map[*ir.Node]bool{}, allGPU: true, cpu: cpu, weights: map[wkey]*cuda.Buffer{},
-		bounds: map[string]*bound{}, device: DeviceName(info, d.Release())}
-	if pr.st, err = c.NewStream(); err != nil {
-		pr.Close()
-		return nil, err
-	}
-	if pr.ev0, err = c.NewEvent(); err == nil {
-		pr.ev1, err = c.NewEvent()
-	}
+		device: DeviceName(info, d.Release())}
+	pr.wake = sync.NewCond(&pr.mu)
+	l, err := newLane(c)
 	if err != nil {
 		pr.Close()
 		return nil, err
 	}
+	pr.lanes, pr.free = []*lane{l}, []*lane{l}
 	for i, n := range p.Graph.Nodes {
 		if layers[i].Backend != plan.BackendCUDA {
 			pr.allGPU = false
@@ -212,32 +307,31 @@ func (b *bound) free() {
 	b.bufs = nil
 }
 
-// Close frees the weights, the buffers and graphs, and unloads the kernels.
+// Close waits for the runs in progress, then frees the lanes, the
+// weights, the buffers and graphs, and unloads the kernels.
 func (pr *Program) Close() error {
 	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	for k, b := range pr.bounds {
-		b.free()
-		delete(pr.bounds, k)
+	if pr.closing {
+		pr.mu.Unlock()
+		return nil
 	}
+	// No run starts from now on; wait for those that hold a lane.
+	pr.closing = true
+	pr.wake.Broadcast()
+	for len(pr.free) < len(pr.lanes) {
+		pr.wake.Wait()
+	}
+	pr.mu.Unlock()
+	pr.setup.Lock()
+	defer pr.setup.Unlock()
+	var err error
+	for _, l := range pr.lanes {
+		err = errors.Join(err, l.close())
+	}
+	pr.lanes, pr.free = nil, nil
 	for k, b := range pr.weights {
 		b.Free()
 		delete(pr.weights, k)
-	}
-	if pr.stage != nil {
-		pr.stage.Free()
-		pr.stage = nil
-	}
-	var err error
-	for _, ev := range []*cuda.Event{pr.ev0, pr.ev1} {
-		if ev != nil {
-			err = errors.Join(err, ev.Destroy())
-		}
-	}
-	pr.ev0, pr.ev1 = nil, nil
-	if pr.st != nil {
-		err = pr.st.Destroy()
-		pr.st = nil
 	}
 	if pr.e != nil {
 		err = errors.Join(err, pr.e.Close())
@@ -259,6 +353,7 @@ type val struct {
 
 type state struct {
 	pr   *Program
+	l    *lane
 	ctx  context.Context
 	g    *ir.Graph
 	vals map[string]*val
@@ -269,38 +364,47 @@ type state struct {
 // Run runs the plan on inputs (in graph-input order) and returns the
 // outputs in graph-output order, on the host.
 func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*tensor.Tensor, err error) {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if pr.e == nil {
-		return nil, fmt.Errorf("engine: run on a closed program")
-	}
 	if len(inputs) != len(pr.g.Inputs) {
 		return nil, fmt.Errorf("engine: %d inputs for %d", len(inputs), len(pr.g.Inputs))
 	}
+	l, err := pr.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer pr.release(l)
 	key := make([]byte, 0, 64)
 	for _, t := range inputs {
 		key = fmt.Appendf(key, "%v%v;", t.DType, t.Shape)
 	}
-	b := pr.bounds[string(key)]
+	b := l.bounds[string(key)]
+	// Allocating (a first run, or a new shape evicting an old one) and
+	// capturing hold the program alone; the rest shares it.
+	if b == nil || b.runs == 0 || (pr.allGPU && b.graph == nil) {
+		pr.setup.Lock()
+		defer pr.setup.Unlock()
+	} else {
+		pr.setup.RLock()
+		defer pr.setup.RUnlock()
+	}
 	if b == nil {
-		if len(pr.bounds) >= maxShapes {
-			for k, o := range pr.bounds {
+		if len(l.bounds) >= maxShapes {
+			for k, o := range l.bounds {
 				o.free()
-				delete(pr.bounds, k)
+				delete(l.bounds, k)
 				break
 			}
 		}
 		b = &bound{}
-		pr.bounds[string(key)] = b
+		l.bounds[string(key)] = b
 	}
 	defer func() {
 		if err != nil {
 			// A failed run leaves its buffers in no known state.
 			b.free()
-			delete(pr.bounds, string(key))
+			delete(l.bounds, string(key))
 		}
 	}()
-	s := &state{pr: pr, ctx: ctx, g: pr.g, vals: map[string]*val{}, b: b}
+	s := &state{pr: pr, l: l, ctx: ctx, g: pr.g, vals: map[string]*val{}, b: b}
 	for i, v := range pr.g.Inputs {
 		t := inputs[i]
 		x := &val{shape: t.Shape, host: t}
@@ -309,7 +413,7 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 			if err != nil {
 				return nil, err
 			}
-			if err := pr.toDevice(buf.Ptr, t.Data.([]float32)); err != nil {
+			if err := l.toDevice(buf.Ptr, t.Data.([]float32)); err != nil {
 				return nil, err
 			}
 			x.ptr = buf.Ptr
@@ -333,17 +437,16 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 		}
 		return nil
 	}
-	pr.last = 0
 	timed := false
 	launch := func() error {
-		if err := pr.ev0.Record(pr.st); err != nil {
+		if err := l.ev0.Record(l.st); err != nil {
 			return err
 		}
-		if err := b.graph.Launch(pr.st); err != nil {
+		if err := b.graph.Launch(l.st); err != nil {
 			return err
 		}
 		timed = true
-		return pr.ev1.Record(pr.st)
+		return l.ev1.Record(l.st)
 	}
 	switch {
 	case !pr.allGPU || b.runs == 0:
@@ -352,9 +455,9 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 		// (Only a run whose layers are all on the GPU is timed: a CPU
 		// layer synchronises the stream in the middle.)
 		if pr.allGPU {
-			if err = pr.ev0.Record(pr.st); err == nil {
+			if err = l.ev0.Record(l.st); err == nil {
 				if err = layers(); err == nil {
-					err = pr.ev1.Record(pr.st)
+					err = l.ev1.Record(l.st)
 					timed = true
 				}
 			}
@@ -362,7 +465,7 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 			err = layers()
 		}
 	case b.graph == nil:
-		if b.graph, err = pr.c.Capture(pr.st, layers); err == nil {
+		if b.graph, err = pr.c.Capture(l.st, layers); err == nil {
 			for _, o := range pr.g.Outputs {
 				b.outs = append(b.outs, s.vals[o.Name])
 			}
@@ -377,11 +480,15 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 	if err != nil {
 		return nil, err
 	}
+	last := 0.0
 	if timed {
-		if pr.last, err = pr.ev0.Elapsed(pr.ev1); err != nil {
+		if last, err = l.ev0.Elapsed(l.ev1); err != nil {
 			return nil, err
 		}
 	}
+	pr.mu.Lock()
+	pr.last = last
+	pr.mu.Unlock()
 	for _, o := range pr.g.Outputs {
 		t, err := s.host(o.Name)
 		if err != nil {
@@ -393,48 +500,48 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 	return outs, nil
 }
 
-// staging returns the pinned staging buffer, at least n bytes.
-func (pr *Program) staging(n uint64) (*cuda.HostBuffer, error) {
-	if pr.stage != nil && pr.stage.Size >= n {
-		return pr.stage, nil
+// staging returns the lane's pinned staging buffer, at least n bytes.
+func (l *lane) staging(n uint64) (*cuda.HostBuffer, error) {
+	if l.stage != nil && l.stage.Size >= n {
+		return l.stage, nil
 	}
-	if pr.stage != nil {
-		pr.stage.Free()
-		pr.stage = nil
+	if l.stage != nil {
+		l.stage.Free()
+		l.stage = nil
 	}
-	h, err := pr.c.AllocHost(max(n, 1<<20))
+	h, err := l.c.AllocHost(max(n, 1<<20))
 	if err != nil {
 		return nil, err
 	}
-	pr.stage = h
+	l.stage = h
 	return h, nil
 }
 
-// toDevice copies v to dst on the program's stream and waits.
-func (pr *Program) toDevice(dst uint64, v []float32) error {
+// toDevice copies v to dst on the lane's stream and waits.
+func (l *lane) toDevice(dst uint64, v []float32) error {
 	n := uint64(len(v)) * 4
 	if n == 0 {
 		return nil
 	}
-	h, err := pr.staging(n)
+	h, err := l.staging(n)
 	if err != nil {
 		return err
 	}
 	copy(h.Float32s(), v)
-	return pr.c.CopyToDevice(pr.st, dst, unsafe.Pointer(&h.Bytes()[0]), n, true)
+	return l.c.CopyToDevice(l.st, dst, unsafe.Pointer(&h.Bytes()[0]), n, true)
 }
 
 // toHost copies len(v) floats from src into v after the stream's work.
-func (pr *Program) toHost(v []float32, src uint64) error {
+func (l *lane) toHost(v []float32, src uint64) error {
 	n := uint64(len(v)) * 4
 	if n == 0 {
-		return pr.st.Synchronize()
+		return l.st.Synchronize()
 	}
-	h, err := pr.staging(n)
+	h, err := l.staging(n)
 	if err != nil {
 		return err
 	}
-	if err := pr.c.CopyFromDevice(pr.st, unsafe.Pointer(&h.Bytes()[0]), src, n, true); err != nil {
+	if err := l.c.CopyFromDevice(l.st, unsafe.Pointer(&h.Bytes()[0]), src, n, true); err != nil {
 		return err
 	}
 	copy(v, h.Float32s())
@@ -453,7 +560,7 @@ func (s *state) dev(name string) (uint64, []int, error) {
 			if err != nil {
 				return 0, nil, err
 			}
-			if err := s.pr.toDevice(b.Ptr, v.host.Data.([]float32)); err != nil {
+			if err := s.l.toDevice(b.Ptr, v.host.Data.([]float32)); err != nil {
 				return 0, nil, err
 			}
 			v.ptr = b.Ptr
@@ -471,7 +578,7 @@ func (s *state) host(name string) (*tensor.Tensor, error) {
 	if v := s.vals[name]; v != nil {
 		if v.host == nil {
 			d := make([]float32, tensor.NumElems(v.shape))
-			if err := s.pr.toHost(d, v.ptr); err != nil {
+			if err := s.l.toHost(d, v.ptr); err != nil {
 				return nil, err
 			}
 			v.host = tensor.From(d, v.shape...)
@@ -606,7 +713,7 @@ func (s *state) gpu(n *ir.Node) error {
 		return nil
 	case "ConvChain":
 		body := n.Attrs["body"].G
-		sub := &state{pr: s.pr, ctx: s.ctx, g: body, vals: map[string]*val{}, b: s.b, next: s.next}
+		sub := &state{pr: s.pr, l: s.l, ctx: s.ctx, g: body, vals: map[string]*val{}, b: s.b, next: s.next}
 		ptr, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
 			return err
@@ -637,7 +744,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.Clip(s.pr.st, x, y, int64(tensor.NumElems(shape)), lo, hi, hasLo, hasHi)
+		return e.Clip(s.l.st, x, y, int64(tensor.NumElems(shape)), lo, hi, hasLo, hasHi)
 	case "Relu":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -647,7 +754,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.Unary(s.pr.st, exact.Relu, x, y, int64(tensor.NumElems(shape)))
+		return e.Unary(s.l.st, exact.Relu, x, y, int64(tensor.NumElems(shape)))
 	case "Add":
 		a, sa, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -664,7 +771,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.Add(s.pr.st, a, b, y, int64(tensor.NumElems(sa)))
+		return e.Add(s.l.st, a, b, y, int64(tensor.NumElems(sa)))
 	case "MaxPool":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -687,7 +794,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.MaxPool2D(s.pr.st, pg, x, y)
+		return e.MaxPool2D(s.l.st, pg, x, y)
 	case "GlobalAveragePool":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -704,7 +811,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.GlobalAvg(s.pr.st, x, y, int64(shape[0]*shape[1]), tensor.NumElems(shape[2:]))
+		return e.GlobalAvg(s.l.st, x, y, int64(shape[0]*shape[1]), tensor.NumElems(shape[2:]))
 	case "Flatten":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -749,7 +856,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.LayerNorm(s.pr.st, x, scale, bias, n.Float("epsilon", 1e-5), y, int64(tensor.NumElems(shape)/max(D, 1)), D)
+		return e.LayerNorm(s.l.st, x, scale, bias, n.Float("epsilon", 1e-5), y, int64(tensor.NumElems(shape)/max(D, 1)), D)
 	case "Softmax":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -763,7 +870,7 @@ func (s *state) gpu(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
-		return e.Softmax(s.pr.st, x, y, int64(tensor.NumElems(shape)/max(D, 1)), D)
+		return e.Softmax(s.l.st, x, y, int64(tensor.NumElems(shape)/max(D, 1)), D)
 	}
 	return fmt.Errorf("placed on the GPU, but this vouch has no GPU kernel for it")
 }
@@ -819,7 +926,7 @@ func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, act exact.Act, out strin
 	if err != nil {
 		return err
 	}
-	return s.pr.e.Conv2DAct(s.pr.st, g, x, w, bias, res, act, y)
+	return s.pr.e.Conv2DAct(s.l.st, g, x, w, bias, res, act, y)
 }
 
 // convAct is a fused Conv layer's activation as the conv epilogue's:
@@ -886,14 +993,14 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, act exact.Act, out string) e
 				return err
 			}
 			g := exact.ConvGeom{N: M, C: K, H: 1, W: 1, M: N, OH: 1, OW: 1, G: 1, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1}
-			return s.pr.e.Conv2DAct(s.pr.st, g, a, b, bias, 0, act, y)
+			return s.pr.e.Conv2DAct(s.l.st, g, a, b, bias, 0, act, y)
 		}
 	}
 	y, err := s.out(out, []int{M, N})
 	if err != nil {
 		return err
 	}
-	if err := s.pr.e.SGEMM(s.pr.st, M, N, K, exact.Mat{Ptr: a, RS: int64(K), CS: 1}, bm, y, int64(N)); err != nil {
+	if err := s.pr.e.SGEMM(s.l.st, M, N, K, exact.Mat{Ptr: a, RS: int64(K), CS: 1}, bm, y, int64(N)); err != nil {
 		return err
 	}
 	if cn != "" {
@@ -907,14 +1014,14 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, act exact.Act, out string) e
 			if err != nil {
 				return err
 			}
-			if err := s.pr.e.ChannelAffine(s.pr.st, y, ones, c, y, int64(M*N), 1, N); err != nil {
+			if err := s.pr.e.ChannelAffine(s.l.st, y, ones, c, y, int64(M*N), 1, N); err != nil {
 				return err
 			}
 		case M * N:
 			if len(cs) != 2 {
 				return fmt.Errorf("Gemm C of shape %v", cs)
 			}
-			if err := s.pr.e.Add(s.pr.st, y, c, y, int64(M*N)); err != nil {
+			if err := s.pr.e.Add(s.l.st, y, c, y, int64(M*N)); err != nil {
 				return err
 			}
 		default:
@@ -923,12 +1030,12 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, act exact.Act, out string) e
 	}
 	count := int64(M * N)
 	if act.Relu {
-		if err := s.pr.e.Unary(s.pr.st, exact.Relu, y, y, count); err != nil {
+		if err := s.pr.e.Unary(s.l.st, exact.Relu, y, y, count); err != nil {
 			return err
 		}
 	}
 	if act.HasLo || act.HasHi {
-		return s.pr.e.Clip(s.pr.st, y, y, count, act.Lo, act.Hi, act.HasLo, act.HasHi)
+		return s.pr.e.Clip(s.l.st, y, y, count, act.Lo, act.Hi, act.HasLo, act.HasHi)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/kernels"
@@ -25,6 +26,7 @@ type Engine struct {
 	// ConvKernel forces Conv2D's kernel (one of ConvKernels(g)); ""
 	// chooses. All give the same bits.
 	ConvKernel string
+	tapsMu     sync.Mutex // concurrent runs of a program share the tables
 	taps       map[tapKey]*cuda.Buffer
 }
 
@@ -57,6 +59,8 @@ func (e *Engine) Function(name string) *cuda.Function { return e.fn[name] }
 
 // Close frees the engine's tables and unloads the kernels.
 func (e *Engine) Close() error {
+	e.tapsMu.Lock()
+	defer e.tapsMu.Unlock()
 	for k, b := range e.taps {
 		b.Free()
 		delete(e.taps, k)
@@ -380,6 +384,8 @@ func (e *Engine) launchTile(s *cuda.Stream, kn string, bm, bn int, g ConvGeom, g
 // tapTable returns (uploading once) the table that decodes a reduction
 // index k = (c*KH + kh)*KW + kw into {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw}.
 func (e *Engine) tapTable(k tapKey) (uint64, error) {
+	e.tapsMu.Lock()
+	defer e.tapsMu.Unlock()
 	if b := e.taps[k]; b != nil {
 		return b.Ptr, nil
 	}
