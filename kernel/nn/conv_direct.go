@@ -41,7 +41,8 @@ type directPack struct {
 	bias    []float32
 	offs    []int32
 	wp, hwp int
-	px      int // floats between pixels (packPx)
+	px      int         // floats between pixels (packPx)
+	rows    *directRows // shorter chains of output rows (planar), or nil
 }
 
 // directOK reports whether s can run as TacticDirect here: a fast CPU,
@@ -110,6 +111,7 @@ func (s *convSetup) packPx(w, bias []float32, cw, wp, hwp, px int) *directPack {
 			}
 		}
 	}
+	d.rows = newDirectRows(s, d, w)
 	s.direct.Store(d)
 	return d
 }
@@ -411,7 +413,22 @@ func (j *directZJob) Run(lo, hi int) {
 				for r := 0; r < z.R; r++ {
 					base[r] = &xg[min(oy+r, OH-1)*sh*wp+ox*sw]
 				}
-				if !amd64.ConvZ(z.R, z.T, z.C, sw, K, &base, &d.offs[0], pan, bias, &scratch[0], clamp, pf) {
+				tk, toffs, tpan := K, &d.offs[0], pan
+				if d.rows != nil {
+					// The row's shorter chain (directRows), where the
+					// tile's rows share one.
+					c := d.rows.class[oy]
+					for r := 1; r < z.R && oy+r < OH; r++ {
+						if d.rows.class[oy+r] != c {
+							c = -1
+						}
+					}
+					if c >= 0 {
+						rc := &d.rows.cls[c]
+						tk, toffs, tpan, pf = rc.k, &rc.offs[0], &rc.panels[q*rc.k*cw], nil
+					}
+				}
+				if !amd64.ConvZ(z.R, z.T, z.C, sw, tk, &base, toffs, tpan, bias, &scratch[0], clamp, pf) {
 					panic(fmt.Sprintf("nn: no ConvZ kernel for tile %+v, stride %d", z, sw)) // zTile picks listed tiles only
 				}
 				nt := min(z.T, OW-ox)

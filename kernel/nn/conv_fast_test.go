@@ -31,6 +31,13 @@ func convCases(r *rand.Rand) []convCase {
 		{[]int{1, 40, 7, 7}, []int{36, 40, 1, 1}, nil},
 		{[]int{2, 24, 6, 6}, []int{20, 24, 1, 1}, nil},
 		{[]int{1, 256, 13, 13}, []int{40, 256, 1, 1}, nil},
+		// Dilated convolutions whose outer kernel rows read only padding
+		// for most output rows (conv.direct's row classes, directRows),
+		// three times so that one has special weights (no row classes).
+		{[]int{1, 16, 14, 14}, []int{32, 16, 3, 3}, []*ir.Attr{ints("dilations", 12, 12), ints("pads", 12, 12, 12, 12)}},
+		{[]int{1, 16, 14, 14}, []int{32, 16, 3, 3}, []*ir.Attr{ints("dilations", 12, 12), ints("pads", 12, 12, 12, 12)}},
+		{[]int{2, 8, 14, 11}, []int{16, 8, 3, 3}, []*ir.Attr{ints("dilations", 9, 6), ints("pads", 9, 6, 9, 6)}},
+		{[]int{1, 16, 13, 13}, []int{32, 16, 5, 5}, []*ir.Attr{ints("dilations", 4, 4), ints("pads", 8, 8, 8, 8), ints("strides", 2, 2)}},
 		// Depthwise planes of many rows (most rows in one multi-row
 		// kernel call, the last ones through the scratch row).
 		{[]int{1, 6, 57, 57}, []int{6, 1, 3, 3}, []*ir.Attr{intAttr("group", 6), ints("strides", 2, 2), ints("pads", 1, 1, 1, 1)}},
