@@ -24,4 +24,11 @@ func TestGPUTestWithoutGPU(t *testing.T) {
 	if code == 0 || !strings.Contains(errb.String(), "unexpected arguments") {
 		t.Fatalf("extra argument: exit %d, stderr %q", code, errb.String())
 	}
+	for _, b := range []string{"0", "1,x", "70000"} {
+		errb.Reset()
+		code = NewMain(&out, &errb).Run(context.Background(), []string{"gputest", "--plan", "m.plan", "--batches", b})
+		if code != 2 || !strings.Contains(errb.String(), "--batches") {
+			t.Fatalf("--batches %s: exit %d, stderr %q", b, code, errb.String())
+		}
+	}
 }
