@@ -89,23 +89,11 @@ func runConvTranspose(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor
 	if err := sameDT("ConvTranspose", x, w, b); err != nil {
 		return nil, err
 	}
-	if len(x.Shape) < 3 || len(w.Shape) != len(x.Shape) {
-		return nil, fmt.Errorf("nn: ConvTranspose: X %v and W %v must have the same rank >= 3", x.Shape, w.Shape)
-	}
-	s := &convSetup{N: x.Shape[0], C: x.Shape[1], G: int(n.Int("group", 1))}
-	if s.G < 1 || s.C%s.G != 0 || w.Shape[0] != s.C {
-		return nil, fmt.Errorf("nn: ConvTranspose: W %v must have %d input channels divisible by group %d", w.Shape, s.C, s.G)
-	}
-	s.Cg, s.Mg = s.C/s.G, w.Shape[1]
-	s.M = s.Mg * s.G
-	g, err := transposeGeom(n, x.Shape[2:], w.Shape[2:])
+	s, err := transposeSetup(n, x.Shape, w.Shape, b)
 	if err != nil {
 		return nil, err
 	}
-	s.g = g
-	if b != nil && (len(b.Shape) != 1 || b.Shape[0] != s.M) {
-		return nil, fmt.Errorf("nn: ConvTranspose: bias shape %v, want [%d]", b.Shape, s.M)
-	}
+	g := s.g
 	out := s.outShape()
 	xf, xd, err := floatIn(x, "ConvTranspose X")
 	if err != nil {
@@ -134,6 +122,59 @@ func runConvTranspose(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor
 		addBias(y, bf, s.M, prod(g.out))
 	}
 	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
+}
+
+// transposeSetup is ConvTranspose's geometry for X and W of shapes x and
+// w, checked against the bias b (nil: none).
+func transposeSetup(n *ir.Node, x, w []int, b *tensor.Tensor) (*convSetup, error) {
+	if len(x) < 3 || len(w) != len(x) {
+		return nil, fmt.Errorf("nn: ConvTranspose: X %v and W %v must have the same rank >= 3", x, w)
+	}
+	s := &convSetup{N: x[0], C: x[1], G: int(n.Int("group", 1))}
+	if s.G < 1 || s.C%s.G != 0 || w[0] != s.C {
+		return nil, fmt.Errorf("nn: ConvTranspose: W %v must have %d input channels divisible by group %d", w, s.C, s.G)
+	}
+	s.Cg, s.Mg = s.C/s.G, w[1]
+	s.M = s.Mg * s.G
+	g, err := transposeGeom(n, x[2:], w[2:])
+	if err != nil {
+		return nil, err
+	}
+	s.g = g
+	if b != nil && (len(b.Shape) != 1 || b.Shape[0] != s.M) {
+		return nil, fmt.Errorf("nn: ConvTranspose: bias shape %v, want [%d]", b.Shape, s.M)
+	}
+	return s, nil
+}
+
+// intoConvTranspose is ConvTranspose's Into: a float32 ConvTranspose
+// whose kernel tiles the output (convTransposeTiled) is computed straight
+// into the preallocated output, its geometry kept in c's State; every
+// other case runs Run and a copy. Run's bits either way (the same
+// convTransposeTiled).
+func intoConvTranspose(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
+	if err := need(in, 2, "ConvTranspose"); err != nil {
+		return err
+	}
+	x, w, b := in[0], in[1], kernel.Input(in, 2)
+	if !allF32(x, w, b, out[0]) {
+		return viaRun(runConvTranspose)(c, n, in, out)
+	}
+	s, err := cached(c, n, in, func() (*convSetup, error) { return transposeSetup(n, x.Shape, w.Shape, b) })
+	if err != nil {
+		return err
+	}
+	if err := checkOut("ConvTranspose", out, s.outShape()); err != nil {
+		return err
+	}
+	var bf []float32
+	if b != nil {
+		bf = b.Data.([]float32)
+	}
+	if convTransposeTiled(machineOf(c), n, s, x.Data.([]float32), w.Data.([]float32), bf, out[0].Data.([]float32)) {
+		return nil
+	}
+	return viaRun(runConvTranspose)(c, n, in, out)
 }
 
 // regroup lays ConvTranspose's W [C, M/group, taps] out as [M, C/group,

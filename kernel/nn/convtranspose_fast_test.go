@@ -141,3 +141,45 @@ func BenchmarkConvTransposeTiled(b *testing.B) {
 		})
 	}
 }
+
+// TestConvTransposeInto: intoConvTranspose gives Run's bits, into a
+// preallocated output, for a tiled kernel (twice, the geometry and W'
+// kept in the State) and for an overlapping one (through Run), with and
+// without a bias; an output of the wrong size is an error.
+func TestConvTransposeInto(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	p := parallel.New(2)
+	defer p.Close()
+	for i, c := range []struct {
+		x, w    []int
+		attrs   []*ir.Attr
+		useBias bool
+	}{
+		{[]int{1, 8, 5, 6}, []int{8, 4, 2, 2}, []*ir.Attr{ints("strides", 2, 2)}, true},
+		{[]int{2, 6, 4, 4}, []int{6, 3, 3, 3}, []*ir.Attr{ints("strides", 3, 3)}, false},
+		{[]int{1, 4, 5, 5}, []int{4, 2, 3, 3}, []*ir.Attr{ints("strides", 2, 2), ints("pads", 1, 1, 1, 1)}, true},
+	} {
+		n := node("ConvTranspose", c.attrs...)
+		in := []*tensor.Tensor{tensor.From(specialF32(r, prod(c.x), true), c.x...), tensor.From(specialF32(r, prod(c.w), false), c.w...)}
+		if c.useBias {
+			in = append(in, tensor.From(specialF32(r, c.w[1], false), c.w[1]))
+		}
+		ctx := &kernel.Ctx{Pool: p, State: &kernel.State{}}
+		want, err := runConvTranspose(ctx, n, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rep := 0; rep < 2; rep++ {
+			y := tensor.New(tensor.Float32, want[0].Shape...)
+			if err := intoConvTranspose(ctx, n, in, []*tensor.Tensor{y}); err != nil {
+				t.Fatal(err)
+			}
+			if d := sameF32(y.Data.([]float32), want[0].Data.([]float32)); d >= 0 {
+				t.Fatalf("case %d, run %d: y[%d] = %g, Run %g", i, rep, d, y.Data.([]float32)[d], want[0].Data.([]float32)[d])
+			}
+		}
+		if err := intoConvTranspose(ctx, n, in, []*tensor.Tensor{tensor.New(tensor.Float32, 3)}); err == nil {
+			t.Errorf("case %d: an output of 3 elements was accepted", i)
+		}
+	}
+}
