@@ -678,6 +678,8 @@ func (s *state) gpu(n *ir.Node) error {
 			res = n.Inputs[h.BaseInputs]
 		}
 		switch base.OpType {
+		case "MatMul":
+			return s.matmulFused(n, h)
 		case "Conv":
 			var bias string
 			if h.BaseInputs == 3 {
@@ -1038,6 +1040,85 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, act exact.Act, out string) e
 		return s.pr.e.Clip(s.l.st, y, y, count, act.Lo, act.Hi, act.HasLo, act.HasHi)
 	}
 	return nil
+}
+
+// matmulFused runs a fused MatMul of A (rank >= 2, batches folded into
+// rows) by a 2-D B: kernel/nn's chain per output (SGEMM), then the Adds in
+// order (the running value first: a bias over the last axis as x*1 + b,
+// the product exact, or an operand of the output's shape), then the
+// activation: kernel/fused's epilogue, operation by operation.
+func (s *state) matmulFused(n *ir.Node, h fused.Layer) error {
+	a, as, err := s.dev(n.Inputs[0])
+	if err != nil {
+		return err
+	}
+	b, bs, err := s.dev(n.Inputs[1])
+	if err != nil {
+		return err
+	}
+	if len(as) < 2 || len(bs) != 2 || as[len(as)-1] != bs[0] {
+		return fmt.Errorf("MatMul of %v by %v", as, bs)
+	}
+	K, N := bs[0], bs[1]
+	M := tensor.NumElems(as) / max(K, 1)
+	os := append(slices.Clone(as[:len(as)-1]), N)
+	y, err := s.out(n.Outputs[0], os)
+	if err != nil {
+		return err
+	}
+	e := s.pr.e
+	if M > 0 && N > 0 {
+		if K == 0 {
+			return fmt.Errorf("MatMul with k = 0 on the GPU")
+		}
+		if err := e.SGEMM(s.l.st, M, N, K, exact.Mat{Ptr: a, RS: int64(K), CS: 1}, exact.Mat{Ptr: b, RS: int64(N), CS: 1}, y, int64(N)); err != nil {
+			return err
+		}
+	}
+	count := int64(M * N)
+	for i := range h.Adds {
+		r, rs, err := s.dev(n.Inputs[2+i])
+		if err != nil {
+			return err
+		}
+		switch {
+		case slices.Equal(rs, os):
+			err = e.Add(s.l.st, y, r, y, count)
+		case i == 0 && len(rs) > 0 && len(rs) <= len(os) && rs[len(rs)-1] == N && tensor.NumElems(rs) == N:
+			var ones uint64
+			if ones, err = s.ones(N); err == nil {
+				err = e.ChannelAffine(s.l.st, y, ones, r, y, int64(M*N), 1, N)
+			}
+		default:
+			return fmt.Errorf("fused MatMul's Add %d of %v to an output of %v", i+1, rs, os)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch h.Activation {
+	case "":
+		return nil
+	case "Relu":
+		return e.Unary(s.l.st, exact.Relu, y, y, count)
+	case "Gelu":
+		op := exact.GeluErf
+		switch a := n.String(fused.ActPrefix+"approximate", "none"); a {
+		case "none":
+		case "tanh":
+			op = exact.GeluTanh
+		default:
+			return fmt.Errorf("fused Gelu approximate %q", a)
+		}
+		return e.Unary(s.l.st, op, y, y, count)
+	case "Clip":
+		lo, hi, hasLo, hasHi, err := s.clipBounds(n, h.ActVersion, h.BaseInputs+h.Adds, fused.ActPrefix)
+		if err != nil {
+			return err
+		}
+		return e.Clip(s.l.st, y, y, count, lo, hi, hasLo, hasHi)
+	}
+	return fmt.Errorf("fused activation %s has no GPU epilogue", h.Activation)
 }
 
 // clipBounds reads a Clip's bounds as kernel/elementwise does: before

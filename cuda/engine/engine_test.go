@@ -98,11 +98,39 @@ func TestPlace(t *testing.T) {
 	}
 	// tiny_bert: what runs where is said layer by layer, with reasons.
 	p, _ := gpuPlan(t, "tiny_bert")
+	onGPU := map[string]string{}
+	gpu := 0
 	for _, l := range p.Header.GPU.Layers {
 		if l.Backend == plan.BackendCPU && l.Reason == "" {
 			t.Errorf("tiny_bert: layer %s on the CPU without a reason", l.Layer)
 		}
+		if l.Backend == plan.BackendCUDA {
+			onGPU[l.Layer] = l.Kernel
+			gpu++
+		}
 	}
+	for layer, kernel := range tinyBertGPU {
+		if got, ok := onGPU[layer]; !ok || got != kernel {
+			t.Errorf("tiny_bert: layer %s on the GPU as %q, want %q", layer, got, kernel)
+		}
+	}
+	if gpu != tinyBertGPULayers {
+		t.Errorf("tiny_bert: %d of %d layers on the GPU, want %d", gpu, len(p.Header.GPU.Layers), tinyBertGPULayers)
+	}
+}
+
+// tinyBertGPULayers is how many of tiny_bert's 74 layers run on the GPU.
+const tinyBertGPULayers = 14
+
+// tinyBertGPU names some of tiny_bert's GPU layers and their kernels.
+var tinyBertGPU = map[string]string{
+	"/ln0/ReduceMean": "vx_layernorm",
+	// The fused MatMuls: the chain, the bias (x*1 + b), the residual, GELU.
+	"/qkv.0/MatMul": "vx_sgemm+vx_channel_affine",
+	"/ff1.0/MatMul": "vx_sgemm+vx_channel_affine+vx_unary(Gelu none)",
+	"/ff2.0/MatMul": "vx_sgemm+vx_channel_affine+vx_add",
+	"/cls/Gemm":     "vx_sgemm+vx_channel_affine",
+	"/Softmax_2":    "vx_softmax",
 }
 
 // Loading checks the architecture before anything else, and says what to

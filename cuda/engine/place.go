@@ -149,6 +149,9 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 func fusedKernel(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (string, string) {
 	h, _ := fused.LayerOf(n)
 	layout := []int{h.BaseInputs, h.Adds, h.ActInputs}
+	if h.Base == "MatMul" && h.Check(len(n.Inputs)) == nil {
+		return matmulFused(n, h, g, types)
+	}
 	if h.Check(len(n.Inputs)) != nil || h.Adds > 1 {
 		return "", fmt.Sprintf("fused layout %v (more than one Add)", layout)
 	}
@@ -206,6 +209,94 @@ func fusedKernel(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) 
 // clipOK checks a Clip's bounds: before opset 11 attributes, from 11 the
 // inputs from first on (at most two), each absent or a float32 weight of
 // one element.
+// matmulFused covers a fused MatMul of a float32 value by a 2-D matrix:
+// the chain (kernels.SGEMM, batches folded into rows), then its Adds in
+// order (a bias over the last axis, kernels.Affine with scale 1, or an
+// operand of the output's shape, kernels.Add), then Relu, Clip or Gelu
+// (kernels.Unary) as their own passes: kernel/fused's epilogue does the
+// same operations element by element (y = acc + b, then + r, then the
+// activation).
+func matmulFused(n *ir.Node, h fused.Layer, g *ir.Graph, types map[string]ir.Type) (string, string) {
+	if h.BaseInputs != 2 {
+		return "", fmt.Sprintf("fused MatMul with %d inputs", h.BaseInputs)
+	}
+	if why := matmulOK(n, types); why != "" {
+		return "", why
+	}
+	k := kernels.SGEMM
+	for i := range h.Adds {
+		r := n.Input(2 + i)
+		switch {
+		case sameStatic(types, r, n.Outputs[0]):
+			k += "+" + kernels.Add
+		case i == 0 && rowBias(types, r, n.Outputs[0]):
+			k += "+" + kernels.Affine
+		default:
+			return "", fmt.Sprintf("fused MatMul's Add %d broadcasts other than a bias over the last axis (or shapes unknown at build time)", i+1)
+		}
+	}
+	switch h.Activation {
+	case "":
+	case "Relu":
+		k += "+" + kernels.Unary + "(Relu)"
+	case "Clip":
+		if why := clipOK(n, h.ActVersion, h.BaseInputs+h.Adds, g); why != "" {
+			return "", "fused " + why
+		}
+		k += "+" + kernels.Clip
+	case "Gelu":
+		if h.ActInputs != 0 {
+			return "", "fused Gelu with inputs"
+		}
+		switch a := n.String(fused.ActPrefix+"approximate", "none"); a {
+		case "none", "tanh":
+			k += "+" + kernels.Unary + "(Gelu " + a + ")"
+		default:
+			return "", fmt.Sprintf("fused Gelu approximate %q", a)
+		}
+	default:
+		return "", fmt.Sprintf("fused activation %s has no GPU epilogue yet", h.Activation)
+	}
+	return k, ""
+}
+
+// matmulOK admits a float32 MatMul of A (rank 2 or more) by a 2-D B: A's
+// batches fold into its rows, each output one chain over k (kernel/nn's
+// bUnbatched case).
+func matmulOK(n *ir.Node, types map[string]ir.Type) string {
+	ta, ok1 := types[n.Input(0)]
+	tb, ok2 := types[n.Input(1)]
+	if !ok1 || !ok2 || !ta.RankKnown || !tb.RankKnown {
+		return "MatMul operand ranks unknown at build time"
+	}
+	if ta.DType != tensor.Float32 || tb.DType != tensor.Float32 {
+		return "MatMul of other than float32"
+	}
+	if len(ta.Shape) < 2 || len(tb.Shape) != 2 {
+		return fmt.Sprintf("MatMul of rank %d by rank %d (the GPU takes rank >= 2 by a 2-D matrix)", len(ta.Shape), len(tb.Shape))
+	}
+	return ""
+}
+
+// rowBias reports whether r's static shape is [N] or [1, ..., N] with N
+// the last dimension of out (a bias that broadcasts over every other axis).
+func rowBias(types map[string]ir.Type, r, out string) bool {
+	tr, ok1 := types[r]
+	to, ok2 := types[out]
+	if !ok1 || !ok2 || !tr.RankKnown || !to.RankKnown || len(tr.Shape) == 0 || len(to.Shape) == 0 {
+		return false
+	}
+	sr, ok := tr.Static()
+	if !ok {
+		return false
+	}
+	last := to.Shape[len(to.Shape)-1]
+	if !last.Known() || int(last.Value) != sr[len(sr)-1] || len(sr) > len(to.Shape) {
+		return false
+	}
+	return tensor.NumElems(sr) == sr[len(sr)-1]
+}
+
 func clipOK(n *ir.Node, version int64, first int, g *ir.Graph) string {
 	if version > 0 && version < 11 {
 		return ""
