@@ -1,6 +1,7 @@
 package compile_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/vouchml/vouch/buildlog"
@@ -9,6 +10,7 @@ import (
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // layerSuffixes builds b's graph (output out) and returns each plan
@@ -152,5 +154,47 @@ func TestSplitPaddingTaps(t *testing.T) {
 	b.check(t, y, true)
 	if ks := layerSuffixes(t, b, y); len(ks) != 1 {
 		t.Fatalf("a 3x3 Conv of pads 1 became %v", ks)
+	}
+}
+
+// TestPointGemm: a squeeze-excitation block's 1x1 Convs on the global
+// average (with a bias, then Relu; then Sigmoid) become Gemms, with the
+// graph's bits; one with an infinite bias, or on a larger map, stays a
+// Conv.
+func TestPointGemm(t *testing.T) {
+	gemms := func(b *gb, y string) int {
+		k := 0
+		for _, s := range layerSuffixes(t, b, y) {
+			if s == "Gemm" || s == "Fused" {
+				k++
+			}
+		}
+		return k
+	}
+	b := newGB([]int{1, 24, 5, 5})
+	p := b.node("GlobalAveragePool", []string{"x"}, "p")
+	h := b.node("Relu", []string{b.node("Conv", []string{p, b.constant("w1", []int{6, 24, 1, 1}), b.constant("b1", []int{6})}, "c1")}, "h")
+	y := b.node("Sigmoid", []string{b.node("Conv", []string{h, b.constant("w2", []int{24, 6, 1, 1}), b.constant("b2", []int{24})}, "c2")}, "y")
+	b.check(t, y, true)
+	if k := gemms(b, y); k < 2 {
+		t.Fatalf("the SE convolutions became %v", layerSuffixes(t, b, y))
+	}
+	for _, k := range layerSuffixes(t, b, y) {
+		if k == "Conv" {
+			t.Fatalf("a Conv is left: %v", layerSuffixes(t, b, y))
+		}
+	}
+	b = newGB([]int{1, 24, 5, 5})
+	y = b.node("Conv", []string{"x", b.constant("w3", []int{6, 24, 1, 1})}, "y")
+	b.check(t, y, true)
+	if ks := layerSuffixes(t, b, y); len(ks) != 1 || ks[0] != "Conv" {
+		t.Fatalf("a 1x1 Conv on 5x5 became %v", ks)
+	}
+	b = newGB([]int{1, 24, 1, 1})
+	b.g.Initializers["b4"] = tensor.From([]float32{float32(math.Inf(1)), 0, 0, 0, 0, 0}, 6)
+	y = b.node("Conv", []string{"x", b.constant("w4", []int{6, 24, 1, 1}), "b4"}, "y")
+	b.check(t, y, true)
+	if ks := layerSuffixes(t, b, y); len(ks) != 1 || ks[0] != "Conv" {
+		t.Fatalf("a 1x1 Conv with an infinite bias became %v", ks)
 	}
 }
