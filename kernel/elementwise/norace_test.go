@@ -1,0 +1,5 @@
+//go:build !race
+
+package elementwise
+
+const raceEnabled = false

@@ -1,0 +1,7 @@
+//go:build race
+
+package shape
+
+// The race detector drops sync.Pool entries at random (and instruments
+// allocations): allocation counts are only asserted without it.
+const raceEnabled = true
