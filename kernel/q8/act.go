@@ -74,11 +74,68 @@ func siluAct(c *kernel.Ctx, sigFirst bool) actFn {
 	return siluXS
 }
 
-// apply runs a on y (nothing when a is nil).
-func (a actFn) apply(c twins, y []float32) {
-	if a != nil {
-		a(c.vec, y)
+// actor is the epilogue's activation: fn (SiLU, HardSwish), or Clip's
+// bounds (ReLU6): v < lo gives lo, then v > hi gives hi, NaN passes, as
+// package elementwise's Clip (an absent bound is ∓Inf, which changes no
+// value). The zero actor does nothing.
+type actor struct {
+	fn     actFn
+	clip   bool
+	lo, hi float32
+}
+
+func (a actor) on() bool { return a.fn != nil || a.clip }
+
+// apply runs a on y.
+func (a actor) apply(c twins, y []float32) {
+	switch {
+	case a.fn != nil:
+		a.fn(c.vec, y)
+	case a.clip:
+		i := 0
+		if c.vnni && len(y) >= 16 {
+			i = len(y) &^ 15
+			clipInPlace(&y[0], i, a.lo, a.hi)
+		}
+		for k, v := range y[i:] {
+			if v < a.lo {
+				v = a.lo
+			}
+			if v > a.hi {
+				v = a.hi
+			}
+			y[i+k] = v
+		}
 	}
+}
+
+// clipActor reads a Clip part's bounds as Clip's Into does (attributes
+// before opset 11, optional float32 scalar inputs since); ok is false
+// where they are not such constants.
+func clipActor(n *ir.Node, in []*tensor.Tensor) (actor, bool) {
+	a := actor{clip: true, lo: float32(math.Inf(-1)), hi: float32(math.Inf(1))}
+	if n.Version > 0 && n.Version < 11 {
+		a.lo, a.hi = n.Float("min", a.lo), n.Float("max", a.hi)
+		return a, len(in) == 0
+	}
+	if len(in) > 2 {
+		return actor{}, false
+	}
+	for i, t := range in {
+		if t == nil {
+			continue
+		}
+		v, ok := t.Data.([]float32)
+		if !ok || len(v) != 1 {
+			return actor{}, false
+		}
+		if i == 0 {
+			a.lo = v[0]
+		} else {
+			a.hi = v[0]
+		}
+	}
+	return a, true
 }
 
 // ActHardSwish is the Q8 activation x·HardSigmoid(x) (MobileNetV3's

@@ -197,7 +197,7 @@ type dconvJob struct {
 	mult, bias []float32
 	res        []float32
 	relu       bool
-	act        actFn
+	act        actor
 	twins      twins
 	// The quad tiles (vnni_direct.go): xq and qinit set, xp and w's
 	// layout theirs.
@@ -265,7 +265,7 @@ func (j *dconvJob) Run(lo, hi int) {
 			res = &j.res[o]
 		}
 		epi16(&acc[0], &j.y[o], P, n, rows, &j.mult[16*b], bias, res, relu)
-		if j.act != nil {
+		if j.act.on() {
 			// The activation runs over runs of consecutive tiles' pixels
 			// (one call per tile would cost more than the activation).
 			if b != actB || p0 != actEnd {

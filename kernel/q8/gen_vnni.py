@@ -227,6 +227,29 @@ a('mip_done:')
 a('\tVZEROUPPER')
 a('\tRET')
 
+# clipInPlace: y = min(hi, max(lo, y)) per element as Clip (v < lo gives
+# lo, then v > hi gives hi, NaN passes): VMAXPS with lo first returns y
+# unless lo > y, VMINPS with hi first returns y unless hi < y.
+a('\n// func clipInPlace(y *float32, n int, lo, hi float32)')
+a('TEXT ·clipInPlace(SB), NOSPLIT, $0-24')
+a('\tMOVQ y+0(FP), DI')
+a('\tMOVQ n+8(FP), CX')
+a('\tVBROADCASTSS lo+16(FP), Z1')
+a('\tVBROADCASTSS hi+20(FP), Z2')
+a('\tSHRQ $4, CX')
+a('\tJZ clip_done')
+a('clip_loop:')
+a('\tVMOVUPS (DI), Z0')
+a('\tVMAXPS Z0, Z1, Z0')
+a('\tVMINPS Z0, Z2, Z0')
+a('\tVMOVUPS Z0, (DI)')
+a('\tADDQ $64, DI')
+a('\tDECQ CX')
+a('\tJNZ clip_loop')
+a('clip_done:')
+a('\tVZEROUPPER')
+a('\tRET')
+
 # vq8r{R}t{T}s{S}: the direct convolution's tile (direct.go) on channel
 # quads: 16 output channels in the int32 lanes of one zmm per pixel, R
 # rows by T pixels (R*T <= 16). Per k-quad the 16 channels' 4 signed

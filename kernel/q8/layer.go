@@ -13,7 +13,7 @@ import (
 type post struct {
 	res  []float32
 	relu bool
-	act  actFn // SiLU, after the Relu (none with it)
+	act  actor // SiLU, HardSwish or Clip, after the Relu (none with it)
 }
 
 // compute runs the base op into y (float32, the base output's shape) and

@@ -326,15 +326,22 @@ func (l *layer) fusedPost(c *kernel.Ctx, in []*tensor.Tensor, shape []int) (p po
 	}
 	if l.act != nil {
 		if l.silu && len(in) == next {
-			p.act = siluAct(c, l.sigFirst)
+			p.act = actor{fn: siluAct(c, l.sigFirst)}
 			return p, next, false
 		}
 		if l.hsZ != nil && len(in) == next {
-			p.act = l.hsV
+			p.act = actor{fn: l.hsV}
 			if c.AVX512() && amd64.EnabledZ {
-				p.act = l.hsZ
+				p.act = actor{fn: l.hsZ}
 			}
 			return p, next, false
+		}
+		if l.act.OpType == "Clip" {
+			// ReLU6 (MobileNetV2): the bounds in the epilogue.
+			if a, ok := clipActor(l.act, in[next:]); ok {
+				p.act = a
+				return p, len(in), false
+			}
 		}
 		if l.act.OpType != "Relu" || len(in) > next {
 			return p, next, true

@@ -109,7 +109,7 @@ type rowsJob struct {
 	mult, bias []float32
 	res        []float32
 	relu       bool
-	act        actFn
+	act        actor
 	twins      twins
 }
 
@@ -416,7 +416,7 @@ type colsJob struct {
 	mult, bias []float32
 	res        []float32
 	relu       bool
-	act        actFn
+	act        actor
 	twins      twins
 }
 

@@ -63,3 +63,9 @@ func packQuad(dst *uint8, src *float32, ld int, inv float32, n int)
 //
 //go:noescape
 func mulInPlace(x, h *float32, n int)
+
+// clipInPlace clamps y[i] for i < n (a multiple of 16) to [lo, hi] as
+// Clip does (actor.apply), AVX-512F.
+//
+//go:noescape
+func clipInPlace(y *float32, n int, lo, hi float32)

@@ -624,6 +624,26 @@ mip_done:
 	VZEROUPPER
 	RET
 
+// func clipInPlace(y *float32, n int, lo, hi float32)
+TEXT ·clipInPlace(SB), NOSPLIT, $0-24
+	MOVQ y+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS lo+16(FP), Z1
+	VBROADCASTSS hi+20(FP), Z2
+	SHRQ $4, CX
+	JZ clip_done
+clip_loop:
+	VMOVUPS (DI), Z0
+	VMAXPS Z0, Z1, Z0
+	VMINPS Z0, Z2, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	DECQ CX
+	JNZ clip_loop
+clip_done:
+	VZEROUPPER
+	RET
+
 // func vq8r1t1s4(kq int, w *int8, x0, x1 *uint8, offs *int, init *int32, acc *int32)
 TEXT ·vq8r1t1s4(SB), NOSPLIT, $0-56
 	MOVQ kq+0(FP), CX

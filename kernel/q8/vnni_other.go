@@ -20,3 +20,5 @@ func packQuad(dst *uint8, src *float32, ld int, inv float32, n int) { panic("q8:
 var vq8Tiles [2][2][17]func(kq int, w *int8, x0, x1 *uint8, offs *int, init *int32, acc *int32)
 
 func mulInPlace(x, h *float32, n int) { panic("q8: no vector kernels") }
+
+func clipInPlace(y *float32, n int, lo, hi float32) { panic("q8: no vector kernels") }
