@@ -77,14 +77,20 @@ func worthExpandDW(g *ir.Graph, a, b *ir.Node, e int, stride int64) bool {
 }
 
 // clampConv reports whether n is a Conv, or a Fused Conv with no Add and
-// at most a Relu or Clip.
+// at most a Relu, Clip, SiLU or HardSigmoidMul (the last two run as the
+// parts' epilogue Acts).
 func clampConv(n *ir.Node) bool {
 	switch {
 	case n.Domain == "" && n.OpType == "Conv":
 		return true
 	case n.Domain == fusedDomain && n.OpType == fused.OpFused:
 		l, _ := fused.LayerOf(n)
-		return l.Base == "Conv" && l.BaseInputs > 0 && l.Adds == 0 && (l.Activation == "Relu" || l.Activation == "Clip")
+		switch l.Activation {
+		case "Relu", "Clip", fused.SiLU, fused.HardSigmoidMul:
+		default:
+			return false
+		}
+		return l.Base == "Conv" && l.BaseInputs > 0 && l.Adds == 0
 	}
 	return false
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/nn"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -209,9 +210,26 @@ func (o *edwOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error 
 	return nil
 }
 
+// partAct is a Fused part's activation as an epilogue: a clamp (Relu,
+// Clip), or SiLU or HardSigmoidMul as its Act (for c's instruction set,
+// as the Fused layer hands them to its base kernel).
+func partAct(c *kernel.Ctx, p *parts, in []*tensor.Tensor) (kernel.Epilogue, bool) {
+	switch {
+	case p.hsAct != nil:
+		e := kernel.Epilogue{Act: p.hsAct[0]}
+		if c.AVX512() && amd64.EnabledZ {
+			e.Act = p.hsAct[1]
+		}
+		return e, true
+	case p.silu != nil:
+		return kernel.Epilogue{Act: siluAct(c, p.sigFirst)}, true
+	}
+	return clampOf(p, in, kernel.Epilogue{})
+}
+
 // fast runs the layer through nn.ExpandDepthwise where it applies (float32
-// tensors, clamp-only epilogues, the vector kernels on), and reports
-// whether it did.
+// tensors, clamp or SiLU/HardSigmoidMul epilogues, the vector kernels on),
+// and reports whether it did.
 func (o *edwOp) fast(c *kernel.Ctx, p *edwParts, in []*tensor.Tensor, y *tensor.Tensor) bool {
 	ina, inb := in[:p.split], in[p.split:]
 	f32 := func(t *tensor.Tensor) []float32 {
@@ -246,7 +264,7 @@ func (o *edwOp) fast(c *kernel.Ctx, p *edwParts, in []*tensor.Tensor, y *tensor.
 	ok := true
 	if p.pa != nil {
 		if p.pa.act != nil {
-			ea, ok = clampOf(p.pa, in, kernel.Epilogue{})
+			ea, ok = partAct(c, p.pa, in)
 		}
 	}
 	if ok && p.pb != nil {
@@ -258,7 +276,7 @@ func (o *edwOp) fast(c *kernel.Ctx, p *edwParts, in []*tensor.Tensor, y *tensor.
 			pb.actIn[i] = p.split + k - 1
 		}
 		if pb.act != nil {
-			eb, ok = clampOf(&pb, in, kernel.Epilogue{})
+			eb, ok = partAct(c, &pb, in)
 		}
 	}
 	if !ok {

@@ -18,7 +18,7 @@ import (
 // after the other on the portable twins, at every level and with 1, 2
 // and 8 workers: plain
 // Conv parts and Fused parts with Relu or Clip (opset 11 bounds as
-// inputs), with and without biases, strides 1 and 2, pads 0 and 1 at the
+// inputs), SiLU or HardSigmoidMul (both Mul orders), with and without biases, strides 1 and 2, pads 0 and 1 at the
 // bottom and right, widths around the vector size, expansions wide enough
 // that the buffer slides, NaN/Inf in the data.
 func TestExpandDepthwiseTwin(t *testing.T) {
@@ -68,6 +68,14 @@ func TestExpandDepthwiseTwin(t *testing.T) {
 			f.Attrs["base_version"] = &ir.Attr{Name: "base_version", Kind: ir.AttrInt, I: 11}
 			f.Attrs["activation"] = &ir.Attr{Name: "activation", Kind: ir.AttrString, S: act}
 			f.Attrs["act_version"] = &ir.Attr{Name: "act_version", Kind: ir.AttrInt, I: 13}
+			if act == fused.SiLU || act == fused.HardSigmoidMul {
+				f.Attrs["act_sigmoid_first"] = &ir.Attr{Name: "act_sigmoid_first", Kind: ir.AttrInt, I: int64(ci % 2)}
+			}
+			if act == fused.HardSigmoidMul {
+				f.Attrs["act_version"].I = 6
+				f.Attrs["act_alpha"] = &ir.Attr{Name: "act_alpha", Kind: ir.AttrFloat, F: 1.0 / 6}
+				f.Attrs["act_beta"] = &ir.Attr{Name: "act_beta", Kind: ir.AttrFloat, F: 0.5}
+			}
 			nact := int64(0)
 			if act == "Clip" {
 				f.Inputs = append(f.Inputs, "lo", "hi")
@@ -76,13 +84,17 @@ func TestExpandDepthwiseTwin(t *testing.T) {
 			f.Attrs["layout"] = &ir.Attr{Name: "layout", Kind: ir.AttrInts, Ints: []int64{int64(len(x.Inputs)), 0, nact}}
 			return f
 		}
-		switch ci % 4 {
+		switch ci % 6 {
 		case 1:
 			a, b = fuse(a, "Clip"), fuse(b, "Relu")
 		case 2:
 			a, b = fuse(a, "Relu"), fuse(b, "Clip")
 		case 3:
 			b = fuse(b, "Clip")
+		case 4:
+			a, b = fuse(a, fused.SiLU), fuse(b, fused.HardSigmoidMul)
+		case 5:
+			a, b = fuse(a, fused.HardSigmoidMul), fuse(b, fused.SiLU)
 		}
 		layer := fused.ExpandDepthwiseNode(a, b)
 		op, err := reg.Lookup(layer)

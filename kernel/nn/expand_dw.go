@@ -7,13 +7,16 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/vmath"
 )
 
 // ExpandDW is the data of a fused expansion + depthwise layer (package
 // fused's ExpandDepthwise): X [N, Cin, H, W] through the 1x1 convolution
-// W1 [E, Cin, 1, 1] with bias B1 (or nil) and clamp E1, then the
-// depthwise 3x3 convolution W2 [E, 1, 3, 3] (attributes from Attrs) with
-// bias B2 (or nil) and clamp E2, into Y.
+// W1 [E, Cin, 1, 1] with bias B1 (or nil) and clamp and activation E1,
+// then the depthwise 3x3 convolution W2 [E, 1, 3, 3] (attributes from
+// Attrs) with bias B2 (or nil) and clamp and activation E2, into Y (an
+// activation, kernel.Epilogue.Act, after the clamp, on each block as it
+// is finished).
 type ExpandDW struct {
 	X       []float32
 	XShape  []int
@@ -62,7 +65,7 @@ func ExpandDepthwise(c *kernel.Ctx, a ExpandDW) bool {
 		return false
 	}
 	for _, e := range []*kernel.Epilogue{&a.E1, &a.E2} {
-		if e.Residual != nil || e.ColBias != nil || e.Residual2 != nil || e.Act != nil {
+		if e.Residual != nil || e.ColBias != nil || e.Residual2 != nil {
 			return false
 		}
 	}
@@ -87,7 +90,8 @@ func ExpandDepthwise(c *kernel.Ctx, a ExpandDW) bool {
 	bands := max(1, min(OH/8, w))
 	j := edwJobs.Get().(*edwJob)
 	*j = edwJob{a: &a, s: s, N: N, Cin: Cin, H: H, W: W, E: E, bands: bands,
-		ep1: epiFrom(pool, &a.E1), m: machine{fast: pool.fast, z: pool.z, vec: pool.vec, force: pool.force}, lo2: float32(math.Inf(-1)), hi2: float32(math.Inf(1))}
+		ep1: epiFrom(pool, &a.E1), m: machine{fast: pool.fast, z: pool.z, vec: pool.vec, force: pool.force}, lo2: float32(math.Inf(-1)), hi2: float32(math.Inf(1)),
+		act2: a.E2.Act}
 	if a.E2.HasLo {
 		j.lo2 = a.E2.Lo
 	}
@@ -100,12 +104,13 @@ func ExpandDepthwise(c *kernel.Ctx, a ExpandDW) bool {
 	return true
 }
 
-// epiFrom is e (a clamp, or nothing) as the GEMM's epilogue.
+// epiFrom is e (a clamp and an activation, or nothing) as the GEMM's
+// epilogue.
 func epiFrom(pool machine, e *kernel.Epilogue) epi {
 	if !e.Active() {
 		return epi{}
 	}
-	return epiClamp(pool, e, epi{})
+	return epiClamp(pool, e, epi{act: e.Act})
 }
 
 // edwSetupOf returns the depthwise geometry for attrs at these shapes, or
@@ -145,6 +150,9 @@ type edwJob struct {
 	bands           int
 	ep1             epi
 	lo2, hi2        float32
+	// act2 is the depthwise part's activation (kernel.Epilogue.Act), on
+	// each run of output rows as it is stored.
+	act2 func(vmath.Vec, []float32, []float32)
 	// m is the call's machine without its pool: each unit's expansion
 	// GEMM runs on the unit's worker.
 	m machine
@@ -228,6 +236,10 @@ func (j *edwJob) Run(lo, hi int) {
 						amd64.DwS2P1Z(r[0], r[1], r[2], sh*W, rows, wc, &yc[o*OW], OW, &j.s.mz, bp, j.lo2, j.hi2)
 					} else {
 						amd64.DwS2P1(r[0], r[1], r[2], sh*W, rows, wc, &yc[o*OW], OW, OW, j.s.mid, &m, bp, j.lo2, j.hi2)
+					}
+					if j.act2 != nil {
+						// The activation over the rows just stored.
+						j.act2(j.m.vec, yc[o*OW:(o+rows)*OW], yc[o*OW:(o+rows)*OW])
 					}
 					o += rows
 				}
