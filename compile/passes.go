@@ -150,6 +150,7 @@ var passOrder = [...]struct{ a, b, why string }{
 	{"fuse-hard-swish", "fuse-elementwise", "an elementwise chain would otherwise swallow the HardSigmoid and Mul"},
 	{"fuse-hard-swish", "fuse-conv-chain", "a chain takes only Relu/Clip layers: the pass sees the plain Conv first"},
 	{"fuse-hard-swish", "fuse-channel-mul", "a HardSwish's Mul is the activation's, not a channel scale"},
+	{"fuse-hard-swish", "fuse-expand-depthwise", "an expansion or depthwise part may carry the HardSwish"},
 	{"precision", "fuse-channel-mul", "only float32 Muls become channel scales"},
 }
 
