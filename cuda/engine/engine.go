@@ -239,6 +239,13 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 		return nil, err
 	}
 	pr.lanes, pr.free = []*lane{l}, []*lane{l}
+	for _, in := range p.Graph.Inputs {
+		// A GPU layer may read an integer input on the host (a Reshape's
+		// shape); a captured graph would keep the first run's values.
+		if in.Type.DType != tensor.Float32 {
+			pr.allGPU = false
+		}
+	}
 	for i, n := range p.Graph.Nodes {
 		if layers[i].Backend != plan.BackendCUDA {
 			pr.allGPU = false
@@ -828,6 +835,10 @@ func (s *state) gpu(n *ir.Node) error {
 		}
 		s.vals[n.Outputs[0]] = &val{ptr: x, shape: []int{tensor.NumElems(shape[:ax]), tensor.NumElems(shape[ax:])}}
 		return nil
+	case "Transpose", "Slice", "Split", "Concat", "Gather":
+		return s.move(n)
+	case "Reshape":
+		return s.reshape(n)
 	case "LayerNormalization":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -1040,6 +1051,259 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, act exact.Act, out string) e
 		return s.pr.e.Clip(s.l.st, y, y, count, act.Lo, act.Hi, act.HasLo, act.HasHi)
 	}
 	return nil
+}
+
+// move runs Transpose, Slice, Split, Concat and Gather (by constant
+// indices) as exact.Copy's strided copies: the values move with their
+// bits, as kernel/shape's do.
+func (s *state) move(n *ir.Node) error {
+	var srcs []uint64
+	var shapes [][]int
+	nin := 1
+	if n.OpType == "Concat" {
+		nin = len(n.Inputs)
+	}
+	for _, name := range n.Inputs[:nin] {
+		p, sh, err := s.dev(name)
+		if err != nil {
+			return err
+		}
+		if len(sh) > exact.MaxCopyRank && n.OpType != "Gather" {
+			return fmt.Errorf("a rank-%d value (the copy takes %d axes)", len(sh), exact.MaxCopyRank)
+		}
+		srcs, shapes = append(srcs, p), append(shapes, sh)
+	}
+	sh := shapes[0]
+	var copies []exact.Copy
+	var outs [][]int
+	var src, dst []int // per copy: the input read, the output written
+	one := func(c exact.Copy, out []int, err error) error {
+		copies, outs, src, dst = []exact.Copy{c}, [][]int{out}, []int{0}, []int{0}
+		return err
+	}
+	switch n.OpType {
+	case "Transpose":
+		var perm []int
+		if n.Has("perm") {
+			perm = ints(n, "perm")
+		}
+		if err := one(exact.TransposeCopy(sh, perm)); err != nil {
+			return err
+		}
+	case "Slice":
+		var v [4][]int64
+		if n.Version < 10 {
+			v[0], v[1], v[2] = n.Ints("starts", nil), n.Ints("ends", nil), n.Ints("axes", nil)
+		} else {
+			for i := range v {
+				if n.Input(1+i) == "" {
+					continue
+				}
+				var err error
+				if v[i], err = s.intValues(n.Input(1 + i)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := one(exact.SliceCopy(sh, v[0], v[1], v[2], v[3])); err != nil {
+			return err
+		}
+	case "Split":
+		sizes, err := s.splitSizes(n, sh)
+		if err != nil {
+			return err
+		}
+		c, o, err := exact.SplitCopies(sh, int(n.Int("axis", 0)), sizes)
+		if err != nil {
+			return err
+		}
+		if len(o) != len(n.Outputs) {
+			return fmt.Errorf("Split into %d parts for %d outputs", len(o), len(n.Outputs))
+		}
+		copies, outs = c, o
+		for j := range c {
+			src, dst = append(src, 0), append(dst, j)
+		}
+	case "Concat":
+		c, o, err := exact.ConcatCopies(shapes, int(n.Int("axis", 0)))
+		if err != nil {
+			return err
+		}
+		copies, outs = c, [][]int{o}
+		for j := range c {
+			src, dst = append(src, j), append(dst, 0)
+		}
+	case "Gather":
+		idx, err := s.host(n.Inputs[1])
+		if err != nil {
+			return err
+		}
+		iv, err := s.intValues(n.Inputs[1])
+		if err != nil {
+			return err
+		}
+		c, o, err := exact.GatherCopies(sh, int(n.Int("axis", 0)), iv, idx.Shape)
+		if err != nil {
+			return err
+		}
+		copies, outs = c, [][]int{o}
+		for range c {
+			src, dst = append(src, 0), append(dst, 0)
+		}
+	}
+	ys := make([]uint64, len(outs))
+	for j, o := range outs {
+		var err error
+		if ys[j], err = s.out(n.Outputs[j], o); err != nil {
+			return err
+		}
+	}
+	for k, c := range copies {
+		if err := s.pr.e.Copy(s.l.st, c, srcs[src[k]], tensor.NumElems(shapes[src[k]]), ys[dst[k]], tensor.NumElems(outs[dst[k]])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitSizes is a Split's part sizes: the split input (opset 13+) or
+// attribute, else equal parts (num_outputs from opset 18, or one part per
+// output; opset 18's last part may be smaller).
+func (s *state) splitSizes(n *ir.Node, sh []int) ([]int, error) {
+	var v []int64
+	if n.Version >= 13 && n.Input(1) != "" {
+		var err error
+		if v, err = s.intValues(n.Inputs[1]); err != nil {
+			return nil, err
+		}
+	} else if n.Version < 13 {
+		v = n.Ints("split", nil)
+	}
+	if v != nil {
+		out := make([]int, len(v))
+		for i, x := range v {
+			out[i] = int(x)
+		}
+		return out, nil
+	}
+	ax := int(n.Int("axis", 0))
+	if ax < 0 {
+		ax += len(sh)
+	}
+	if ax < 0 || ax >= len(sh) {
+		return nil, fmt.Errorf("Split axis %d of a rank-%d value", ax, len(sh))
+	}
+	parts := len(n.Outputs)
+	if n.Version >= 18 {
+		parts = int(n.Int("num_outputs", int64(parts)))
+	}
+	if parts < 1 {
+		return nil, fmt.Errorf("Split into %d parts", parts)
+	}
+	d := sh[ax]
+	each := (d + parts - 1) / parts
+	if n.Version < 18 {
+		if d%parts != 0 {
+			return nil, fmt.Errorf("Split of %d into %d equal parts", d, parts)
+		}
+		each = d / parts
+	}
+	out := make([]int, parts)
+	for i := range out {
+		out[i] = min(each, max(d-i*each, 0))
+	}
+	return out, nil
+}
+
+// intValues reads an integer tensor (a weight or a host value) as int64s.
+func (s *state) intValues(name string) ([]int64, error) {
+	t, err := s.host(name)
+	if err != nil {
+		return nil, err
+	}
+	switch d := t.Data.(type) {
+	case []int64:
+		return d, nil
+	case []int32:
+		out := make([]int64, len(d))
+		for i, x := range d {
+			out[i] = int64(x)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%s is %v, not an integer tensor", name, t.DType)
+}
+
+// reshape is a view: the value's buffer (or host data) under the shape
+// ONNX Reshape computes (0 copies the input's dimension unless allowzero,
+// -1 takes what is left).
+func (s *state) reshape(n *ir.Node) error {
+	v := s.vals[n.Inputs[0]]
+	var shape []int
+	var ptr uint64
+	if v == nil || v.ptr != 0 || v.host == nil {
+		var err error
+		if ptr, shape, err = s.dev(n.Inputs[0]); err != nil {
+			return err
+		}
+	} else {
+		shape = v.shape
+	}
+	spec, err := s.intValues(n.Input(1))
+	if err != nil {
+		return err
+	}
+	out, err := reshaped(shape, spec, n.Int("allowzero", 0) != 0)
+	if err != nil {
+		return err
+	}
+	nv := &val{ptr: ptr, shape: out}
+	if v != nil && v.host != nil {
+		d, ok := v.host.Data.([]float32)
+		if !ok {
+			return fmt.Errorf("Reshape of a %v value on the GPU", v.host.DType)
+		}
+		nv.host = tensor.From(d, out...)
+	}
+	s.vals[n.Outputs[0]] = nv
+	return nil
+}
+
+// reshaped is ONNX Reshape's output shape for an input of shape in.
+func reshaped(in []int, spec []int64, allowZero bool) ([]int, error) {
+	out := make([]int, len(spec))
+	infer := -1
+	known := 1
+	for i, d := range spec {
+		switch {
+		case d == -1:
+			if infer >= 0 {
+				return nil, fmt.Errorf("Reshape to %v: more than one -1", spec)
+			}
+			infer = i
+			continue
+		case d == 0 && !allowZero:
+			if i >= len(in) {
+				return nil, fmt.Errorf("Reshape to %v: a 0 past the input's rank %d", spec, len(in))
+			}
+			out[i] = in[i]
+		case d < 0 || d > 1<<40:
+			return nil, fmt.Errorf("Reshape to %v", spec)
+		default:
+			out[i] = int(d)
+		}
+		known *= out[i]
+	}
+	total := tensor.NumElems(in)
+	if infer >= 0 {
+		if known == 0 || total%known != 0 {
+			return nil, fmt.Errorf("Reshape of %v to %v", in, spec)
+		}
+		out[infer] = total / known
+	} else if known != total {
+		return nil, fmt.Errorf("Reshape of %v (%d values) to %v", in, total, spec)
+	}
+	return out, nil
 }
 
 // matmulFused runs a fused MatMul of A (rank >= 2, batches folded into

@@ -120,7 +120,7 @@ func TestPlace(t *testing.T) {
 }
 
 // tinyBertGPULayers is how many of tiny_bert's 74 layers run on the GPU.
-const tinyBertGPULayers = 14
+const tinyBertGPULayers = 33
 
 // tinyBertGPU names some of tiny_bert's GPU layers and their kernels.
 var tinyBertGPU = map[string]string{
@@ -130,7 +130,14 @@ var tinyBertGPU = map[string]string{
 	"/ff1.0/MatMul": "vx_sgemm+vx_channel_affine+vx_unary(Gelu none)",
 	"/ff2.0/MatMul": "vx_sgemm+vx_channel_affine+vx_add",
 	"/cls/Gemm":     "vx_sgemm+vx_channel_affine",
-	"/Softmax_2":    "vx_softmax",
+	// Data movement: the qkv Split, the heads' Reshapes (views) and
+	// Transposes, the [CLS] row's Gather by a constant index.
+	"/Split":       "vx_copy",
+	"/Reshape":     "view",
+	"/Transpose":   "vx_copy",
+	"/Transpose_3": "vx_copy",
+	"/Gather_3":    "vx_copy",
+	"/Softmax_2":   "vx_softmax",
 }
 
 // Loading checks the architecture before anything else, and says what to

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/fused"
@@ -120,6 +121,19 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 		return kernels.GlobalAvg, ""
 	case "Flatten":
 		return "view", ""
+	case "Reshape":
+		if n.Version < 5 {
+			return "", "Reshape before opset 5 (a shape attribute)"
+		}
+		if t, ok := types[n.Input(0)]; !ok || t.DType != tensor.Float32 {
+			return "", "Reshape of other than float32 (integer shape arithmetic stays on the host)"
+		}
+		return "view", ""
+	case "Transpose", "Slice", "Split", "Concat", "Gather":
+		if why := moveOK(n, g, types); why != "" {
+			return "", why
+		}
+		return kernels.Copy, ""
 	case "LayerNormalization":
 		if len(n.Outputs) > 1 && (n.Outputs[1] != "" || len(n.Outputs) > 2 && n.Outputs[2] != "") {
 			return "", "LayerNormalization with Mean or InvStdDev outputs"
@@ -141,7 +155,25 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 		}
 		return kernels.Softmax, ""
 	}
+	if intsOnly(n, types) {
+		return "", fmt.Sprintf("%s of integers: shape arithmetic stays on the host", n.OpType)
+	}
 	return "", fmt.Sprintf("no exact GPU kernel for %s yet", n.OpType)
+}
+
+// intsOnly reports whether every input and output of n is an integer
+// value of known type (shape arithmetic, no float data).
+func intsOnly(n *ir.Node, types map[string]ir.Type) bool {
+	for _, v := range append(slices.Clone(n.Inputs), n.Outputs...) {
+		if v == "" {
+			continue
+		}
+		t, ok := types[v]
+		if !ok || (t.DType != tensor.Int64 && t.DType != tensor.Int32) {
+			return false
+		}
+	}
+	return true
 }
 
 // fusedKernel covers kernel/fused's Fused layers over Conv and Gemm with a
@@ -311,6 +343,57 @@ func clipOK(n *ir.Node, version int64, first int, g *ir.Graph) string {
 		if t, ok := g.Initializers[b]; !ok || t.DType != tensor.Float32 || t.Len() != 1 {
 			return "Clip with a bound that is not a float32 constant"
 		}
+	}
+	return ""
+}
+
+// moveOK admits a data-movement layer (exact.Copy): float32 values of
+// known rank up to exact.MaxCopyRank, and its sizes (Slice's starts, ends,
+// axes and steps, Split's sizes, Gather's indices: at most 64) constants,
+// so that a captured graph never holds a value read on the host.
+func moveOK(n *ir.Node, g *ir.Graph, types map[string]ir.Type) string {
+	data := n.Inputs[:1]
+	consts := n.Inputs[1:]
+	switch n.OpType {
+	case "Concat":
+		data, consts = n.Inputs, nil
+	case "Transpose":
+		consts = nil
+	case "Slice":
+		if n.Version < 10 {
+			consts = nil
+		}
+	case "Split":
+		if n.Version < 13 {
+			consts = nil
+		}
+	}
+	if len(data) == 0 || data[0] == "" {
+		return n.OpType + " without data"
+	}
+	for _, d := range data {
+		t, ok := types[d]
+		if !ok || t.DType != tensor.Float32 || !t.RankKnown {
+			return n.OpType + " of other than float32 values of known rank (integer shape arithmetic stays on the host)"
+		}
+		if len(t.Shape) > exact.MaxCopyRank && n.OpType != "Gather" {
+			return fmt.Sprintf("%s of a rank-%d value (the GPU copy walks at most %d axes)", n.OpType, len(t.Shape), exact.MaxCopyRank)
+		}
+	}
+	for _, c := range consts {
+		if c == "" {
+			continue
+		}
+		t, ok := g.Initializers[c]
+		if !ok || (t.DType != tensor.Int64 && t.DType != tensor.Int32) {
+			return fmt.Sprintf("%s whose input %s is not an integer constant", n.OpType, c)
+		}
+		if n.OpType == "Gather" && t.Len() > 64 {
+			return fmt.Sprintf("Gather of %d constant indices (the GPU runs at most 64, one copy each)", t.Len())
+		}
+	}
+	if n.OpType == "Gather" && len(n.Inputs) < 2 {
+		return "Gather without indices"
 	}
 	return ""
 }

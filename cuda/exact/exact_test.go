@@ -18,6 +18,10 @@ func TestArgumentErrors(t *testing.T) {
 		"conv":      e.Conv2D(nil, ConvGeom{N: 1, C: 3, M: 4, G: 2, OH: 1, OW: 1}, 0, 0, 0, 0, false, 0),
 		"softmax":   e.Softmax(nil, 0, 0, 1, 0),
 		"layernorm": e.LayerNorm(nil, 0, 0, 0, 1e-5, 0, 1, 0),
+		// A copy past its source, past its destination, of rank 7.
+		"copy x":    e.Copy(nil, Copy{Dims: []int{2, 3}, XS: []int{3, 1}, YS: []int{3, 1}, X0: 1}, 0, 6, 0, 6),
+		"copy y":    e.Copy(nil, Copy{Dims: []int{3}, XS: []int{-1}, YS: []int{2}, X0: 2}, 0, 3, 0, 4),
+		"copy rank": e.Copy(nil, Copy{Dims: make([]int, 7), XS: make([]int, 7), YS: make([]int, 7)}, 0, 1, 0, 1),
 	} {
 		if err == nil || !strings.HasPrefix(err.Error(), "exact: ") {
 			t.Errorf("%s: err = %v, want an exact: error", name, err)

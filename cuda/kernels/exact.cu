@@ -245,6 +245,32 @@ extern "C" __global__ void vx_add(const float* __restrict__ a, const float* __re
 	}
 }
 
+// copy_geom is cuda/exact.Copy's geometry: rank axes of dims[d] values,
+// x advancing xs[d] floats and y ys[d] floats along axis d.
+struct copy_geom {
+	int rank;
+	int dims[6];
+	int xs[6];
+	int ys[6];
+};
+
+// vx_copy moves n values (the product of g's dims) from x to y, bits
+// unchanged: the data movement of Transpose, Slice, Split, Concat and
+// Gather. The last axis varies fastest.
+extern "C" __global__ void vx_copy(copy_geom g, const float* __restrict__ x, float* __restrict__ y, i64 n) {
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+		i64 r = i, xo = 0, yo = 0;
+		for (int d = g.rank - 1; d >= 0; d--) {
+			i64 q = r / g.dims[d];
+			i64 k = r - q * g.dims[d];
+			r = q;
+			xo += k * g.xs[d];
+			yo += k * g.ys[d];
+		}
+		y[yo] = x[xo];
+	}
+}
+
 // vx_channel_affine sets y = x*a[c] + b[c] (two roundings) over planes of
 // S floats, c = plane % C: kernel/nn's inference BatchNormalization with
 // a = scale/sqrt(var+eps) and b = bias - mean*a computed as the CPU does.

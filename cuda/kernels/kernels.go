@@ -54,6 +54,7 @@ const (
 	Affine     = "vx_channel_affine"
 	Clip       = "vx_clip"
 	ConvDirect = "vx_conv_direct"
+	Copy       = "vx_copy"
 )
 
 // ConvTiles are the batch-folded Conv tile kernels (exact.cu's vx_ct*),
@@ -90,7 +91,7 @@ const (
 var All = allKernels()
 
 func allKernels() []string {
-	a := []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Clip, ConvDirect}
+	a := []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Clip, ConvDirect, Copy}
 	for _, t := range ConvTiles {
 		a = append(a, t.Name, ConvTile1x1(t.Name))
 		if t.Vec {

@@ -1,0 +1,242 @@
+package gputest
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/vouchml/vouch/cuda/exact"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// moveCase is one data-movement operator (Transpose, Slice, Split, Concat,
+// Gather by constant indices) on random data: the CPU twin's node and
+// inputs, and the copies the GPU engine runs for it (copies[j] reads the
+// float input src[j] and writes the output dst[j]; the outputs have the
+// shapes outs).
+type moveCase struct {
+	name    string
+	op      string
+	version int64
+	attrs   []*ir.Attr
+	ins     []*tensor.Tensor
+	copies  []exact.Copy
+	src     []int
+	dst     []int
+	outs    [][]int
+}
+
+// randShape draws a shape of rank r with odd edges (sizes 1 to 7).
+func (s *suite) randShape(r int) []int {
+	sh := make([]int, r)
+	for d := range sh {
+		sh[d] = 1 + s.r.Intn(7)
+	}
+	return sh
+}
+
+func i64s(v ...int) *tensor.Tensor {
+	d := make([]int64, len(v))
+	for i, x := range v {
+		d[i] = int64(x)
+	}
+	return tensor.From(d, len(d))
+}
+
+// moveCases draws the suite's data-movement cases: every rank 1 to
+// exact.MaxCopyRank, random permutations, slices with negative starts,
+// out-of-range ends and negative steps, uneven splits, concats, gathers
+// with negative and repeated indices; the data holds NaN, ±Inf, ±0 and
+// subnormals (copies keep every bit, NaN payloads included).
+func (s *suite) moveCases() ([]moveCase, error) {
+	var cs []moveCase
+	n := max(s.cfg.Cases, 1)
+	for i := range n {
+		r := 1 + i%exact.MaxCopyRank
+		sh := s.randShape(r)
+		x := tensor.From(s.data(tensor.NumElems(sh), 2, 0.2), sh...)
+
+		perm := s.r.Perm(r)
+		c, out, err := exact.TransposeCopy(sh, perm)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, moveCase{name: fmt.Sprintf("Transpose %v perm %v", sh, perm), op: "Transpose", version: 13,
+			attrs: []*ir.Attr{ints("perm", perm...)}, ins: []*tensor.Tensor{x}, copies: []exact.Copy{c}, src: []int{0}, dst: []int{0}, outs: [][]int{out}})
+
+		var st, en, ax, sp []int
+		for _, a := range s.r.Perm(r)[:1+s.r.Intn(r)] {
+			d := sh[a]
+			b, e, step := s.r.Intn(2*d+1)-d, s.r.Intn(2*d+3)-d-1, 1+s.r.Intn(3)
+			if s.r.Intn(3) == 0 {
+				step = -step
+			}
+			if s.r.Intn(5) == 0 {
+				e = 1 << 30 // past the end: clamped
+			}
+			st, en, ax, sp = append(st, b), append(en, e), append(ax, a-r*s.r.Intn(2)), append(sp, step)
+		}
+		toI64 := func(v []int) []int64 {
+			o := make([]int64, len(v))
+			for i, x := range v {
+				o[i] = int64(x)
+			}
+			return o
+		}
+		c, out, err = exact.SliceCopy(sh, toI64(st), toI64(en), toI64(ax), toI64(sp))
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, moveCase{name: fmt.Sprintf("Slice %v starts %v ends %v axes %v steps %v", sh, st, en, ax, sp), op: "Slice", version: 13,
+			ins: []*tensor.Tensor{x, i64s(st...), i64s(en...), i64s(ax...), i64s(sp...)}, copies: []exact.Copy{c}, src: []int{0}, dst: []int{0}, outs: [][]int{out}})
+
+		axis := s.r.Intn(r)
+		var sizes []int
+		for left := sh[axis]; left > 0; {
+			k := 1 + s.r.Intn(left)
+			sizes, left = append(sizes, k), left-k
+		}
+		split, outs, err := exact.SplitCopies(sh, axis, sizes)
+		if err != nil {
+			return nil, err
+		}
+		mc := moveCase{name: fmt.Sprintf("Split %v axis %d sizes %v", sh, axis, sizes), op: "Split", version: 13,
+			attrs: []*ir.Attr{intAttr("axis", axis)}, ins: []*tensor.Tensor{x, i64s(sizes...)}, copies: split, outs: outs}
+		for j := range split {
+			mc.src, mc.dst = append(mc.src, 0), append(mc.dst, j)
+		}
+		cs = append(cs, mc)
+
+		k := 1 + s.r.Intn(3)
+		shapes := [][]int{sh}
+		ins := []*tensor.Tensor{x}
+		for range k {
+			o := slices.Clone(sh)
+			o[axis] = 1 + s.r.Intn(5)
+			shapes = append(shapes, o)
+			ins = append(ins, tensor.From(s.data(tensor.NumElems(o), 2, 0.2), o...))
+		}
+		cat, out, err := exact.ConcatCopies(shapes, axis-r*s.r.Intn(2))
+		if err != nil {
+			return nil, err
+		}
+		mc = moveCase{name: fmt.Sprintf("Concat %v axis %d", shapes, axis), op: "Concat", version: 13,
+			attrs: []*ir.Attr{intAttr("axis", axis)}, ins: ins, copies: cat, outs: [][]int{out}}
+		for j := range cat {
+			mc.src, mc.dst = append(mc.src, j), append(mc.dst, 0)
+		}
+		cs = append(cs, mc)
+
+		ishape := s.randShape(s.r.Intn(3))
+		idx := make([]int, tensor.NumElems(ishape))
+		for j := range idx {
+			idx[j] = s.r.Intn(2*sh[axis]) - sh[axis]
+		}
+		id := make([]int64, len(idx))
+		for j, v := range idx {
+			id[j] = int64(v)
+		}
+		gat, out, err := exact.GatherCopies(sh, axis, id, ishape)
+		if err != nil {
+			return nil, err
+		}
+		mc = moveCase{name: fmt.Sprintf("Gather %v axis %d indices %v %v", sh, axis, ishape, idx), op: "Gather", version: 13,
+			attrs: []*ir.Attr{intAttr("axis", axis)}, ins: []*tensor.Tensor{x, tensor.From(id, ishape...)}, copies: gat, outs: [][]int{out}}
+		for range gat {
+			mc.src, mc.dst = append(mc.src, 0), append(mc.dst, 0)
+		}
+		cs = append(cs, mc)
+	}
+	return cs, nil
+}
+
+// cpuMove runs a case's CPU twin: its outputs.
+func cpuMove(c moveCase) ([]*tensor.Tensor, error) {
+	n := &ir.Node{OpType: c.op, Version: c.version, Attrs: map[string]*ir.Attr{}}
+	for _, a := range c.attrs {
+		n.Attrs[a.Name] = a
+	}
+	for i := range c.outs {
+		n.Outputs = append(n.Outputs, fmt.Sprintf("y%d", i))
+	}
+	return runNode(n, c.ins)
+}
+
+// hostMove runs a case's copies on the host (exact.Copy.Host, the GPU
+// kernel's index arithmetic).
+func hostMove(c moveCase) ([][]float32, error) {
+	outs := make([][]float32, len(c.outs))
+	for j, o := range c.outs {
+		outs[j] = make([]float32, tensor.NumElems(o))
+	}
+	for j, cp := range c.copies {
+		if err := cp.Host(f32(c.ins[c.src[j]]), outs[c.dst[j]]); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
+// moves checks the copy kernel against the CPU's Transpose, Slice, Split,
+// Concat and Gather: every bit, NaN payloads included.
+func (s *suite) moves() error {
+	cases, err := s.moveCases()
+	if err != nil {
+		return err
+	}
+	for _, c := range cases {
+		want, err := cpuMove(c)
+		if err != nil {
+			return fmt.Errorf("gputest: %s: %w", c.name, err)
+		}
+		srcs := make([]uint64, len(c.ins))
+		for i, t := range c.ins {
+			if t.DType != tensor.Float32 {
+				continue
+			}
+			b, err := s.dev(f32(t))
+			if err != nil {
+				return err
+			}
+			defer b.Free()
+			srcs[i] = b.Ptr
+		}
+		for j, o := range c.outs {
+			nout := tensor.NumElems(o)
+			y, err := s.out(nout)
+			if err != nil {
+				return err
+			}
+			for k, cp := range c.copies {
+				if c.dst[k] != j {
+					continue
+				}
+				if err := s.e.Copy(nil, cp, srcs[c.src[k]], c.ins[c.src[k]].Len(), y.Ptr, nout); err != nil {
+					y.Free()
+					return fmt.Errorf("gputest: %s: %w", c.name, err)
+				}
+			}
+			got, err := s.fetch(y, nout)
+			y.Free()
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(want[j].Shape, o) {
+				return fmt.Errorf("gputest: %s: output %d of shape %v, the CPU's %v", c.name, j, o, want[j].Shape)
+			}
+			s.record(fmt.Sprintf("%s [%d]", c.name, j), got, f32(want[j]), true)
+		}
+	}
+	return nil
+}
+
+// runNode runs n through vouch's CPU kernel registry: all its outputs.
+func runNode(n *ir.Node, ins []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	k, err := builtin.Registry().Lookup(n)
+	if err != nil {
+		return nil, err
+	}
+	return k.Run(&kernel.Ctx{}, n, ins)
+}
