@@ -781,13 +781,13 @@ func (s *state) gpu(n *ir.Node) error {
 			return err
 		}
 		return e.Add(s.l.st, a, b, y, int64(tensor.NumElems(sa)))
-	case "MaxPool":
+	case "MaxPool", "AveragePool":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
 			return err
 		}
 		if len(shape) != 4 {
-			return fmt.Errorf("MaxPool of a rank-%d value", len(shape))
+			return fmt.Errorf("%s of a rank-%d value", n.OpType, len(shape))
 		}
 		k := ints(n, "kernel_shape")
 		p := ints(n, "pads", 0, 0, 0, 0)
@@ -797,11 +797,14 @@ func (s *state) gpu(n *ir.Node) error {
 		pg.OH = (pg.H+pg.PBH+pg.PEH-((pg.KH-1)*pg.DH+1))/pg.SH + 1
 		pg.OW = (pg.W+pg.PBW+pg.PEW-((pg.KW-1)*pg.DW+1))/pg.SW + 1
 		if pg.OH < 1 || pg.OW < 1 {
-			return fmt.Errorf("MaxPool window larger than its padded input %v", shape)
+			return fmt.Errorf("%s window larger than its padded input %v", n.OpType, shape)
 		}
 		y, err := s.out(n.Outputs[0], []int{shape[0], shape[1], pg.OH, pg.OW})
 		if err != nil {
 			return err
+		}
+		if n.OpType == "AveragePool" {
+			return e.AvgPool2D(s.l.st, pg, n.Int("count_include_pad", 0) != 0, x, y)
 		}
 		return e.MaxPool2D(s.l.st, pg, x, y)
 	case "GlobalAveragePool":

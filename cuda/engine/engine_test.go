@@ -12,8 +12,10 @@ import (
 	"github.com/vouchml/vouch/cuda"
 	. "github.com/vouchml/vouch/cuda/engine"
 	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
 )
 
 const models = "../../../shared/models"
@@ -177,5 +179,56 @@ func TestDeviceName(t *testing.T) {
 	}
 	if got, want := DeviceName(h200, ""), "cuda:0 NVIDIA H200 (sm_90, CUDA 13.0)"; got != want {
 		t.Fatalf("%q, want %q", got, want)
+	}
+}
+
+// Op by op: what Place puts on the GPU and what it keeps on the CPU.
+func TestPlaceOps(t *testing.T) {
+	f4 := ir.StaticType(tensor.Float32, []int{1, 3, 8, 8})
+	i2 := ir.StaticType(tensor.Int64, []int{2})
+	attr := func(name string, v ...int64) *ir.Attr {
+		if len(v) == 1 && name != "pads" && name != "kernel_shape" && name != "dilations" && name != "perm" {
+			return &ir.Attr{Name: name, Kind: ir.AttrInt, I: v[0]}
+		}
+		return &ir.Attr{Name: name, Kind: ir.AttrInts, Ints: v}
+	}
+	for _, c := range []struct {
+		name   string
+		op     string
+		ver    int64
+		attrs  []*ir.Attr
+		inputs []string
+		kernel string // "" : on the CPU
+	}{
+		{"avg", "AveragePool", 19, []*ir.Attr{attr("kernel_shape", 3, 3), attr("pads", 1, 1, 1, 1), attr("count_include_pad", 1)}, []string{"x"}, "vx_avgpool2d"},
+		{"avg ceil", "AveragePool", 19, []*ir.Attr{attr("kernel_shape", 3, 3), attr("ceil_mode", 1)}, []string{"x"}, ""},
+		{"avg dilated", "AveragePool", 19, []*ir.Attr{attr("kernel_shape", 3, 3), attr("dilations", 2, 2)}, []string{"x"}, ""},
+		{"avg asymmetric", "AveragePool", 19, []*ir.Attr{attr("kernel_shape", 3, 3), attr("pads", 0, 0, 1, 1)}, []string{"x"}, ""},
+		{"transpose", "Transpose", 13, []*ir.Attr{attr("perm", 0, 2, 3, 1)}, []string{"x"}, "vx_copy"},
+		{"transpose ints", "Transpose", 13, nil, []string{"s"}, ""},
+		{"slice", "Slice", 13, nil, []string{"x", "c", "c"}, "vx_copy"},
+		{"slice computed", "Slice", 13, nil, []string{"x", "s", "c"}, ""},
+		{"split", "Split", 13, nil, []string{"x", "c"}, "vx_copy"},
+		{"concat", "Concat", 13, []*ir.Attr{attr("axis", 1)}, []string{"x", "x"}, "vx_copy"},
+		{"concat ints", "Concat", 13, []*ir.Attr{attr("axis", 0)}, []string{"s", "s"}, ""},
+		{"gather", "Gather", 13, nil, []string{"x", "c"}, "vx_copy"},
+		{"gather computed", "Gather", 13, nil, []string{"x", "s"}, ""},
+		{"reshape", "Reshape", 14, nil, []string{"x", "s"}, "view"},
+	} {
+		n := &ir.Node{Name: c.name, OpType: c.op, Version: c.ver, Attrs: map[string]*ir.Attr{}, Inputs: c.inputs, Outputs: []string{"y"}}
+		for _, a := range c.attrs {
+			n.Attrs[a.Name] = a
+		}
+		g := &ir.Graph{Nodes: []*ir.Node{n}, Initializers: map[string]*tensor.Tensor{"c": tensor.From([]int64{0, 1}, 2)}}
+		p := Place(g, map[string]ir.Type{"x": f4, "s": i2, "c": i2})
+		l := p[0]
+		switch {
+		case c.kernel == "" && l.Backend != plan.BackendCPU:
+			t.Errorf("%s: placed on %s (%s), want the CPU", c.name, l.Backend, l.Kernel)
+		case c.kernel == "" && l.Reason == "":
+			t.Errorf("%s: on the CPU without a reason", c.name)
+		case c.kernel != "" && (l.Backend != plan.BackendCUDA || l.Kernel != c.kernel):
+			t.Errorf("%s: placed on %s %q (%s), want cuda %q", c.name, l.Backend, l.Kernel, l.Reason, c.kernel)
+		}
 	}
 }

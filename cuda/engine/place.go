@@ -117,6 +117,17 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 			return "", why
 		}
 		return kernels.MaxPool2D, ""
+	case "AveragePool":
+		if why := poolOK(n); why != "" {
+			return "", why
+		}
+		if d := n.Ints("dilations", nil); slices.ContainsFunc(d, func(v int64) bool { return v != 1 }) {
+			return "", "AveragePool with dilations"
+		}
+		if p := n.Ints("pads", nil); p != nil && (len(p) != 4 || p[0] != p[2] || p[1] != p[3]) {
+			return "", fmt.Sprintf("AveragePool pads %v (asymmetric)", p)
+		}
+		return kernels.AvgPool2D, ""
 	case "GlobalAveragePool":
 		return kernels.GlobalAvg, ""
 	case "Flatten":
