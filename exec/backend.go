@@ -109,6 +109,10 @@ func NewPlanEngine(p *plan.Plan, reg *kernel.Registry, o Options) (*Engine, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := warm(prog, p); err != nil {
+		prog.Close()
+		return nil, err
+	}
 	e.dev = prog
 	e.opts.Device = d.String()
 	return e, nil
@@ -166,4 +170,58 @@ func (e *Engine) runDevice(ctx context.Context, inputs map[string]*tensor.Tensor
 		res[o.Name] = outs[i]
 	}
 	return res, nil
+}
+
+// warm captures a device program's CUDA graphs before the engine is handed
+// out (so before a server reports ready): a program that runs as graphs
+// (every layer on the GPU) runs twice at each profile's opt shapes, with
+// zero inputs; the first run allocates that shape's buffers, the second
+// captures its graph, and the first request of that shape replays it. A
+// run's arithmetic never depends on this: a warmed shape and a cold one
+// give the same bits. Programs with CPU layers (no graphs) are not warmed.
+func warm(prog Program, p *plan.Plan) error {
+	g, ok := prog.(interface{ Graphs() bool })
+	if !ok || !g.Graphs() {
+		return nil
+	}
+	for i, shapes := range WarmShapes(p) {
+		in := make([]*tensor.Tensor, len(shapes))
+		for j, v := range p.Graph.Inputs {
+			in[j] = tensor.New(v.Type.DType, shapes[j]...)
+		}
+		for range 2 {
+			if _, err := prog.Run(context.Background(), in); err != nil {
+				return fmt.Errorf("%w: warm-up at profile %d's opt shapes %v: %w", ErrDevice, i, shapes, err)
+			}
+		}
+	}
+	return nil
+}
+
+// WarmShapes is the input shapes the device warm-up runs, in graph-input
+// order: each profile's opt shapes (an input the profile does not name
+// takes its static shape; a profile that leaves a shape unknown is
+// skipped), each distinct set once.
+func WarmShapes(p *plan.Plan) [][][]int {
+	var out [][][]int
+	seen := map[string]bool{}
+	for _, pr := range p.Header.Profiles {
+		shapes := make([][]int, len(p.Graph.Inputs))
+		ok := true
+		for j, v := range p.Graph.Inputs {
+			if r, in := pr.Inputs[v.Name]; in {
+				shapes[j] = r.Opt
+			} else if s, static := v.Type.Static(); static {
+				shapes[j] = s
+			} else {
+				ok = false
+			}
+		}
+		key := fmt.Sprint(shapes)
+		if ok && !seen[key] {
+			seen[key] = true
+			out = append(out, shapes)
+		}
+	}
+	return out
 }

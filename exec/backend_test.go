@@ -3,14 +3,17 @@ package exec_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/engine"
 	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
 )
 
 func TestParseDevice(t *testing.T) {
@@ -98,5 +101,26 @@ func TestPlanEngineSelection(t *testing.T) {
 	_, err = exec.NewPlanEngine(gpuPlan, builtin.Registry(), exec.Options{Device: "cuda"})
 	if !errors.Is(err, exec.ErrDevice) || !errors.Is(err, cuda.ErrNoDriver) || !strings.Contains(err.Error(), "cuda:0") {
 		t.Fatalf("no driver: %v", err)
+	}
+}
+
+// The device warm-up runs each profile's opt shapes once per distinct
+// set, an input the profile leaves out at its static shape; a profile
+// that leaves a shape unknown is not warmed.
+func TestWarmShapes(t *testing.T) {
+	ids := &ir.Value{Name: "ids", Type: ir.Type{DType: tensor.Int64, RankKnown: true, Shape: []ir.Dim{{Value: -1, Param: "batch"}, {Value: 16}}}}
+	mask := &ir.Value{Name: "mask", Type: ir.StaticType(tensor.Float32, []int{1, 16})}
+	p := &plan.Plan{Graph: &ir.Graph{Inputs: []*ir.Value{ids, mask}}, Header: plan.Header{Profiles: []plan.Profile{
+		{Inputs: map[string]plan.ShapeRange{"ids": {Min: []int{1, 16}, Opt: []int{8, 16}, Max: []int{32, 16}}}},
+		{Inputs: map[string]plan.ShapeRange{"ids": {Min: []int{1, 16}, Opt: []int{8, 16}, Max: []int{64, 16}}}}, // the same opt
+		{Inputs: map[string]plan.ShapeRange{"ids": {Min: []int{1, 16}, Opt: []int{2, 16}, Max: []int{4, 16}}, "mask": {Opt: []int{2, 16}}}},
+		{Inputs: map[string]plan.ShapeRange{"mask": {Opt: []int{1, 16}}}}, // ids unknown
+	}}}
+	got := fmt.Sprint(exec.WarmShapes(p))
+	if want := "[[[8 16] [1 16]] [[2 16] [2 16]]]"; got != want {
+		t.Fatalf("WarmShapes = %s, want %s", got, want)
+	}
+	if s := exec.WarmShapes(&plan.Plan{Graph: &ir.Graph{Inputs: []*ir.Value{mask}}}); len(s) != 0 {
+		t.Fatalf("no profiles: %v", s)
 	}
 }

@@ -288,6 +288,10 @@ func (pr *Program) upload(g *ir.Graph, n *ir.Node) error {
 	return nil
 }
 
+// Graphs reports whether the program runs as CUDA graphs (every layer on
+// the GPU and no integer input): the runs a warm-up captures.
+func (pr *Program) Graphs() bool { return pr.allGPU }
+
 // LastDeviceTime is the GPU time of the latest run's layers (between
 // events on the stream, without the input and output copies), or 0 when
 // that run had CPU layers.
