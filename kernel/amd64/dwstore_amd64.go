@@ -10,10 +10,12 @@ package amd64
 //go:noescape
 func DwStoreZ(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias, lo, hi float32)
 
-// Deint2Z (AVX-512F, where EnabledZ) sets ev[i] = src[2i] for i < nev and
-// od[i] = src[2i+1] for i < nod (each may be 0), reading src[0 .. n-1]
-// only: a row's columns split into the two column phases of a stride-2
-// convolution. idx must hold Deint2Idx.
+// Deint2Z (AVX-512F, where EnabledZ) splits rows rows of floats into
+// their even and odd elements: for row r (src r·lds floats on, ev and od
+// r·ldd on), ev[i] = src[2i] for i < nev and od[i] = src[2i+1] for i < nod
+// (each may be 0), reading src[0 .. n-1] of the row only: input rows split
+// into the two column phases of a stride-2 convolution, the rows of one
+// row phase in one call. idx must hold Deint2Idx.
 //
 //go:noescape
-func Deint2Z(src *float32, n int, ev *float32, nev int, od *float32, nod int, idx *[32]int32)
+func Deint2Z(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, nod, ldd int, idx *[32]int32)

@@ -84,26 +84,36 @@ done:
 	DECL AX \
 	KMOVW AX, K
 
-// func Deint2Z(src *float32, n int, ev *float32, nev int, od *float32, nod int, idx *[32]int32)
+// func Deint2Z(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, nod, ldd int, idx *[32]int32)
+// For each of rows rows r (src r·lds floats on, ev and od r·ldd on):
 // ev[i] = src[2i] for i < nev and od[i] = src[2i+1] for i < nod, reading
 // src[0 .. n-1] only (masked loads). idx holds 0, 2, ..., 30 then 1, 3,
 // ..., 31. AVX-512F; 32 source floats a step.
-TEXT ·Deint2Z(SB), NOSPLIT, $0-56
-	MOVQ src+0(FP), SI
-	MOVQ n+8(FP), R8
-	MOVQ ev+16(FP), DI
-	MOVQ nev+24(FP), R9
-	MOVQ od+32(FP), DX
-	MOVQ nod+40(FP), R10
-	MOVQ idx+48(FP), R11
+TEXT ·Deint2Z(SB), NOSPLIT, $8-80
+	MOVQ idx+72(FP), R11
 	VMOVDQU32 0(R11), Z30
 	VMOVDQU32 64(R11), Z31
+	MOVQ rows+16(FP), BX
+	TESTQ BX, BX
+	JLE  done
+	MOVQ src+0(FP), R13
+	MOVQ ev+32(FP), R11
+	MOVQ od+48(FP), AX
+	MOVQ AX, odrow-8(SP)
+
+row:
+	MOVQ R13, SI
+	MOVQ R11, DI
+	MOVQ odrow-8(SP), DX
+	MOVQ n+8(FP), R8
+	MOVQ nev+40(FP), R9
+	MOVQ nod+56(FP), R10
 
 step:
 	CMPQ R9, $0
 	JG   go
 	CMPQ R10, $0
-	JLE  done
+	JLE  next
 
 go:
 	LANES(R8, K1)
@@ -127,6 +137,17 @@ go:
 	SUBQ $16, R9
 	SUBQ $16, R10
 	JMP  step
+
+next:
+	MOVQ lds+24(FP), AX
+	LEAQ (R13)(AX*4), R13
+	MOVQ ldd+64(FP), AX
+	LEAQ (R11)(AX*4), R11
+	MOVQ odrow-8(SP), CX
+	LEAQ (CX)(AX*4), CX
+	MOVQ CX, odrow-8(SP)
+	DECQ BX
+	JNZ  row
 
 done:
 	VZEROUPPER

@@ -8,6 +8,6 @@ func DwStoreZ(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias
 }
 
 // Deint2Z needs amd64 (EnabledZ is false elsewhere).
-func Deint2Z(src *float32, n int, ev *float32, nev int, od *float32, nod int, idx *[32]int32) {
+func Deint2Z(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, nod, ldd int, idx *[32]int32) {
 	panic("amd64: Deint2Z called without AVX-512")
 }

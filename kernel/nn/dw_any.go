@@ -102,7 +102,15 @@ type dwAnyGeom struct {
 	// its column there: fill's tables, so that it divides nothing.
 	rows        []dwRow
 	colIx, colB []int
+	// groups are rows's rows by row phase: input rows iy0, iy0+sh, ...
+	// (n of them) at rows a0, a0+1, ... of the phase planes at base
+	// (fillS2 splits each group's rows in one call).
+	groups []dwRowGroup
 }
+
+// dwRowGroup is a run of input rows that fill consecutive rows of one row
+// phase.
+type dwRowGroup struct{ iy0, n, base, a0 int }
 
 // dwRow is an input row's place in dwAny's phase planes.
 type dwRow struct{ base, a int }
@@ -146,6 +154,19 @@ func newDwAnyGeom(g *geom) *dwAnyGeom {
 		}
 		d.rows = append(d.rows, dwRow{base: (pr % d.sh) * d.sw * d.plane, a: pr / d.sh})
 	}
+	for iy, r := range d.rows {
+		found := false
+		for k := range d.groups { // at most sh groups
+			if gr := &d.groups[k]; gr.base == r.base && gr.iy0+gr.n*d.sh == iy && gr.a0+gr.n == r.a {
+				gr.n++
+				found = true
+				break
+			}
+		}
+		if !found {
+			d.groups = append(d.groups, dwRowGroup{iy0: iy, n: 1, base: r.base, a0: r.a})
+		}
+	}
 	for q := 0; q < d.sw; q++ {
 		ix := ((q-d.pl)%d.sw + d.sw) % d.sw // the first with (ix+pl) mod sw = q
 		d.colIx, d.colB = append(d.colIx, ix), append(d.colB, (ix+d.pl)/d.sw)
@@ -159,15 +180,17 @@ func newDwAnyGeom(g *geom) *dwAnyGeom {
 // each phase's columns are a strided copy.
 func (d *dwAnyGeom) fill(buf, xc []float32) {
 	W, Wq, sw := d.W, d.Wq, d.sw
+	if sw == 2 {
+		for _, gr := range d.groups {
+			d.fillS2(buf, xc, gr)
+		}
+		return
+	}
 	for iy, r := range d.rows {
 		src := xc[iy*W : (iy+1)*W]
 		if sw == 1 {
 			n := min(W, Wq-d.pl)
 			copy(buf[r.base+r.a*Wq+d.pl:], src[:max(n, 0)])
-			continue
-		}
-		if sw == 2 {
-			d.fillS2(buf[r.base+r.a*Wq:], src)
 			continue
 		}
 		// One column phase at a time: a strided copy each.
@@ -189,27 +212,30 @@ func (d *dwAnyGeom) fill(buf, xc []float32) {
 	}
 }
 
-// fillS2 writes an input row into the two column phases of stride 2
-// through amd64.Deint2Z: the even columns to phase pl mod 2 from column
-// pl div 2 of its row, the odd ones to the other phase from (pl+1) div 2,
-// as many as fit the row of Wq. row is the row's place in phase 0 (phase
-// 1 is d.plane after it).
-func (d *dwAnyGeom) fillS2(row, src []float32) {
+// fillS2 writes a group of input rows (one row phase's) into the two
+// column phases of stride 2 through amd64.Deint2Z, in one call: the even
+// columns to phase pl mod 2 from column pl div 2 of each row, the odd ones
+// to the other phase from (pl+1) div 2, as many as fit a row of Wq.
+func (d *dwAnyGeom) fillS2(buf, xc []float32, gr dwRowGroup) {
 	pe, be := d.pl%2, d.pl/2
 	po, bo := 1-pe, (d.pl+1)/2
-	ne := max(0, min((len(src)+1)/2, d.Wq-be))
-	no := max(0, min(len(src)/2, d.Wq-bo))
-	if ne == 0 && no == 0 {
+	ne := max(0, min((d.W+1)/2, d.Wq-be))
+	no := max(0, min(d.W/2, d.Wq-bo))
+	if (ne == 0 && no == 0) || gr.n == 0 {
 		return
 	}
-	ev, od := &row[0], &row[0]
+	ld := d.sh * d.W // input rows of one row phase are sh rows apart
+	src := xc[gr.iy0*d.W : (gr.iy0+(gr.n-1)*d.sh+1)*d.W]
+	row := gr.base + gr.a0*d.Wq
+	last := (gr.n - 1) * d.Wq // the group's last row, from its first
+	ev, od := &buf[row], &buf[row]
 	if ne > 0 {
-		de := row[pe*d.plane+be : pe*d.plane+be+ne]
+		de := buf[row+pe*d.plane+be : row+pe*d.plane+be+last+ne]
 		ev = &de[0]
 	}
 	if no > 0 {
-		do := row[po*d.plane+bo : po*d.plane+bo+no]
+		do := buf[row+po*d.plane+bo : row+po*d.plane+bo+last+no]
 		od = &do[0]
 	}
-	amd64.Deint2Z(&src[0], len(src), ev, ne, od, no, &amd64.Deint2Idx)
+	amd64.Deint2Z(&src[0], d.W, gr.n, ld, ev, ne, od, no, d.Wq, &amd64.Deint2Idx)
 }
