@@ -778,7 +778,15 @@ func (s *state) gpu(n *ir.Node) error {
 			return err
 		}
 		if !slices.Equal(sa, sb) {
-			return fmt.Errorf("Add of %v and %v: the GPU kernel does not broadcast", sa, sb)
+			c, err := exact.Broadcast(sa, sb)
+			if err != nil {
+				return err
+			}
+			y, err := s.out(n.Outputs[0], c.Dims)
+			if err != nil {
+				return err
+			}
+			return e.AddBroadcast(s.l.st, c, a, tensor.NumElems(sa), b, tensor.NumElems(sb), y)
 		}
 		y, err := s.out(n.Outputs[0], sa)
 		if err != nil {
@@ -1149,6 +1157,9 @@ func (s *state) move(n *ir.Node) error {
 		if err != nil {
 			return err
 		}
+		if _, constant := s.g.Initializers[n.Inputs[1]]; !constant {
+			return s.gather(n, srcs[0], sh, iv, idx.Shape)
+		}
 		c, o, err := exact.GatherCopies(sh, int(n.Int("axis", 0)), iv, idx.Shape)
 		if err != nil {
 			return err
@@ -1171,6 +1182,40 @@ func (s *state) move(n *ir.Node) error {
 		}
 	}
 	return nil
+}
+
+// gather runs ONNX Gather of x (shape sh) by indices read on the host (a
+// graph input or a CPU layer's output: the program then runs no graph),
+// checked and uploaded as int32s, with the gather kernel.
+func (s *state) gather(n *ir.Node, x uint64, sh []int, iv []int64, ishape []int) error {
+	ax := int(n.Int("axis", 0))
+	if ax < 0 {
+		ax += len(sh)
+	}
+	if ax < 0 || ax >= len(sh) {
+		return fmt.Errorf("Gather axis %d of a rank-%d value", ax, len(sh))
+	}
+	idx, err := exact.GatherIndices(iv, sh[ax])
+	if err != nil {
+		return err
+	}
+	bits := make([]float32, len(idx)) // the int32s' bytes, moved as they are
+	for i, v := range idx {
+		bits[i] = math.Float32frombits(uint32(v))
+	}
+	ib, err := s.alloc(len(bits))
+	if err != nil {
+		return err
+	}
+	if err := s.l.toDevice(ib.Ptr, bits); err != nil {
+		return err
+	}
+	out := append(append(slices.Clone(sh[:ax]), ishape...), sh[ax+1:]...)
+	y, err := s.out(n.Outputs[0], out)
+	if err != nil {
+		return err
+	}
+	return s.pr.e.Gather(s.l.st, x, ib.Ptr, y, tensor.NumElems(sh[:ax]), len(idx), sh[ax], tensor.NumElems(sh[ax+1:]))
 }
 
 // splitSizes is a Split's part sizes: the split input (opset 13+) or
@@ -1361,7 +1406,20 @@ func (s *state) matmulFused(n *ir.Node, h fused.Layer) error {
 				err = e.ChannelAffine(s.l.st, y, ones, r, y, int64(M*N), 1, N)
 			}
 		default:
-			return fmt.Errorf("fused MatMul's Add %d of %v to an output of %v", i+1, rs, os)
+			// Broadcast: in place when the result keeps the output's
+			// shape, else into a larger output.
+			c, berr := exact.Broadcast(os, rs)
+			if berr != nil {
+				return berr
+			}
+			dst := y
+			if !slices.Equal(c.Dims, os) {
+				if dst, err = s.out(n.Outputs[0], c.Dims); err != nil {
+					return err
+				}
+			}
+			err = e.AddBroadcast(s.l.st, c, y, int(count), r, tensor.NumElems(rs), dst)
+			y, os, count = dst, c.Dims, int64(tensor.NumElems(c.Dims))
 		}
 		if err != nil {
 			return err

@@ -122,7 +122,7 @@ func TestPlace(t *testing.T) {
 }
 
 // tinyBertGPULayers is how many of tiny_bert's 74 layers run on the GPU.
-const tinyBertGPULayers = 33
+const tinyBertGPULayers = 37
 
 // tinyBertGPU names some of tiny_bert's GPU layers and their kernels.
 var tinyBertGPU = map[string]string{
@@ -139,7 +139,13 @@ var tinyBertGPU = map[string]string{
 	"/Transpose":   "vx_copy",
 	"/Transpose_3": "vx_copy",
 	"/Gather_3":    "vx_copy",
-	"/Softmax_2":   "vx_softmax",
+	// The embeddings: Gathers by run-time token ids and positions, their
+	// broadcasting Add; o.0's residual, whose shape is unknown at build time.
+	"/emb/Gather": "vx_gather",
+	"/pos/Gather": "vx_gather",
+	"/Add":        "vx_add_bcast",
+	"/o.0/MatMul": "vx_sgemm+vx_channel_affine+vx_add_bcast",
+	"/Softmax_2":  "vx_softmax",
 }
 
 // Loading checks the architecture before anything else, and says what to
@@ -212,15 +218,19 @@ func TestPlaceOps(t *testing.T) {
 		{"concat", "Concat", 13, []*ir.Attr{attr("axis", 1)}, []string{"x", "x"}, "vx_copy"},
 		{"concat ints", "Concat", 13, []*ir.Attr{attr("axis", 0)}, []string{"s", "s"}, ""},
 		{"gather", "Gather", 13, nil, []string{"x", "c"}, "vx_copy"},
-		{"gather computed", "Gather", 13, nil, []string{"x", "s"}, ""},
 		{"reshape", "Reshape", 14, nil, []string{"x", "s"}, "view"},
+		{"add", "Add", 14, nil, []string{"x", "x"}, "vx_add"},
+		{"add broadcast", "Add", 14, nil, []string{"x", "b"}, "vx_add_bcast"},
+		{"add ints", "Add", 14, nil, []string{"s", "s"}, ""},
+		{"gather by ids", "Gather", 13, nil, []string{"x", "s"}, "vx_gather"},
+		{"gather ints", "Gather", 13, nil, []string{"s", "s"}, ""},
 	} {
 		n := &ir.Node{Name: c.name, OpType: c.op, Version: c.ver, Attrs: map[string]*ir.Attr{}, Inputs: c.inputs, Outputs: []string{"y"}}
 		for _, a := range c.attrs {
 			n.Attrs[a.Name] = a
 		}
 		g := &ir.Graph{Nodes: []*ir.Node{n}, Initializers: map[string]*tensor.Tensor{"c": tensor.From([]int64{0, 1}, 2)}}
-		p := Place(g, map[string]ir.Type{"x": f4, "s": i2, "c": i2})
+		p := Place(g, map[string]ir.Type{"x": f4, "s": i2, "c": i2, "b": ir.StaticType(tensor.Float32, []int{3, 1, 1})})
 		l := p[0]
 		switch {
 		case c.kernel == "" && l.Backend != plan.BackendCPU:

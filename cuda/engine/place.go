@@ -105,10 +105,16 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 		}
 		return kernels.Clip, ""
 	case "Add":
-		if len(n.Inputs) != 2 || !sameStatic(types, n.Input(0), n.Input(1)) {
-			return "", "Add with broadcasting (or operand shapes unknown at build time)"
+		if len(n.Inputs) != 2 {
+			return "", "Add without two operands"
 		}
-		return kernels.Add, ""
+		if t, ok := types[n.Input(0)]; ok && t.DType == tensor.Float32 && sameStatic(types, n.Input(0), n.Input(1)) {
+			return kernels.Add, ""
+		}
+		if !floatRank(types, n.Input(0)) || !floatRank(types, n.Input(1)) {
+			return "", "Add of other than float32 operands of known rank (at most 6)"
+		}
+		return kernels.AddBcast, ""
 	case "MaxPool":
 		if len(n.Outputs) > 1 && n.Outputs[1] != "" {
 			return "", "MaxPool with an Indices output"
@@ -141,6 +147,15 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 		}
 		return "view", ""
 	case "Transpose", "Slice", "Split", "Concat", "Gather":
+		if n.OpType == "Gather" && len(n.Inputs) == 2 && g.Initializers[n.Inputs[1]] == nil {
+			// Indices computed at run time: read on the host, uploaded,
+			// the gather kernel.
+			t, ok := types[n.Inputs[1]]
+			if !ok || (t.DType != tensor.Int64 && t.DType != tensor.Int32) || !floatRank(types, n.Inputs[0]) {
+				return "", "Gather of other than float32 data by integer indices (integer shape arithmetic stays on the host)"
+			}
+			return kernels.Gather, ""
+		}
 		if why := moveOK(n, g, types); why != "" {
 			return "", why
 		}
@@ -274,8 +289,10 @@ func matmulFused(n *ir.Node, h fused.Layer, g *ir.Graph, types map[string]ir.Typ
 			k += "+" + kernels.Add
 		case i == 0 && rowBias(types, r, n.Outputs[0]):
 			k += "+" + kernels.Affine
+		case floatRank(types, r):
+			k += "+" + kernels.AddBcast
 		default:
-			return "", fmt.Sprintf("fused MatMul's Add %d broadcasts other than a bias over the last axis (or shapes unknown at build time)", i+1)
+			return "", fmt.Sprintf("fused MatMul's Add %d of other than a float32 operand of known rank (at most 6)", i+1)
 		}
 	}
 	switch h.Activation {
@@ -400,13 +417,20 @@ func moveOK(n *ir.Node, g *ir.Graph, types map[string]ir.Type) string {
 			return fmt.Sprintf("%s whose input %s is not an integer constant", n.OpType, c)
 		}
 		if n.OpType == "Gather" && t.Len() > 64 {
-			return fmt.Sprintf("Gather of %d constant indices (the GPU runs at most 64, one copy each)", t.Len())
+			return fmt.Sprintf("Gather of %d constant indices (the GPU copies at most 64, one copy each)", t.Len())
 		}
 	}
 	if n.OpType == "Gather" && len(n.Inputs) < 2 {
 		return "Gather without indices"
 	}
 	return ""
+}
+
+// floatRank reports whether v is float32 of known rank, at most
+// exact.MaxCopyRank (the broadcasting kernels' geometry).
+func floatRank(types map[string]ir.Type, v string) bool {
+	t, ok := types[v]
+	return ok && t.DType == tensor.Float32 && t.RankKnown && len(t.Shape) <= exact.MaxCopyRank
 }
 
 func convOK(n *ir.Node) string {

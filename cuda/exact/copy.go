@@ -78,19 +78,24 @@ func (c Copy) Host(x, y []float32) error {
 	if err := c.check(len(x), len(y)); err != nil {
 		return err
 	}
-	n := c.N()
-	for i := range n {
-		r, xo, yo := i, c.X0, c.Y0
-		for d := len(c.Dims) - 1; d >= 0; d-- {
-			q := r / c.Dims[d]
-			k := r - q*c.Dims[d]
-			r = q
-			xo += k * c.XS[d]
-			yo += k * c.YS[d]
-		}
-		y[yo] = x[xo]
+	for i := range c.N() {
+		xo, yo := c.Offsets(i)
+		y[c.Y0+yo] = x[c.X0+xo]
 	}
 	return nil
+}
+
+// Offsets is the kernels' index arithmetic: the offsets (from X0 and Y0)
+// along XS and YS of index i of Dims, the last axis varying fastest.
+func (c Copy) Offsets(i int) (xo, yo int) {
+	for d := len(c.Dims) - 1; d >= 0; d-- {
+		q := i / c.Dims[d]
+		k := i - q*c.Dims[d]
+		i = q
+		xo += k * c.XS[d]
+		yo += k * c.YS[d]
+	}
+	return xo, yo
 }
 
 // Copy runs c from x (xn floats) to y (yn floats) on stream s.
@@ -102,12 +107,7 @@ func (e *Engine) Copy(s *cuda.Stream, c Copy, x uint64, xn int, y uint64, yn int
 	if n == 0 {
 		return nil
 	}
-	f := make([]int32, 1+3*MaxCopyRank)
-	f[0] = int32(len(c.Dims))
-	for d := range c.Dims {
-		f[1+d], f[1+MaxCopyRank+d], f[1+2*MaxCopyRank+d] = int32(c.Dims[d]), int32(c.XS[d]), int32(c.YS[d])
-	}
-	a := new(cuda.Args).Struct(f...).Ptr(x + 4*uint64(c.X0)).Ptr(y + 4*uint64(c.Y0)).I64(int64(n))
+	a := new(cuda.Args).Struct(c.geom()...).Ptr(x + 4*uint64(c.X0)).Ptr(y + 4*uint64(c.Y0)).I64(int64(n))
 	return e.fn[kernels.Copy].Launch(s, cuda.D3(e.grid(int64(n), 256), 1, 1), cuda.D3(256, 1, 1), 0, a)
 }
 
@@ -312,4 +312,95 @@ func GatherCopies(shape []int, axis int, idx []int64, ishape []int) ([]Copy, []i
 		}
 	}
 	return cs, out, nil
+}
+
+// Broadcast is ONNX's multidirectional broadcast of shapes a and b: the
+// output's shape as a Copy's Dims, a's strides as XS and b's as YS (0
+// along an axis an operand broadcasts), for AddBroadcast.
+func Broadcast(a, b []int) (Copy, error) {
+	r := max(len(a), len(b))
+	c := Copy{Dims: make([]int, r), XS: make([]int, r), YS: make([]int, r)}
+	as, bs := tensor.Strides(a), tensor.Strides(b)
+	for d := range r {
+		da, db := 1, 1
+		sa, sb := 0, 0
+		if i := d - (r - len(a)); i >= 0 {
+			da, sa = a[i], as[i]
+		}
+		if i := d - (r - len(b)); i >= 0 {
+			db, sb = b[i], bs[i]
+		}
+		switch {
+		case da == db:
+			c.Dims[d] = da
+		case da == 1:
+			c.Dims[d], sa = db, 0
+		case db == 1:
+			c.Dims[d], sb = da, 0
+		default:
+			return Copy{}, fmt.Errorf("exact: shapes %v and %v do not broadcast", a, b)
+		}
+		c.XS[d], c.YS[d] = sa, sb
+	}
+	return c, nil
+}
+
+// AddBroadcast sets y (c.N() floats, row-major over c.Dims) to a + b
+// broadcast as c says (Broadcast of a's an and b's bn floats): one
+// rounded addition each, a's value first, as elementwise's Add.
+func (e *Engine) AddBroadcast(s *cuda.Stream, c Copy, a uint64, an int, b uint64, bn int, y uint64) error {
+	if err := c.check(an, bn); err != nil {
+		return err
+	}
+	n := c.N()
+	if n == 0 {
+		return nil
+	}
+	args := new(cuda.Args).Struct(c.geom()...).Ptr(a).Ptr(b).Ptr(y).I64(int64(n))
+	return e.fn[kernels.AddBcast].Launch(s, cuda.D3(e.grid(int64(n), 256), 1, 1), cuda.D3(256, 1, 1), 0, args)
+}
+
+// Gather sets y to ONNX Gather of x (outer x D x inner floats) along its
+// middle axis by the nidx int32 indices at idx, each already in [0, D)
+// (the caller checks and wraps them on the host).
+func (e *Engine) Gather(s *cuda.Stream, x, idx, y uint64, outer, nidx, D, inner int) error {
+	if outer < 0 || nidx < 0 || D < 0 || inner < 0 || nidx > math.MaxInt32 || D > math.MaxInt32 {
+		return fmt.Errorf("exact: Gather of %dx%dx%d by %d indices", outer, D, inner, nidx)
+	}
+	n := int64(outer) * int64(nidx) * int64(inner)
+	if n == 0 {
+		return nil
+	}
+	if D == 0 {
+		return fmt.Errorf("exact: Gather from an empty axis")
+	}
+	a := new(cuda.Args).Ptr(x).Ptr(idx).Ptr(y).I64(int64(outer)).I32(int32(nidx)).I32(int32(D)).I64(int64(inner))
+	return e.fn[kernels.Gather].Launch(s, cuda.D3(e.grid(n, 256), 1, 1), cuda.D3(256, 1, 1), 0, a)
+}
+
+// geom packs c's geometry as exact.cu's copy_geom.
+func (c Copy) geom() []int32 {
+	f := make([]int32, 1+3*MaxCopyRank)
+	f[0] = int32(len(c.Dims))
+	for d := range c.Dims {
+		f[1+d], f[1+MaxCopyRank+d], f[1+2*MaxCopyRank+d] = int32(c.Dims[d]), int32(c.XS[d]), int32(c.YS[d])
+	}
+	return f
+}
+
+// GatherIndices checks ONNX Gather's indices against an axis of D values
+// and makes them non-negative (a negative index counts from the end), as
+// int32s for Gather.
+func GatherIndices(idx []int64, D int) ([]int32, error) {
+	out := make([]int32, len(idx))
+	for j, v := range idx {
+		if v < -int64(D) || v >= int64(D) || D > math.MaxInt32 {
+			return nil, fmt.Errorf("exact: Gather index %d out of range for an axis of %d", v, D)
+		}
+		if v < 0 {
+			v += int64(D)
+		}
+		out[j] = int32(v)
+	}
+	return out, nil
 }

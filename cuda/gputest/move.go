@@ -2,6 +2,7 @@ package gputest
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/vouchml/vouch/cuda/exact"
@@ -239,4 +240,116 @@ func runNode(n *ir.Node, ins []*tensor.Tensor) ([]*tensor.Tensor, error) {
 		return nil, err
 	}
 	return k.Run(&kernel.Ctx{}, n, ins)
+}
+
+// hostAdd is vx_add_bcast's index arithmetic on the host: y = a + b over
+// a Broadcast geometry.
+func hostAdd(c exact.Copy, a, b []float32) []float32 {
+	y := make([]float32, c.N())
+	for i := range y {
+		ao, bo := c.Offsets(i)
+		y[i] = a[ao] + b[bo]
+	}
+	return y
+}
+
+// bcastCase is a broadcasting Add: operand shapes a and b of one rank or
+// two, some axes 1.
+type bcastCase struct{ a, b []int }
+
+func (s *suite) bcastCases() []bcastCase {
+	cs := []bcastCase{{[]int{1, 5, 128}, []int{3, 5, 128}}, {[]int{2, 3, 4}, []int{4}}, {[]int{1}, []int{2, 3}}, {[]int{3, 1, 5}, []int{1, 4, 1}}}
+	for range max(s.cfg.Cases, 1) {
+		r := 1 + s.r.Intn(exact.MaxCopyRank)
+		out := s.randShape(r)
+		a, b := slices.Clone(out), slices.Clone(out)
+		for d := range out {
+			switch s.r.Intn(4) {
+			case 0:
+				a[d] = 1
+			case 1:
+				b[d] = 1
+			}
+		}
+		cs = append(cs, bcastCase{a[s.r.Intn(r):], b})
+	}
+	return cs
+}
+
+// gatherCase is a Gather by run-time indices: data shape, axis, indices.
+type gatherCase struct {
+	shape  []int
+	axis   int
+	idx    []int64
+	ishape []int
+}
+
+func (s *suite) gatherCases() []gatherCase {
+	var cs []gatherCase
+	for range max(s.cfg.Cases, 1) {
+		sh := s.randShape(1 + s.r.Intn(4))
+		ax := s.r.Intn(len(sh))
+		ish := s.randShape(s.r.Intn(3))
+		idx := make([]int64, tensor.NumElems(ish))
+		for j := range idx {
+			idx[j] = int64(s.r.Intn(2*sh[ax]) - sh[ax])
+		}
+		cs = append(cs, gatherCase{sh, ax - len(sh)*s.r.Intn(2), idx, ish})
+	}
+	// An embedding: 1000 rows of 128, 77 token ids.
+	idx := make([]int64, 77)
+	for j := range idx {
+		idx[j] = int64(s.r.Intn(1000))
+	}
+	return append(cs, gatherCase{[]int{1000, 128}, 0, idx, []int{1, 77}})
+}
+
+// bcasts checks vx_add_bcast against the CPU's broadcasting Add and
+// vx_gather against its Gather.
+func (s *suite) bcasts() error {
+	for _, c := range s.bcastCases() {
+		a, b := s.data(tensor.NumElems(c.a), 3, 0.05), s.data(tensor.NumElems(c.b), 3, 0.05)
+		want, err := cpuOp("Add", 14, nil, tensor.From(a, c.a...), tensor.From(b, c.b...))
+		if err != nil {
+			return err
+		}
+		g, err := exact.Broadcast(c.a, c.b)
+		if err != nil {
+			return err
+		}
+		got, err := s.run(g.N(), [][]float32{a, b}, func(in []uint64, out uint64) error {
+			return s.e.AddBroadcast(nil, g, in[0], len(a), in[1], len(b), out)
+		})
+		if err != nil {
+			return err
+		}
+		s.record(fmt.Sprintf("Add %v + %v", c.a, c.b), got, f32(want), false)
+	}
+	for _, c := range s.gatherCases() {
+		x := s.data(tensor.NumElems(c.shape), 2, 0.2)
+		want, err := cpuOp("Gather", 13, []*ir.Attr{intAttr("axis", c.axis)}, tensor.From(x, c.shape...), tensor.From(c.idx, c.ishape...))
+		if err != nil {
+			return err
+		}
+		ax := c.axis
+		if ax < 0 {
+			ax += len(c.shape)
+		}
+		idx, err := exact.GatherIndices(c.idx, c.shape[ax])
+		if err != nil {
+			return err
+		}
+		bits := make([]float32, len(idx))
+		for i, v := range idx {
+			bits[i] = math.Float32frombits(uint32(v))
+		}
+		got, err := s.run(want.Len(), [][]float32{x, bits}, func(in []uint64, out uint64) error {
+			return s.e.Gather(nil, in[0], in[1], out, tensor.NumElems(c.shape[:ax]), len(idx), c.shape[ax], tensor.NumElems(c.shape[ax+1:]))
+		})
+		if err != nil {
+			return err
+		}
+		s.record(fmt.Sprintf("Gather %v axis %d by %d run-time indices", c.shape, c.axis, len(idx)), got, f32(want), true)
+	}
+	return nil
 }

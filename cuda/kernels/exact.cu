@@ -254,20 +254,53 @@ struct copy_geom {
 	int ys[6];
 };
 
+// copy_offsets sets *xo and *yo to the offsets of index i of g's dims
+// (the last axis fastest) along the xs and ys strides.
+__device__ __forceinline__ void copy_offsets(const copy_geom& g, i64 i, i64* xo, i64* yo) {
+	i64 r = i, a = 0, b = 0;
+	for (int d = g.rank - 1; d >= 0; d--) {
+		i64 q = r / g.dims[d];
+		i64 k = r - q * g.dims[d];
+		r = q;
+		a += k * g.xs[d];
+		b += k * g.ys[d];
+	}
+	*xo = a;
+	*yo = b;
+}
+
 // vx_copy moves n values (the product of g's dims) from x to y, bits
 // unchanged: the data movement of Transpose, Slice, Split, Concat and
 // Gather. The last axis varies fastest.
 extern "C" __global__ void vx_copy(copy_geom g, const float* __restrict__ x, float* __restrict__ y, i64 n) {
 	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-		i64 r = i, xo = 0, yo = 0;
-		for (int d = g.rank - 1; d >= 0; d--) {
-			i64 q = r / g.dims[d];
-			i64 k = r - q * g.dims[d];
-			r = q;
-			xo += k * g.xs[d];
-			yo += k * g.ys[d];
-		}
+		i64 xo, yo;
+		copy_offsets(g, i, &xo, &yo);
 		y[yo] = x[xo];
+	}
+}
+
+// vx_add_bcast sets y[i] = a[ao] + b[bo] (one rounding, a first) for the
+// n outputs of an ONNX broadcasting Add: g's dims are the output's, xs
+// a's strides and ys b's (0 along an axis the operand broadcasts).
+extern "C" __global__ void vx_add_bcast(copy_geom g, const float* a, const float* b, float* y, i64 n) {
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+		i64 ao, bo;
+		copy_offsets(g, i, &ao, &bo);
+		y[i] = __fadd_rn(a[ao], b[bo]);
+	}
+}
+
+// vx_gather sets y[(o*nidx + j)*inner + t] = x[(o*D + idx[j])*inner + t]:
+// ONNX Gather along an axis of D values by nidx indices already checked
+// and made non-negative on the host; bits unchanged.
+extern "C" __global__ void vx_gather(const float* __restrict__ x, const int* __restrict__ idx, float* __restrict__ y,
+	i64 outer, int nidx, int D, i64 inner) {
+	i64 n = outer * nidx * inner;
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+		i64 t = i % inner, q = i / inner;
+		i64 j = q % nidx, o = q / nidx;
+		y[i] = x[(o * D + idx[j]) * inner + t];
 	}
 }
 

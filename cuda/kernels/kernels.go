@@ -55,6 +55,8 @@ const (
 	Clip       = "vx_clip"
 	ConvDirect = "vx_conv_direct"
 	Copy       = "vx_copy"
+	AddBcast   = "vx_add_bcast"
+	Gather     = "vx_gather"
 )
 
 // ConvTiles are the batch-folded Conv tile kernels (exact.cu's vx_ct*),
@@ -91,7 +93,7 @@ const (
 var All = allKernels()
 
 func allKernels() []string {
-	a := []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Clip, ConvDirect, Copy}
+	a := []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Clip, ConvDirect, Copy, AddBcast, Gather}
 	for _, t := range ConvTiles {
 		a = append(a, t.Name, ConvTile1x1(t.Name))
 		if t.Vec {
