@@ -19,3 +19,10 @@ func DwStoreZ(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias
 //
 //go:noescape
 func Deint2Z(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, nod, ldd int, idx *[32]int32)
+
+// CopyRowsZ (AVX-512F, where EnabledZ) copies rows rows of n floats:
+// dst[r·ldd+i] = src[r·lds+i] (an input plane's rows into a zero-padded
+// phase plane, in one call).
+//
+//go:noescape
+func CopyRowsZ(src *float32, n, rows, lds int, dst *float32, ldd int)

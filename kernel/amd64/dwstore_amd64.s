@@ -152,3 +152,57 @@ next:
 done:
 	VZEROUPPER
 	RET
+
+// func CopyRowsZ(src *float32, n, rows, lds int, dst *float32, ldd int)
+// dst[r·ldd+i] = src[r·lds+i] for r < rows, i < n. AVX-512F; each row in
+// vectors of 16, the last one masked.
+TEXT ·CopyRowsZ(SB), NOSPLIT, $0-48
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), DX
+	MOVQ rows+16(FP), BX
+	MOVQ lds+24(FP), R8
+	SHLQ $2, R8
+	MOVQ dst+32(FP), DI
+	MOVQ ldd+40(FP), R9
+	SHLQ $2, R9
+	TESTQ BX, BX
+	JLE  cdone
+	TESTQ DX, DX
+	JLE  cdone
+	// K1: the last vector's lanes; R10: the columns before it.
+	MOVQ DX, CX
+	ANDQ $15, CX
+	MOVL $0xffff, AX
+	JZ   cfull
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+
+cfull:
+	KMOVW AX, K1
+	MOVQ DX, R10
+	DECQ R10
+	ANDQ $-16, R10
+
+crow:
+	XORQ AX, AX
+
+cvec:
+	CMPQ AX, R10
+	JGE  clast
+	VMOVUPS (SI)(AX*4), Z0
+	VMOVUPS Z0, (DI)(AX*4)
+	ADDQ $16, AX
+	JMP  cvec
+
+clast:
+	VMOVUPS.Z (SI)(AX*4), K1, Z0
+	VMOVUPS Z0, K1, (DI)(AX*4)
+	ADDQ R8, SI
+	ADDQ R9, DI
+	DECQ BX
+	JNZ  crow
+
+cdone:
+	VZEROUPPER
+	RET

@@ -180,7 +180,21 @@ func newDwAnyGeom(g *geom) *dwAnyGeom {
 // each phase's columns are a strided copy.
 func (d *dwAnyGeom) fill(buf, xc []float32) {
 	W, Wq, sw := d.W, d.Wq, d.sw
-	if sw == 2 {
+	switch sw {
+	case 1:
+		// Each row phase's rows in one call.
+		n := min(W, Wq-d.pl)
+		if n <= 0 {
+			return
+		}
+		for _, gr := range d.groups {
+			src := xc[gr.iy0*W : (gr.iy0+(gr.n-1)*d.sh)*W+n]
+			o := gr.base + gr.a0*Wq + d.pl
+			dst := buf[o : o+(gr.n-1)*Wq+n]
+			amd64.CopyRowsZ(&src[0], n, gr.n, d.sh*W, &dst[0], Wq)
+		}
+		return
+	case 2:
 		for _, gr := range d.groups {
 			d.fillS2(buf, xc, gr)
 		}
@@ -188,11 +202,6 @@ func (d *dwAnyGeom) fill(buf, xc []float32) {
 	}
 	for iy, r := range d.rows {
 		src := xc[iy*W : (iy+1)*W]
-		if sw == 1 {
-			n := min(W, Wq-d.pl)
-			copy(buf[r.base+r.a*Wq+d.pl:], src[:max(n, 0)])
-			continue
-		}
 		// One column phase at a time: a strided copy each.
 		for q := 0; q < sw; q++ {
 			ix, b := d.colIx[q], d.colB[q]

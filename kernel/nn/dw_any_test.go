@@ -41,6 +41,8 @@ func TestDwAnyTwin(t *testing.T) {
 		{in: []int{200}, k: []int{7}, stride: []int{2}, dil: []int{1}, pads: []int{3, 3}, n: 2, c: 2},
 		{in: []int{64}, k: []int{3}, stride: []int{1}, dil: []int{4}, pads: []int{4, 4}, n: 1, c: 2},
 		{in: []int{31}, k: []int{4}, stride: []int{3}, dil: []int{2}, pads: []int{0, 5}, n: 1, c: 2},
+		{in: []int{13, 17}, k: []int{3, 3}, stride: []int{2, 1}, dil: []int{1, 1}, pads: []int{1, 1, 1, 1}, n: 2, c: 3},
+		{in: []int{20, 40}, k: []int{5, 5}, stride: []int{3, 1}, dil: []int{1, 2}, pads: []int{2, 4, 1, 3}, n: 1, c: 2},
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%d_k%v_s%v_d%v", i, c.k, c.stride, c.dil), func(t *testing.T) {
