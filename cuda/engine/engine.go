@@ -278,7 +278,7 @@ func (pr *Program) upload(g *ir.Graph, n *ir.Node) error {
 		}
 		pr.weights[wkey{g, in}] = b
 	}
-	if a := n.Attrs["body"]; n.OpType == "ConvChain" && a != nil && a.G != nil {
+	if a := n.Attrs["body"]; (n.OpType == "ConvChain" || n.OpType == "Attention") && a != nil && a.G != nil {
 		for _, b := range a.G.Nodes {
 			if err := pr.upload(a.G, b); err != nil {
 				return err
@@ -725,25 +725,7 @@ func (s *state) gpu(n *ir.Node) error {
 		}
 		return nil
 	case "ConvChain":
-		body := n.Attrs["body"].G
-		sub := &state{pr: s.pr, l: s.l, ctx: s.ctx, g: body, vals: map[string]*val{}, b: s.b, next: s.next}
-		ptr, shape, err := s.dev(n.Inputs[0])
-		if err != nil {
-			return err
-		}
-		sub.vals[body.Inputs[0].Name] = &val{ptr: ptr, shape: shape}
-		for _, b := range body.Nodes {
-			if err := sub.gpu(b); err != nil {
-				return fmt.Errorf("body layer %s: %w", b.Name, err)
-			}
-		}
-		s.next = sub.next
-		v := sub.vals[body.Outputs[0].Name]
-		if v == nil {
-			return fmt.Errorf("the chain's body did not produce %s", body.Outputs[0].Name)
-		}
-		s.vals[n.Outputs[0]] = &val{ptr: v.ptr, shape: v.shape}
-		return nil
+		return s.body(n, n.Inputs[:1])
 	case "Clip":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -768,31 +750,19 @@ func (s *state) gpu(n *ir.Node) error {
 			return err
 		}
 		return e.Unary(s.l.st, exact.Relu, x, y, int64(tensor.NumElems(shape)))
-	case "Add":
-		a, sa, err := s.dev(n.Inputs[0])
-		if err != nil {
-			return err
+	case "Add", "Div":
+		return s.binary(n)
+	case "MatMul":
+		_, _, err := s.matmul(n.Inputs[0], n.Inputs[1], n.Outputs[0])
+		return err
+	case "Attention":
+		// The body's nodes one after the other on the GPU, the
+		// operations of the nodes the layer replaced (kernel/fused's
+		// chain; its fused scores step does the same operations).
+		if len(n.Attrs["body"].G.Inputs) != len(n.Inputs) {
+			return fmt.Errorf("Attention body of %d inputs for %d", len(n.Attrs["body"].G.Inputs), len(n.Inputs))
 		}
-		b, sb, err := s.dev(n.Inputs[1])
-		if err != nil {
-			return err
-		}
-		if !slices.Equal(sa, sb) {
-			c, err := exact.Broadcast(sa, sb)
-			if err != nil {
-				return err
-			}
-			y, err := s.out(n.Outputs[0], c.Dims)
-			if err != nil {
-				return err
-			}
-			return e.AddBroadcast(s.l.st, c, a, tensor.NumElems(sa), b, tensor.NumElems(sb), y)
-		}
-		y, err := s.out(n.Outputs[0], sa)
-		if err != nil {
-			return err
-		}
-		return e.Add(s.l.st, a, b, y, int64(tensor.NumElems(sa)))
+		return s.body(n, n.Inputs)
 	case "MaxPool", "AveragePool":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {
@@ -1066,6 +1036,110 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, act exact.Act, out string) e
 		return s.pr.e.Clip(s.l.st, y, y, count, act.Lo, act.Hi, act.HasLo, act.HasHi)
 	}
 	return nil
+}
+
+// body runs a ConvChain's or Attention's body graph on the GPU, node by
+// node, its first inputs the layer's inputs ins (a ConvChain binds its
+// first alone, as before), its output the layer's.
+func (s *state) body(n *ir.Node, ins []string) error {
+	body := n.Attrs["body"].G
+	if len(body.Inputs) < len(ins) || len(body.Outputs) != 1 {
+		return fmt.Errorf("%s body of %d inputs, %d outputs for %d inputs", n.OpType, len(body.Inputs), len(body.Outputs), len(ins))
+	}
+	sub := &state{pr: s.pr, l: s.l, ctx: s.ctx, g: body, vals: map[string]*val{}, b: s.b, next: s.next}
+	for i, in := range ins {
+		ptr, shape, err := s.dev(in)
+		if err != nil {
+			return err
+		}
+		sub.vals[body.Inputs[i].Name] = &val{ptr: ptr, shape: shape}
+	}
+	for _, b := range body.Nodes {
+		if err := sub.gpu(b); err != nil {
+			return fmt.Errorf("body layer %s: %w", b.Name, err)
+		}
+	}
+	s.next = sub.next
+	v := sub.vals[body.Outputs[0].Name]
+	if v == nil {
+		return fmt.Errorf("the body did not produce %s", body.Outputs[0].Name)
+	}
+	s.vals[n.Outputs[0]] = &val{ptr: v.ptr, shape: v.shape}
+	return nil
+}
+
+// matmul runs kernel/nn's float32 MatMul of an by bn into out: A of rank
+// >= 2 by a 2-D B (A's batches folded into rows), or A and B of one rank
+// >= 3 with equal batch dimensions (one product per batch); each output
+// one chain over k ascending from +0.
+func (s *state) matmul(an, bn, out string) (uint64, []int, error) {
+	a, as, err := s.dev(an)
+	if err != nil {
+		return 0, nil, err
+	}
+	b, bs, err := s.dev(bn)
+	if err != nil {
+		return 0, nil, err
+	}
+	r := len(as)
+	batched := r >= 3 && len(bs) == r && slices.Equal(as[:r-2], bs[:r-2])
+	if r < 2 || (len(bs) != 2 && !batched) || as[r-1] != bs[len(bs)-2] {
+		return 0, nil, fmt.Errorf("MatMul of %v by %v", as, bs)
+	}
+	K, N := bs[len(bs)-2], bs[len(bs)-1]
+	M, batch := tensor.NumElems(as)/max(K, 1), 1
+	if batched {
+		M, batch = as[r-2], tensor.NumElems(as[:r-2])
+	}
+	os := append(slices.Clone(as[:r-1]), N)
+	y, err := s.out(out, os)
+	if err != nil {
+		return 0, nil, err
+	}
+	if M == 0 || N == 0 || batch == 0 {
+		return y, os, nil
+	}
+	if K == 0 {
+		return 0, nil, fmt.Errorf("MatMul with k = 0 on the GPU")
+	}
+	am, bm := exact.Mat{Ptr: a, RS: int64(K), CS: 1}, exact.Mat{Ptr: b, RS: int64(N), CS: 1}
+	if batched {
+		err = s.pr.e.SGEMMGeneral(s.l.st, M, N, K, am, bm, y, int64(N), batch, int64(M*K), int64(K*N), int64(M*N))
+	} else {
+		err = s.pr.e.SGEMM(s.l.st, M, N, K, am, bm, y, int64(N))
+	}
+	return y, os, err
+}
+
+// binary runs a float32 Add or Div, broadcasting as ONNX does.
+func (s *state) binary(n *ir.Node) error {
+	a, sa, err := s.dev(n.Inputs[0])
+	if err != nil {
+		return err
+	}
+	b, sb, err := s.dev(n.Inputs[1])
+	if err != nil {
+		return err
+	}
+	if n.OpType == "Add" && slices.Equal(sa, sb) {
+		y, err := s.out(n.Outputs[0], sa)
+		if err != nil {
+			return err
+		}
+		return s.pr.e.Add(s.l.st, a, b, y, int64(tensor.NumElems(sa)))
+	}
+	c, err := exact.Broadcast(sa, sb)
+	if err != nil {
+		return err
+	}
+	y, err := s.out(n.Outputs[0], c.Dims)
+	if err != nil {
+		return err
+	}
+	if n.OpType == "Div" {
+		return s.pr.e.DivBroadcast(s.l.st, c, a, tensor.NumElems(sa), b, tensor.NumElems(sb), y)
+	}
+	return s.pr.e.AddBroadcast(s.l.st, c, a, tensor.NumElems(sa), b, tensor.NumElems(sb), y)
 }
 
 // move runs Transpose, Slice, Split, Concat and Gather (by constant
@@ -1364,34 +1438,12 @@ func reshaped(in []int, spec []int64, allowZero bool) ([]int, error) {
 // the product exact, or an operand of the output's shape), then the
 // activation: kernel/fused's epilogue, operation by operation.
 func (s *state) matmulFused(n *ir.Node, h fused.Layer) error {
-	a, as, err := s.dev(n.Inputs[0])
-	if err != nil {
-		return err
-	}
-	b, bs, err := s.dev(n.Inputs[1])
-	if err != nil {
-		return err
-	}
-	if len(as) < 2 || len(bs) != 2 || as[len(as)-1] != bs[0] {
-		return fmt.Errorf("MatMul of %v by %v", as, bs)
-	}
-	K, N := bs[0], bs[1]
-	M := tensor.NumElems(as) / max(K, 1)
-	os := append(slices.Clone(as[:len(as)-1]), N)
-	y, err := s.out(n.Outputs[0], os)
+	y, os, err := s.matmul(n.Inputs[0], n.Inputs[1], n.Outputs[0])
 	if err != nil {
 		return err
 	}
 	e := s.pr.e
-	if M > 0 && N > 0 {
-		if K == 0 {
-			return fmt.Errorf("MatMul with k = 0 on the GPU")
-		}
-		if err := e.SGEMM(s.l.st, M, N, K, exact.Mat{Ptr: a, RS: int64(K), CS: 1}, exact.Mat{Ptr: b, RS: int64(N), CS: 1}, y, int64(N)); err != nil {
-			return err
-		}
-	}
-	count := int64(M * N)
+	count := int64(tensor.NumElems(os))
 	for i := range h.Adds {
 		r, rs, err := s.dev(n.Inputs[2+i])
 		if err != nil {
@@ -1400,10 +1452,11 @@ func (s *state) matmulFused(n *ir.Node, h fused.Layer) error {
 		switch {
 		case slices.Equal(rs, os):
 			err = e.Add(s.l.st, y, r, y, count)
-		case i == 0 && len(rs) > 0 && len(rs) <= len(os) && rs[len(rs)-1] == N && tensor.NumElems(rs) == N:
+		case i == 0 && len(rs) > 0 && len(rs) <= len(os) && rs[len(rs)-1] == os[len(os)-1] && tensor.NumElems(rs) == os[len(os)-1]:
+			N := os[len(os)-1]
 			var ones uint64
 			if ones, err = s.ones(N); err == nil {
-				err = e.ChannelAffine(s.l.st, y, ones, r, y, int64(M*N), 1, N)
+				err = e.ChannelAffine(s.l.st, y, ones, r, y, count, 1, N)
 			}
 		default:
 			// Broadcast: in place when the result keeps the output's

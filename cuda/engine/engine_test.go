@@ -122,7 +122,7 @@ func TestPlace(t *testing.T) {
 }
 
 // tinyBertGPULayers is how many of tiny_bert's 74 layers run on the GPU.
-const tinyBertGPULayers = 37
+const tinyBertGPULayers = 39
 
 // tinyBertGPU names some of tiny_bert's GPU layers and their kernels.
 var tinyBertGPU = map[string]string{
@@ -222,6 +222,10 @@ func TestPlaceOps(t *testing.T) {
 		{"add", "Add", 14, nil, []string{"x", "x"}, "vx_add"},
 		{"add broadcast", "Add", 14, nil, []string{"x", "b"}, "vx_add_bcast"},
 		{"add ints", "Add", 14, nil, []string{"s", "s"}, ""},
+		{"div", "Div", 14, nil, []string{"x", "b"}, "vx_div_bcast"},
+		{"div ints", "Div", 14, nil, []string{"s", "s"}, ""},
+		{"matmul batched", "MatMul", 13, nil, []string{"x", "x"}, "vx_sgemm"},
+		{"matmul by a vector", "MatMul", 13, nil, []string{"x", "c"}, ""},
 		{"gather by ids", "Gather", 13, nil, []string{"x", "s"}, "vx_gather"},
 		{"gather ints", "Gather", 13, nil, []string{"s", "s"}, ""},
 	} {

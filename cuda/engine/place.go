@@ -54,7 +54,7 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 	}
 	for _, a := range n.Attrs {
 		if a.G != nil || len(a.Graphs) > 0 {
-			if n.OpType != "ConvChain" {
+			if n.OpType != "ConvChain" && n.OpType != "Attention" {
 				return "", "a layer with a subgraph runs on the CPU"
 			}
 		}
@@ -87,6 +87,18 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 			}
 		}
 		return "chain(" + kernels.Conv2D + ")", ""
+	case "Attention":
+		return attentionKernels(n)
+	case "MatMul":
+		if why := matmulOK(n, types); why != "" {
+			return "", why
+		}
+		return kernels.SGEMM, ""
+	case "Div":
+		if len(n.Inputs) != 2 || !floatRank(types, n.Input(0)) || !floatRank(types, n.Input(1)) {
+			return "", "Div of other than two float32 operands of known rank (at most 6)"
+		}
+		return kernels.DivBcast, ""
 	case "Conv":
 		if why := convOK(n); why != "" {
 			return "", why
@@ -320,9 +332,44 @@ func matmulFused(n *ir.Node, h fused.Layer, g *ir.Graph, types map[string]ir.Typ
 	return k, ""
 }
 
-// matmulOK admits a float32 MatMul of A (rank 2 or more) by a 2-D B: A's
-// batches fold into its rows, each output one chain over k (kernel/nn's
-// bUnbatched case).
+// attentionKernels admits a vouch Attention layer (kernel/fused's chain)
+// whose body is float32 MatMuls, Divs, Adds and last-axis Softmaxes (the
+// scores and the weighted sum): the GPU runs the body's nodes one after
+// the other, the operations of the nodes the layer replaced. The body
+// carries no types, so its shapes are checked at run time.
+func attentionKernels(n *ir.Node) (string, string) {
+	body := n.Attrs["body"]
+	if body == nil || body.G == nil {
+		return "", "Attention without a body"
+	}
+	var ks []string
+	for _, b := range body.G.Nodes {
+		if b.Domain != "" {
+			return "", fmt.Sprintf("Attention body layer %s of domain %q", b.Name, b.Domain)
+		}
+		switch b.OpType {
+		case "MatMul":
+			ks = append(ks, kernels.SGEMM)
+		case "Div":
+			ks = append(ks, kernels.DivBcast)
+		case "Add":
+			ks = append(ks, kernels.AddBcast)
+		case "Softmax":
+			if b.Version < 13 || b.Int("axis", -1) != -1 {
+				return "", fmt.Sprintf("Attention body Softmax (opset %d, axis %d) not over the last axis", b.Version, b.Int("axis", -1))
+			}
+			ks = append(ks, kernels.Softmax)
+		default:
+			return "", fmt.Sprintf("Attention body layer %s (%s) has no GPU kernel yet", b.Name, b.OpType)
+		}
+	}
+	return "body(" + strings.Join(ks, ",") + ")", ""
+}
+
+// matmulOK admits a float32 MatMul of A (rank 2 or more) by a 2-D B (A's
+// batches fold into its rows, kernel/nn's bUnbatched case), or of A and B
+// of one rank >= 3 (their batch dimensions must then be equal at run
+// time: one product per batch); each output one chain over k.
 func matmulOK(n *ir.Node, types map[string]ir.Type) string {
 	ta, ok1 := types[n.Input(0)]
 	tb, ok2 := types[n.Input(1)]
@@ -332,8 +379,8 @@ func matmulOK(n *ir.Node, types map[string]ir.Type) string {
 	if ta.DType != tensor.Float32 || tb.DType != tensor.Float32 {
 		return "MatMul of other than float32"
 	}
-	if len(ta.Shape) < 2 || len(tb.Shape) != 2 {
-		return fmt.Sprintf("MatMul of rank %d by rank %d (the GPU takes rank >= 2 by a 2-D matrix)", len(ta.Shape), len(tb.Shape))
+	if len(ta.Shape) < 2 || len(tb.Shape) != 2 && (len(tb.Shape) != len(ta.Shape) || len(ta.Shape) < 3) {
+		return fmt.Sprintf("MatMul of rank %d by rank %d (the GPU takes rank >= 2 by a 2-D matrix, or equal ranks >= 3)", len(ta.Shape), len(tb.Shape))
 	}
 	return ""
 }

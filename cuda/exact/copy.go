@@ -349,6 +349,16 @@ func Broadcast(a, b []int) (Copy, error) {
 // broadcast as c says (Broadcast of a's an and b's bn floats): one
 // rounded addition each, a's value first, as elementwise's Add.
 func (e *Engine) AddBroadcast(s *cuda.Stream, c Copy, a uint64, an int, b uint64, bn int, y uint64) error {
+	return e.binary(s, kernels.AddBcast, c, a, an, b, bn, y)
+}
+
+// DivBroadcast is AddBroadcast's division: y = a / b, correctly rounded,
+// as elementwise's Div.
+func (e *Engine) DivBroadcast(s *cuda.Stream, c Copy, a uint64, an int, b uint64, bn int, y uint64) error {
+	return e.binary(s, kernels.DivBcast, c, a, an, b, bn, y)
+}
+
+func (e *Engine) binary(s *cuda.Stream, kernel string, c Copy, a uint64, an int, b uint64, bn int, y uint64) error {
 	if err := c.check(an, bn); err != nil {
 		return err
 	}
@@ -357,7 +367,7 @@ func (e *Engine) AddBroadcast(s *cuda.Stream, c Copy, a uint64, an int, b uint64
 		return nil
 	}
 	args := new(cuda.Args).Struct(c.geom()...).Ptr(a).Ptr(b).Ptr(y).I64(int64(n))
-	return e.fn[kernels.AddBcast].Launch(s, cuda.D3(e.grid(int64(n), 256), 1, 1), cuda.D3(256, 1, 1), 0, args)
+	return e.fn[kernel].Launch(s, cuda.D3(e.grid(int64(n), 256), 1, 1), cuda.D3(256, 1, 1), 0, args)
 }
 
 // Gather sets y to ONNX Gather of x (outer x D x inner floats) along its

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -304,26 +305,58 @@ func (s *suite) gatherCases() []gatherCase {
 	return append(cs, gatherCase{[]int{1000, 128}, 0, idx, []int{1, 77}})
 }
 
+// binTwin checks a broadcasting kernel against the CPU's op on one case.
+func (s *suite) binTwin(op string, c bcastCase, f func(*cuda.Stream, exact.Copy, uint64, int, uint64, int, uint64) error) error {
+	a, b := s.data(tensor.NumElems(c.a), 3, 0.05), s.data(tensor.NumElems(c.b), 3, 0.05)
+	want, err := cpuOp(op, 14, nil, tensor.From(a, c.a...), tensor.From(b, c.b...))
+	if err != nil {
+		return err
+	}
+	g, err := exact.Broadcast(c.a, c.b)
+	if err != nil {
+		return err
+	}
+	got, err := s.run(g.N(), [][]float32{a, b}, func(in []uint64, out uint64) error {
+		return f(nil, g, in[0], len(a), in[1], len(b), out)
+	})
+	if err != nil {
+		return err
+	}
+	s.record(fmt.Sprintf("%s %v, %v", op, c.a, c.b), got, f32(want), false)
+	return nil
+}
+
 // bcasts checks vx_add_bcast against the CPU's broadcasting Add and
 // vx_gather against its Gather.
 func (s *suite) bcasts() error {
 	for _, c := range s.bcastCases() {
-		a, b := s.data(tensor.NumElems(c.a), 3, 0.05), s.data(tensor.NumElems(c.b), 3, 0.05)
-		want, err := cpuOp("Add", 14, nil, tensor.From(a, c.a...), tensor.From(b, c.b...))
+		if err := s.binTwin("Add", c, s.e.AddBroadcast); err != nil {
+			return err
+		}
+	}
+	// Batched MatMul (attention's products): one product per batch,
+	// SGEMMGeneral's batch strides.
+	for _, sh := range [][4]int{{2, 3, 5, 7}, {1, 4, 17, 64}, {3, 2, 33, 9}} {
+		B, M, K, N := sh[0]*sh[1], sh[2], sh[3], 1+s.r.Intn(40)
+		a, b := s.data(B*M*K, 1, 0.02), s.data(B*K*N, 1, 0.02)
+		want, err := cpuOp("MatMul", 13, nil, tensor.From(a, sh[0], sh[1], M, K), tensor.From(b, sh[0], sh[1], K, N))
 		if err != nil {
 			return err
 		}
-		g, err := exact.Broadcast(c.a, c.b)
-		if err != nil {
-			return err
-		}
-		got, err := s.run(g.N(), [][]float32{a, b}, func(in []uint64, out uint64) error {
-			return s.e.AddBroadcast(nil, g, in[0], len(a), in[1], len(b), out)
+		got, err := s.run(B*M*N, [][]float32{a, b}, func(in []uint64, out uint64) error {
+			return s.e.SGEMMGeneral(nil, M, N, K, exact.Mat{Ptr: in[0], RS: int64(K), CS: 1}, exact.Mat{Ptr: in[1], RS: int64(N), CS: 1},
+				out, int64(N), B, int64(M*K), int64(K*N), int64(M*N))
 		})
 		if err != nil {
 			return err
 		}
-		s.record(fmt.Sprintf("Add %v + %v", c.a, c.b), got, f32(want), false)
+		s.record(fmt.Sprintf("MatMul batched %dx%d x [%d %d]x[%d %d]", sh[0], sh[1], M, K, K, N), got, f32(want), true)
+	}
+	// Div by a scalar and by a broadcast operand (attention's scale).
+	for _, c := range []bcastCase{{[]int{2, 4, 9, 9}, []int{}}, {[]int{3, 5, 7}, []int{1, 7}}} {
+		if err := s.binTwin("Div", c, s.e.DivBroadcast); err != nil {
+			return err
+		}
 	}
 	for _, c := range s.gatherCases() {
 		x := s.data(tensor.NumElems(c.shape), 2, 0.2)

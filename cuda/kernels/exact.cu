@@ -291,6 +291,17 @@ extern "C" __global__ void vx_add_bcast(copy_geom g, const float* a, const float
 	}
 }
 
+// vx_div_bcast sets y[i] = a[ao] / b[bo] (correctly rounded: IEEE
+// division, --prec-div=true) over the same broadcast geometry: ONNX Div
+// as elementwise's.
+extern "C" __global__ void vx_div_bcast(copy_geom g, const float* a, const float* b, float* y, i64 n) {
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+		i64 ao, bo;
+		copy_offsets(g, i, &ao, &bo);
+		y[i] = __fdiv_rn(a[ao], b[bo]);
+	}
+}
+
 // vx_gather sets y[(o*nidx + j)*inner + t] = x[(o*D + idx[j])*inner + t]:
 // ONNX Gather along an axis of D values by nidx indices already checked
 // and made non-negative on the host; bits unchanged.

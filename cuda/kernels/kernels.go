@@ -56,6 +56,7 @@ const (
 	ConvDirect = "vx_conv_direct"
 	Copy       = "vx_copy"
 	AddBcast   = "vx_add_bcast"
+	DivBcast   = "vx_div_bcast"
 	Gather     = "vx_gather"
 )
 
@@ -93,7 +94,7 @@ const (
 var All = allKernels()
 
 func allKernels() []string {
-	a := []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Clip, ConvDirect, Copy, AddBcast, Gather}
+	a := []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Clip, ConvDirect, Copy, AddBcast, DivBcast, Gather}
 	for _, t := range ConvTiles {
 		a = append(a, t.Name, ConvTile1x1(t.Name))
 		if t.Vec {
