@@ -74,7 +74,7 @@ func fuseActivation(s *state) error {
 		}
 		var sig, mul *ir.Node
 		if act == nil {
-			sig, mul = siluAt(g, c, u, out)
+			sig, mul = gateAt(g, c, u, out, "Sigmoid")
 		}
 		if add == nil && act == nil && sig == nil {
 			continue
@@ -143,33 +143,6 @@ func fuseActivation(s *state) error {
 	}
 	g.Nodes = keep
 	return nil
-}
-
-// siluAt finds x·Sigmoid(x) on v: v is read by exactly a Sigmoid and a Mul
-// (and is no graph output), and the Mul multiplies v by the Sigmoid's
-// output, which nothing else reads.
-func siluAt(g *ir.Graph, c map[string][]*ir.Node, u map[string]int, v string) (sig, mul *ir.Node) {
-	if len(c[v]) != 2 || u[v] != 2 || isGraphOutput(g, v) {
-		return nil, nil
-	}
-	for _, r := range c[v] {
-		if r.Domain != "" {
-			return nil, nil
-		}
-		switch r.OpType {
-		case "Sigmoid":
-			sig = r
-		case "Mul":
-			mul = r
-		}
-	}
-	if sig == nil || mul == nil || len(sig.Inputs) != 1 || len(sig.Outputs) != 1 || len(mul.Inputs) != 2 || len(mul.Outputs) != 1 {
-		return nil, nil
-	}
-	if o, ok := other(mul, v); !ok || o != sig.Outputs[0] || soleConsumer(g, c, u, o) != mul {
-		return nil, nil
-	}
-	return sig, mul
 }
 
 // foldBatchNorm folds an inference BatchNormalization that reads a Conv's
