@@ -200,8 +200,8 @@ func warm(prog Program, p *plan.Plan) error {
 
 // WarmShapes is the input shapes the device warm-up runs, in graph-input
 // order: each profile's opt shapes (an input the profile does not name
-// takes its static shape; a profile that leaves a shape unknown is
-// skipped), each distinct set once.
+// takes its static shape; a profile that leaves a shape unknown, or
+// gives one of another rank, is skipped), each distinct set once.
 func WarmShapes(p *plan.Plan) [][][]int {
 	var out [][][]int
 	seen := map[string]bool{}
@@ -209,8 +209,10 @@ func WarmShapes(p *plan.Plan) [][][]int {
 		shapes := make([][]int, len(p.Graph.Inputs))
 		ok := true
 		for j, v := range p.Graph.Inputs {
-			if r, in := pr.Inputs[v.Name]; in {
+			if r, in := pr.Inputs[v.Name]; in && (!v.Type.RankKnown || len(r.Opt) == len(v.Type.Shape)) {
 				shapes[j] = r.Opt
+			} else if in {
+				ok = false
 			} else if s, static := v.Type.Static(); static {
 				shapes[j] = s
 			} else {

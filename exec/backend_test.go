@@ -114,7 +114,8 @@ func TestWarmShapes(t *testing.T) {
 		{Inputs: map[string]plan.ShapeRange{"ids": {Min: []int{1, 16}, Opt: []int{8, 16}, Max: []int{32, 16}}}},
 		{Inputs: map[string]plan.ShapeRange{"ids": {Min: []int{1, 16}, Opt: []int{8, 16}, Max: []int{64, 16}}}}, // the same opt
 		{Inputs: map[string]plan.ShapeRange{"ids": {Min: []int{1, 16}, Opt: []int{2, 16}, Max: []int{4, 16}}, "mask": {Opt: []int{2, 16}}}},
-		{Inputs: map[string]plan.ShapeRange{"mask": {Opt: []int{1, 16}}}}, // ids unknown
+		{Inputs: map[string]plan.ShapeRange{"mask": {Opt: []int{1, 16}}}},                          // ids unknown
+		{Inputs: map[string]plan.ShapeRange{"ids": {Opt: []int{16}}, "mask": {Opt: []int{1, 16}}}}, // ids of another rank
 	}}}
 	got := fmt.Sprint(exec.WarmShapes(p))
 	if want := "[[[8 16] [1 16]] [[2 16] [2 16]]]"; got != want {
