@@ -59,13 +59,19 @@ type edwParts struct {
 	pa, pb *parts // the Fused parts' own parts (nil for a plain Conv)
 }
 
-func edwSplit(n *ir.Node) (*edwParts, error) {
+// ExpandDepthwiseParts rebuilds an ExpandDepthwise layer's two parts
+// (the layout ExpandDepthwiseNode writes: the expansion's inputs, then
+// the depthwise's but its first; attributes a:type, a:domain, a:version,
+// a.<name>, and b's): a, named and writing n.Name+"/a", which b, named
+// n.Name+"/b", reads; b writes n's output. Running a then b performs the
+// operations of the layer.
+func ExpandDepthwiseParts(n *ir.Node) (a, b *ir.Node, err error) {
 	sp := int(n.Int("split", 0))
-	if sp < 2 || sp >= len(n.Inputs) {
-		return nil, fmt.Errorf("expand-depthwise layer: split %d for %d inputs", sp, len(n.Inputs))
+	if sp < 2 || sp >= len(n.Inputs) || len(n.Outputs) != 1 {
+		return nil, nil, fmt.Errorf("expand-depthwise layer: split %d of %d inputs, %d outputs", sp, len(n.Inputs), len(n.Outputs))
 	}
-	e := &edwParts{split: sp}
-	for _, p := range []string{"a", "b"} {
+	mid := n.Name + "/a"
+	part := func(p string) (*ir.Node, error) {
 		x := &ir.Node{Name: n.Name + "/" + p, OpType: n.String(p+":type", ""), Domain: n.String(p+":domain", ""),
 			Version: n.Int(p+":version", 0), Attrs: map[string]*ir.Attr{}}
 		for k, v := range n.Attrs {
@@ -78,27 +84,37 @@ func edwSplit(n *ir.Node) (*edwParts, error) {
 		if x.OpType == "" {
 			return nil, fmt.Errorf("expand-depthwise layer: part %s has no op type", p)
 		}
-		x.Outputs = []string{x.Name}
-		if p == "a" {
-			x.Inputs = append([]string{}, n.Inputs[:sp]...)
-		} else {
-			x.Inputs = append([]string{n.Name + "/a"}, n.Inputs[sp:]...)
+		return x, nil
+	}
+	if a, err = part("a"); err != nil {
+		return nil, nil, err
+	}
+	if b, err = part("b"); err != nil {
+		return nil, nil, err
+	}
+	a.Inputs, a.Outputs = append([]string{}, n.Inputs[:sp]...), []string{mid}
+	b.Inputs, b.Outputs = append([]string{mid}, n.Inputs[sp:]...), []string{n.Outputs[0]}
+	return a, b, nil
+}
+
+func edwSplit(n *ir.Node) (*edwParts, error) {
+	a, b, err := ExpandDepthwiseParts(n)
+	if err != nil {
+		return nil, err
+	}
+	e := &edwParts{a: a, b: b, split: int(n.Int("split", 0))}
+	for _, x := range []*ir.Node{a, b} {
+		if x.Domain != Domain || x.OpType != "Fused" {
+			continue
 		}
-		if x.Domain == Domain && x.OpType == "Fused" {
-			q, err := split(x)
-			if err != nil {
-				return nil, fmt.Errorf("expand-depthwise layer: part %s: %w", p, err)
-			}
-			if p == "a" {
-				e.pa = q
-			} else {
-				e.pb = q
-			}
+		q, err := split(x)
+		if err != nil {
+			return nil, fmt.Errorf("expand-depthwise layer: part %s: %w", x.Name, err)
 		}
-		if p == "a" {
-			e.a = x
+		if x == a {
+			e.pa = q
 		} else {
-			e.b = x
+			e.pb = q
 		}
 	}
 	return e, nil
