@@ -30,8 +30,9 @@ import (
 // Quant.LayerPrecision overrides named layers. Layers that cannot take the
 // precision (no kernel: transA Gemm, non-constant weights, depthwise or
 // non-2-D Conv for int8, weights beyond float16's range for fp16), and
-// grouped convolutions of fewer than 8 output channels a group under
-// int8 (fp32's grouped kernel is faster), stay fp32, and the log says why.
+// grouped convolutions of fewer than 8 output channels a group and
+// convolutions of reductions of at most 16 (minInt8ConvK) under int8
+// (fp32's kernels are faster), stay fp32, and the log says why.
 // A HardSigmoid and Mul that alone read an int8 layer's output (PyTorch's
 // HardSwish) fold into its epilogue (fuseQ8HardSwish), with the same bits.
 //
@@ -88,6 +89,16 @@ func weightedLayers(g *ir.Graph) []*weighted {
 	return out
 }
 
+// minInt8ConvK is the longest reduction (input channels a group × kernel
+// taps) of a convolution that int8 keeps at fp32: measured per layer on
+// the zoo's MobileNetV3 (1 thread), 16-channel 1×1 convolutions at
+// 112×112 ran slower in int8 than in fp32 (16→16: 113 vs 96 µs, 16→64:
+// 322 vs ~233 µs, and at fp32 the latter fuses with its depthwise
+// convolution), where the products are few and the passes over the
+// activations (quantize, dequantize) are not; from 24 channels int8 is as
+// fast or faster.
+const minInt8ConvK = 16
+
 // int8Blocker says why a layer cannot run in int8, or "".
 func int8Blocker(g *ir.Graph, n *ir.Node, base string, w *tensor.Tensor) string {
 	l, isFused := fused.LayerOf(n)
@@ -118,6 +129,9 @@ func int8Blocker(g *ir.Graph, n *ir.Node, base string, w *tensor.Tensor) string 
 			// fp32's grouped kernel (DwTapsZ) is faster. (RegNetY's
 			// groups of 8 run the quad tiles: 1.3-1.6 -> 2.0-2.8x.)
 			return fmt.Sprintf("grouped convolution of %d output channels a group: the int8 kernels need 8", w.Shape[0]/int(grp))
+		}
+		if k := w.Len() / w.Shape[0]; k <= minInt8ConvK {
+			return fmt.Sprintf("reduction of %d per output: quantizing the input and dequantizing the output cost more than the int8 products save", k)
 		}
 		if w.Len()/w.Shape[0] > 131072 {
 			return "reduction too long for int32 accumulation"

@@ -10,24 +10,32 @@ import (
 )
 
 // TestInt8Blocker: which convolutions int8 keeps at fp32 (depthwise,
-// groups of fewer than 8 output channels), and that SiLU layers
+// groups of fewer than 8 output channels, reductions of at most 16), and that SiLU layers
 // (EfficientNet's) no longer are among them.
 func TestInt8Blocker(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		m, cg, grp int
+		k          int // kernel side, 3 if 0
 		act        string
 		want       string // a substring of the reason, "" for int8
 	}{
-		{"dense", 32, 16, 1, "", ""},
-		{"depthwise", 32, 1, 32, "", "depthwise"},
-		{"groups of 4", 128, 4, 32, "", "4 output channels a group"},
-		{"groups of 8", 48, 8, 6, "", ""},
-		{"groups of 16", 64, 16, 4, "", ""},
-		{"silu", 32, 16, 1, fused.SiLU, ""},
+		{"dense", 32, 16, 1, 0, "", ""},
+		{"depthwise", 32, 1, 32, 0, "", "depthwise"},
+		{"groups of 4", 128, 4, 32, 0, "", "4 output channels a group"},
+		{"groups of 8", 48, 8, 6, 0, "", ""},
+		{"groups of 16", 64, 16, 4, 0, "", ""},
+		{"silu", 32, 16, 1, 0, fused.SiLU, ""},
+		{"1x1 of 16 channels", 64, 16, 1, 1, "", "reduction of 16"},
+		{"1x1 of 24 channels", 64, 24, 1, 1, "", ""},
+		{"3x3 of 2 channels", 64, 2, 1, 3, "", ""},
 	} {
+		k := tc.k
+		if k == 0 {
+			k = 3
+		}
 		g := &ir.Graph{Initializers: map[string]*tensor.Tensor{
-			"w": tensor.New(tensor.Float32, tc.m, tc.cg, 3, 3),
+			"w": tensor.New(tensor.Float32, tc.m, tc.cg, k, k),
 		}}
 		n := &ir.Node{Name: "c", OpType: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"y"},
 			Attrs: map[string]*ir.Attr{"group": {Name: "group", Kind: ir.AttrInt, I: int64(tc.grp)}}}
