@@ -45,6 +45,10 @@ type ZooInt8Row struct {
 	// Int8 the number of int8 layers of the int8 plan.
 	Weighted int `json:"weighted_layers"`
 	Int8     int `json:"int8_layers"`
+	// Chains is compile.Int8Chains' summary of the int8 plan: the int8
+	// outputs that only int8 layers read with one scale (which could pass
+	// as u8), of all int8 outputs, and why the others cannot.
+	Chains string `json:"int8_chains,omitempty"`
 	// KeptFP32 counts the reasons the int8 build kept layers at fp32.
 	KeptFP32 map[string]int `json:"kept_fp32,omitempty"`
 	Runs     int            `json:"runs,omitempty"`
@@ -168,7 +172,7 @@ func int8Geomean(rows []ZooInt8Row) (float64, int) {
 
 func writeInt8Table(w io.Writer, rows []ZooInt8Row, geo float64, n int) error {
 	var b strings.Builder
-	b.WriteString("| model | int8 layers | fp32 ms | int8 ms | speed-up | top-1 agreement (report, n) | ref argmax agreement | max abs err / max abs | avx2 bits | kept fp32 | note |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| model | int8 layers | fp32 ms | int8 ms | speed-up | top-1 agreement (report, n) | ref argmax agreement | max abs err / max abs | avx2 bits | int8 chains | kept fp32 | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		var kept []string
 		for _, k := range sortedKeys(r.KeptFP32) {
@@ -182,9 +186,9 @@ func writeInt8Table(w io.Writer, rows []ZooInt8Row, geo float64, n int) error {
 		if !r.AVX2Bits {
 			avx2 = "—"
 		}
-		fmt.Fprintf(&b, "| %s | %d/%d | %s | %s | %s | %.0f%% (%d) | %.1f%% | %.2g / %.2g | %s | %s | %s |\n", r.Model, r.Int8, r.Weighted,
+		fmt.Fprintf(&b, "| %s | %d/%d | %s | %s | %s | %.0f%% (%d) | %.1f%% | %.2g / %.2g | %s | %s | %s | %s |\n", r.Model, r.Int8, r.Weighted,
 			zooMS(r.FP32), zooMS(r.Q8), ratio(r.Speedup), r.ReportAgreement, r.ReportSamples, r.RefAgreement, r.MaxAbsErr, r.MaxAbs,
-			avx2, cell(strings.Join(kept, "; ")), cell(note))
+			avx2, cell(r.Chains), cell(strings.Join(kept, "; ")), cell(note))
 	}
 	fmt.Fprintf(&b, "\n%d models, %d timed: geometric mean speed-up int8/fp32 %.2f×\n", len(rows), n, geo)
 	_, err := io.WriteString(w, b.String())
@@ -272,6 +276,7 @@ func (c ZooInt8Command) model(ctx context.Context, name string, all bool) (row Z
 			row.Int8++
 		}
 	}
+	row.Chains = compile.Int8Chains(p8.Graph).Summary()
 	if pr := rep.Precision; pr != nil {
 		row.Weighted = len(pr.Layers)
 		for _, l := range pr.Layers {
