@@ -199,6 +199,9 @@ type bound struct {
 	runs  int
 	graph *cuda.Graph
 	outs  []*val // the outputs' places, for graph runs
+	// maps holds each Resize layer's output shape once its gather map
+	// is in this shape's buffers (uploaded by the first run).
+	maps map[*ir.Node][]int
 }
 
 // maxShapes bounds the shapes a program keeps buffers for; past it the
@@ -316,6 +319,7 @@ func (b *bound) free() {
 		x.Free()
 	}
 	b.bufs = nil
+	b.maps = nil
 }
 
 // Close waits for the runs in progress, then frees the lanes, the
@@ -824,6 +828,8 @@ func (s *state) gpu(n *ir.Node) error {
 		return s.move(n)
 	case "Reshape":
 		return s.reshape(n)
+	case "Resize":
+		return s.resize(n)
 	case "LayerNormalization":
 		x, shape, err := s.dev(n.Inputs[0])
 		if err != nil {

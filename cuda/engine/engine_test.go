@@ -225,6 +225,9 @@ func TestPlaceOps(t *testing.T) {
 		{"div", "Div", 14, nil, []string{"x", "b"}, "vx_div_bcast"},
 		{"div ints", "Div", 14, nil, []string{"s", "s"}, ""},
 		{"matmul batched", "MatMul", 13, nil, []string{"x", "x"}, "vx_sgemm"},
+		{"resize nearest", "Resize", 19, nil, []string{"x", "", "sc"}, "vx_gather(map)"},
+		{"resize linear", "Resize", 19, []*ir.Attr{{Name: "mode", Kind: ir.AttrString, S: "linear"}}, []string{"x", "", "sc"}, ""},
+		{"resize computed scales", "Resize", 19, nil, []string{"x", "", "b"}, ""},
 		{"matmul by a vector", "MatMul", 13, nil, []string{"x", "c"}, ""},
 		{"gather by ids", "Gather", 13, nil, []string{"x", "s"}, "vx_gather"},
 		{"gather ints", "Gather", 13, nil, []string{"s", "s"}, ""},
@@ -233,7 +236,7 @@ func TestPlaceOps(t *testing.T) {
 		for _, a := range c.attrs {
 			n.Attrs[a.Name] = a
 		}
-		g := &ir.Graph{Nodes: []*ir.Node{n}, Initializers: map[string]*tensor.Tensor{"c": tensor.From([]int64{0, 1}, 2)}}
+		g := &ir.Graph{Nodes: []*ir.Node{n}, Initializers: map[string]*tensor.Tensor{"c": tensor.From([]int64{0, 1}, 2), "sc": tensor.From([]float32{1, 1, 2, 2}, 4)}}
 		p := Place(g, map[string]ir.Type{"x": f4, "s": i2, "c": i2, "b": ir.StaticType(tensor.Float32, []int{3, 1, 1})})
 		l := p[0]
 		switch {

@@ -158,6 +158,22 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 			return "", "Reshape of other than float32 (integer shape arithmetic stays on the host)"
 		}
 		return "view", ""
+	case "Resize":
+		if n.String("mode", "nearest") != "nearest" {
+			return "", fmt.Sprintf("Resize mode %s (the GPU runs nearest)", n.String("mode", "nearest"))
+		}
+		if n.String("coordinate_transformation_mode", "") == "tf_crop_and_resize" {
+			return "", "Resize tf_crop_and_resize (extrapolated values)"
+		}
+		if t, ok := types[n.Input(0)]; !ok || t.DType != tensor.Float32 {
+			return "", "Resize of other than float32"
+		}
+		for _, c := range n.Inputs[1:] {
+			if c != "" && g.Initializers[c] == nil {
+				return "", fmt.Sprintf("Resize whose input %s is not a constant", c)
+			}
+		}
+		return kernels.Gather + "(map)", ""
 	case "Transpose", "Slice", "Split", "Concat", "Gather":
 		if n.OpType == "Gather" && len(n.Inputs) == 2 && g.Initializers[n.Inputs[1]] == nil {
 			// Indices computed at run time: read on the host, uploaded,

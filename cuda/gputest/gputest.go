@@ -168,7 +168,7 @@ func Run(cfg Config, w io.Writer) (*Report, error) {
 		fmt.Fprintf(w, "kernel %-16s %3d registers, %5d B shared, %d B local\n", n, a.Registers, a.SharedBytes, a.LocalBytes)
 	}
 	s := &suite{cfg: cfg, w: w, c: c, e: e, r: rand.New(rand.NewSource(cfg.Seed + 1)), rep: rep}
-	steps := []func() error{s.unary, s.add, s.moves, s.bcasts, s.gemm, s.conv, s.pools, s.softmax, s.layerNorm, s.invariance, s.graph}
+	steps := []func() error{s.unary, s.add, s.moves, s.bcasts, s.resizes, s.gemm, s.conv, s.pools, s.softmax, s.layerNorm, s.invariance, s.graph}
 	if cfg.SkipTwins {
 		steps = nil
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/vouchml/vouch/cuda"
+	"github.com/vouchml/vouch/cuda/engine"
 	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -383,6 +384,44 @@ func (s *suite) bcasts() error {
 			return err
 		}
 		s.record(fmt.Sprintf("Gather %v axis %d by %d run-time indices", c.shape, c.axis, len(idx)), got, f32(want), true)
+	}
+	return nil
+}
+
+// resizes checks the nearest Resize (engine.ResizeMap, then vx_gather by
+// the map) against the CPU's Resize: up and down, every coordinate
+// transformation the GPU takes, every nearest_mode.
+func (s *suite) resizes() error {
+	ctms := []string{"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric"}
+	modes := []string{"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}
+	for i := range max(s.cfg.Cases, 1) {
+		sh := []int{1 + s.r.Intn(3), 1 + s.r.Intn(8), 1 + s.r.Intn(40), 1 + s.r.Intn(40)}
+		n := &ir.Node{Name: "resize", OpType: "Resize", Version: 19, Outputs: []string{"y"}, Attrs: map[string]*ir.Attr{
+			"mode":                           {Name: "mode", Kind: ir.AttrString, S: "nearest"},
+			"coordinate_transformation_mode": {Name: "coordinate_transformation_mode", Kind: ir.AttrString, S: ctms[i%len(ctms)]},
+			"nearest_mode":                   {Name: "nearest_mode", Kind: ir.AttrString, S: modes[s.r.Intn(len(modes))]},
+		}}
+		consts := []*tensor.Tensor{nil, tensor.From([]float32{1, 1, []float32{0.5, 2, 3, 0.7}[s.r.Intn(4)], []float32{0.5, 2, 1.25}[s.r.Intn(3)]}, 4)}
+		x := s.data(tensor.NumElems(sh), 2, 0.2)
+		want, err := runNode(n, append([]*tensor.Tensor{tensor.From(x, sh...)}, consts...))
+		if err != nil {
+			return err
+		}
+		m, out, err := engine.ResizeMap(n, sh, consts, runNode)
+		if err != nil {
+			return err
+		}
+		bits := make([]float32, len(m))
+		for j, v := range m {
+			bits[j] = math.Float32frombits(uint32(v))
+		}
+		got, err := s.run(tensor.NumElems(out), [][]float32{x, bits}, func(in []uint64, o uint64) error {
+			return s.e.Gather(nil, in[0], in[1], o, 1, len(m), len(x), 1)
+		})
+		if err != nil {
+			return err
+		}
+		s.record(fmt.Sprintf("Resize nearest %v -> %v %s", sh, out, ctms[i%len(ctms)]), got, f32(want[0]), true)
 	}
 	return nil
 }
