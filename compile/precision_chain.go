@@ -19,8 +19,30 @@ import (
 // and the consumers read it without quantizing: the same bits, one pass
 // over the activation fewer on each side. Int8Chains finds those edges in
 // a built graph; the bench reports them per model. Nothing rewrites the
-// plan yet (that needs a u8 value type between layers: the arena's sizes
-// and the plan encoding).
+// plan yet. The rewrite, as planned:
+//
+//   - a pass after the fusions (fuse-residual, fuse-expand-depthwise,
+//     fuse-elementwise; before eliminate-dead) sets, for each Int8Chain,
+//     the producer's attribute y_scale (the consumers' x_scale) and each
+//     consumer's x_u8; q8's infer then types the producer's output uint8
+//     and requires a uint8 input 0 of an x_u8 layer. The arena already
+//     sizes values by DType.Size and reuses storage only between values of
+//     one dtype; the plan encodes attributes and the outputs' types, so
+//     nothing else changes in the format.
+//   - producer: each run of outputs that epilogueRow (or the direct tiles'
+//     epilogue) has just written in cache is quantized at once with
+//     quantizeU8(1/y_scale), exactly as the consumer computes l.inv, into
+//     the u8 output: the float32 output is never written to memory.
+//   - consumer: every input path takes u8 (q+128) instead of quantizing:
+//     the quad and cols packings copy bytes, the rows tiles read them as
+//     they are, the int16 GEMM/pair paths and the portable twins widen
+//     q = u8 - 128. The integers are those of quantize1 on the same
+//     float32 values, so the plan's outputs are bit-identical with and
+//     without the pass (the test: both plans at every level, 1-2 workers).
+//   - later: through Reshape/Flatten (views: squeeze-excitation's path),
+//     MaxPool (quantize1 is monotone, so max and quantization commute
+//     exactly) and Concat (producers quantize into their slices when all
+//     readers share one scale), which block most edges (bench column).
 
 // Int8Chain is one chainable edge: the tensor an int8 layer writes and
 // the int8 layers that alone read it, all with one x_scale.
