@@ -41,7 +41,8 @@ import (
 //     without the pass (the test: both plans at every level, 1-2 workers).
 //   - later: through Reshape/Flatten (views: squeeze-excitation's path),
 //     MaxPool (quantize1 is monotone, so max and quantization commute
-//     exactly) and Concat (producers quantize into their slices when all
+//     exactly, except that NaN quantizes to 0: a window holding NaN must
+//     follow MaxPool's NaN rule) and Concat (producers quantize into their slices when all
 //     readers share one scale), which block most edges (bench column).
 
 // Int8Chain is one chainable edge: the tensor an int8 layer writes and
