@@ -312,7 +312,7 @@ func runLayerNorm(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Ten
 		}
 		R := len(xv) / max(D, 1)
 		y, mean, inv := make([]float32, len(xv)), make([]float32, R), make([]float32, R)
-		layerNorm32(c.Vec(), xv, p[0], p[1], idx[0], idx[1], D, eps, y, mean, inv)
+		layerNorm32Par(c.Workers(), c.Vec(), xv, p[0], p[1], idx[0], idx[1], D, eps, y, mean, inv)
 		return [][]float32{y, mean, inv}, nil
 	}, func(xv []float64) ([][]float64, error) {
 		p, err := params64([]*tensor.Tensor{in[1], kernel.Input(in, 2)}, "LayerNormalization parameters")
@@ -475,6 +475,6 @@ func intoLayerNorm(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if b != nil {
 		bf = b.Data.([]float32)
 	}
-	layerNorm32(c.Vec(), x.Data.([]float32), sc.Data.([]float32), bf, nil, nil, D, n.Float("epsilon", 1e-5), out[0].Data.([]float32), mean, inv)
+	layerNorm32Par(c.Workers(), c.Vec(), x.Data.([]float32), sc.Data.([]float32), bf, nil, nil, D, n.Float("epsilon", 1e-5), out[0].Data.([]float32), mean, inv)
 	return nil
 }
