@@ -1052,14 +1052,17 @@ func (s *state) body(n *ir.Node, ins []string) error {
 	if len(body.Inputs) < len(ins) || len(body.Outputs) != 1 {
 		return fmt.Errorf("%s body of %d inputs, %d outputs for %d inputs", n.OpType, len(body.Inputs), len(body.Outputs), len(ins))
 	}
-	sub := &state{pr: s.pr, l: s.l, ctx: s.ctx, g: body, vals: map[string]*val{}, b: s.b, next: s.next}
+	// The inputs first: uploading a host input takes the run's next
+	// buffer, so the body's state starts counting after them.
+	vals := map[string]*val{}
 	for i, in := range ins {
 		ptr, shape, err := s.dev(in)
 		if err != nil {
 			return err
 		}
-		sub.vals[body.Inputs[i].Name] = &val{ptr: ptr, shape: shape}
+		vals[body.Inputs[i].Name] = &val{ptr: ptr, shape: shape}
 	}
+	sub := &state{pr: s.pr, l: s.l, ctx: s.ctx, g: body, vals: vals, b: s.b, next: s.next}
 	for _, b := range body.Nodes {
 		if err := sub.gpu(b); err != nil {
 			return fmt.Errorf("body layer %s: %w", b.Name, err)
