@@ -26,7 +26,7 @@ func Ops() kernel.Table {
 		"QLinearMatMul":             {Run: runQLinearMatMul, Infer: inferQLinearMatMul},
 		"Gemm":                      {Run: runGemm, Infer: inferGemm, Into: intoGemm, Tactics: gemmTactics, Prepare: prepareGemm},
 		"Conv":                      {Run: runConv, Infer: inferConv, Into: intoConv, Tactics: convTactics, Prepare: prepareConv},
-		"ConvTranspose":             {Run: runConvTranspose, Infer: inferConv},
+		"ConvTranspose":             {Run: runConvTranspose, Into: intoConvTranspose, Infer: inferConv},
 		"ConvInteger":               {Run: runConvInteger, Infer: inferConv},
 		"QLinearConv":               {Run: runQLinearConv, Infer: inferConv},
 		"QuantizeLinear":            {Run: runQuantize, Infer: inferQuantize},
