@@ -328,7 +328,7 @@ func inferPool(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 	return []ir.Type{out, {DType: tensor.Int64, Shape: out.Shape, RankKnown: true}}, nil
 }
 
-func runGlobalPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runGlobalPool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if err := need(in, 1, n.OpType); err != nil {
 		return nil, err
 	}
@@ -349,7 +349,9 @@ func runGlobalPool(_ *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Te
 	if xd != nil {
 		return []*tensor.Tensor{tensor.From(globalPool(xd, NC, S, isMax), out...)}, nil
 	}
-	return []*tensor.Tensor{f32As(x.DType, out, globalPool(xf, NC, S, isMax))}, nil
+	y := make([]float32, NC)
+	globalPool32(c, xf, S, isMax, y)
+	return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
 }
 
 // globalPool: sequential sum then one division, or the maximum.
