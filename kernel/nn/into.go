@@ -509,6 +509,6 @@ func intoGlobalPool(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if out[0].Len() != NC {
 		return fmt.Errorf("nn: %s: preallocated output has %d elements, want %d", n.OpType, out[0].Len(), NC)
 	}
-	globalPoolInto(x.Data.([]float32), prod(x.Shape[2:]), n.OpType == "GlobalMaxPool", out[0].Data.([]float32))
+	globalPool32(c, x.Data.([]float32), prod(x.Shape[2:]), n.OpType == "GlobalMaxPool", out[0].Data.([]float32))
 	return nil
 }
