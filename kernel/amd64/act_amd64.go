@@ -1,11 +1,5 @@
 package amd64
 
-// SiLUConsts is the length of SiLUZ's constant table: Exp32's constants
-// (package vmath) in the order log2e, -ln2Hi, -ln2Lo, its polynomial's
-// six coefficients (highest degree first), expMax, expMin, then 1, +Inf
-// and -0 (the sign mask), each as the scalar function has it.
-const SiLUConsts = 14
-
 // SiLUZ (AVX-512F, where EnabledZ) sets y[i] = x[i]·Sigmoid32(x[i]) (with
 // sigFirst, Sigmoid32(x[i])·x[i]: which NaN a NaN input gives) for i < n,
 // any n (the last partial vector masked): vmath's Sigmoid32 (1/(1 +

@@ -2,9 +2,6 @@
 
 package amd64
 
-// SiLUConsts is the length of SiLUZ's constant table.
-const SiLUConsts = 14
-
 // SiLUZ needs amd64 (EnabledZ is false elsewhere).
 func SiLUZ(x, y *float32, n int, tab *[SiLUConsts]float32, sigFirst bool) {
 	panic("amd64: SiLUZ called without AVX-512")

@@ -1,8 +1,6 @@
 package fused
 
 import (
-	"math"
-
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/vmath"
@@ -16,26 +14,6 @@ import (
 // s·x with act_sigmoid_first: the order decides only which NaN a NaN
 // input gives): the Sigmoid and Mul nodes' bits (TestSiLUAct,
 // TestFusedSiLU).
-
-// siluTab is amd64.SiLUZ's constant table: vmath's Exp32 constants, as
-// float32 literals of the same values (TestSiLUAct compares with
-// vmath.Sigmoid32 itself), then 1, +Inf and the sign mask.
-var siluTab = [amd64.SiLUConsts]float32{
-	1.44269504088896341, // log2e
-	-0.693359375,        // -ln2Hi
-	2.12194440e-4,       // -ln2Lo
-	1.9875691500e-4,     // Exp32's polynomial, highest degree first
-	1.3981999507e-3,
-	8.3334519073e-3,
-	4.1665795894e-2,
-	1.6666665459e-1,
-	5.0000001201e-1,
-	88.72283935546875, // expMax
-	-87.33654475,      // expMin
-	1,
-	float32(math.Inf(1)),
-	float32(math.Copysign(0, -1)), // the sign mask: -0
-}
 
 // siluXS and siluSX are the SiLU Acts of the vector kernels' levels (AVX2
 // and the portable twins: the Ctx's Vec runs the Sigmoid), siluXSZ and
@@ -51,7 +29,7 @@ func siluZ(dst, src []float32, sigFirst bool) {
 		return
 	}
 	_ = dst[len(src)-1]
-	amd64.SiLUZ(&src[0], &dst[0], len(src), &siluTab, sigFirst)
+	amd64.SiLUZ(&src[0], &dst[0], len(src), &amd64.SiLUTab, sigFirst)
 }
 
 // siluVec is SiLU through v's Sigmoid32s, in blocks of a stack buffer.

@@ -23,15 +23,6 @@ type actFn func(v vmath.Vec, y []float32)
 // amd64.SiLUZ 16 lanes at a time on AVX-512, else the Ctx's Vec Sigmoid
 // and the product (TestQ8SiLU compares with the Sigmoid and Mul nodes).
 
-// siluTab is amd64.SiLUZ's constant table (amd64.SiLUConsts documents
-// its order): vmath's Exp32 constants, then 1, +Inf and the sign mask.
-var siluTab = [amd64.SiLUConsts]float32{
-	1.44269504088896341, -0.693359375, 2.12194440e-4,
-	1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1,
-	88.72283935546875, -87.33654475,
-	1, float32(math.Inf(1)), float32(math.Copysign(0, -1)),
-}
-
 func siluXSZ(_ vmath.Vec, y []float32) { siluZ(y, false) }
 func siluSXZ(_ vmath.Vec, y []float32) { siluZ(y, true) }
 func siluXS(v vmath.Vec, y []float32)  { siluVec(v, y, false) }
@@ -39,7 +30,7 @@ func siluSX(v vmath.Vec, y []float32)  { siluVec(v, y, true) }
 
 func siluZ(y []float32, sigFirst bool) {
 	if len(y) > 0 {
-		amd64.SiLUZ(&y[0], &y[0], len(y), &siluTab, sigFirst)
+		amd64.SiLUZ(&y[0], &y[0], len(y), &amd64.SiLUTab, sigFirst)
 	}
 }
 
