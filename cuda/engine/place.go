@@ -550,40 +550,8 @@ func sameStatic(types map[string]ir.Type, a, b string) bool {
 	return ta.RankKnown && tb.RankKnown && ta.String() == tb.String()
 }
 
-// edwParts rebuilds an ExpandDepthwise layer's two parts (kernel/fused's
-// layout: the expansion's inputs, then the depthwise's but its first;
-// attributes a:type, a:domain, a:version, a.<name>, and b's): a writes
-// the value n.Name+"/a", which b reads; b writes n's output. The GPU runs
-// them one after the other, the operations of the two layers.
-func edwParts(n *ir.Node) (a, b *ir.Node, err error) {
-	sp := int(n.Int("split", 0))
-	if sp < 2 || sp >= len(n.Inputs) || len(n.Outputs) != 1 {
-		return nil, nil, fmt.Errorf("ExpandDepthwise layer with split %d of %d inputs, %d outputs", sp, len(n.Inputs), len(n.Outputs))
-	}
-	mid := n.Name + "/a"
-	part := func(p string) (*ir.Node, error) {
-		x := &ir.Node{Name: mid, OpType: n.String(p+":type", ""), Domain: n.String(p+":domain", ""),
-			Version: n.Int(p+":version", 0), Attrs: map[string]*ir.Attr{}}
-		for k, v := range n.Attrs {
-			if name, ok := strings.CutPrefix(k, p+"."); ok {
-				c := *v
-				c.Name = name
-				x.Attrs[name] = &c
-			}
-		}
-		if x.OpType == "" {
-			return nil, fmt.Errorf("ExpandDepthwise part %s has no op type", p)
-		}
-		return x, nil
-	}
-	if a, err = part("a"); err != nil {
-		return nil, nil, err
-	}
-	if b, err = part("b"); err != nil {
-		return nil, nil, err
-	}
-	b.Name = n.Name + "/b"
-	a.Inputs, a.Outputs = append([]string{}, n.Inputs[:sp]...), []string{mid}
-	b.Inputs, b.Outputs = append([]string{mid}, n.Inputs[sp:]...), []string{n.Outputs[0]}
-	return a, b, nil
-}
+// edwParts rebuilds an ExpandDepthwise layer's two parts
+// (fused.ExpandDepthwiseParts): a writes the value n.Name+"/a", which b
+// reads; b writes n's output. The GPU runs them one after the other, the
+// operations of the two layers.
+func edwParts(n *ir.Node) (a, b *ir.Node, err error) { return fused.ExpandDepthwiseParts(n) }
