@@ -161,19 +161,28 @@ func (l *layer) computeDirect(pool machine, g *geom2, x []float32, y []float32, 
 			xg := x[(ni*g.C+gi*g.Cg)*g.H*g.W : (ni*g.C+(gi+1)*g.Cg)*g.H*g.W]
 			g.padPairs(&d, xg, l.inv, xp, zero, offs)
 			o := (ni*g.M + gi*g.Mg) * P
+			mult, bias, res := l.groupEpi(p, gi, g.Mg, o, P)
 			*j = dconvJob{l: l, g: g, d: d, w: w[gi], xp: xp, offs: offs,
-				y: y[o : o+g.Mg*P], mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], relu: p.relu, act: p.act, twins: pool.twins}
-			if l.bias != nil {
-				j.bias = l.bias[gi*g.Mg : (gi+1)*g.Mg]
-			}
-			if p.res != nil {
-				j.res = p.res[o : o+g.Mg*P]
-			}
+				y: y[o : o+g.Mg*P], mult: mult, bias: bias, res: res, relu: p.relu, act: p.act, twins: pool.twins}
 			nb := (g.Mg + 15) / 16
 			pool.Run(nb*d.ntiles, g.Mg*g.K()*P, j)
 			*j = dconvJob{}
 		}
 	}
+}
+
+// groupEpi returns group gi's per-channel multipliers and biases (nil
+// without a bias) and its residual (nil without one): Mg output channels
+// of P positions from output offset o.
+func (l *layer) groupEpi(p post, gi, Mg, o, P int) (mult, bias, res []float32) {
+	mult = l.mult[gi*Mg : (gi+1)*Mg]
+	if l.bias != nil {
+		bias = l.bias[gi*Mg : (gi+1)*Mg]
+	}
+	if p.res != nil {
+		res = p.res[o : o+Mg*P]
+	}
+	return mult, bias, res
 }
 
 func grow32f(b *[]float32, n int) *[]float32 {

@@ -372,14 +372,9 @@ func (l *layer) computePointwise(pool machine, g *geom2, x, y []float32, p post,
 			pool.Run(nbp, g.Cg*P, pj)
 			*pj = panelJob{}
 			o := (ni*g.M + gi*g.Mg) * P
+			mult, bias, res := l.groupEpi(p, gi, g.Mg, o, P)
 			*cj = colsJob{l: l, v: v, pan: pan, w: v.rows[gi], init: v.init[gi], Mg: g.Mg, P: P,
-				y: y[o : o+g.Mg*P], mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], relu: p.relu, act: p.act, twins: pool.twins}
-			if l.bias != nil {
-				cj.bias = l.bias[gi*g.Mg : (gi+1)*g.Mg]
-			}
-			if p.res != nil {
-				cj.res = p.res[o : o+g.Mg*P]
-			}
+				y: y[o : o+g.Mg*P], mult: mult, bias: bias, res: res, relu: p.relu, act: p.act, twins: pool.twins}
 			pool.Run(nbp*nrg, g.Mg*g.K()*P, cj)
 			*cj = colsJob{}
 		}

@@ -150,14 +150,9 @@ func (l *layer) computeQuad(pool machine, g *geom2, x []float32, y []float32, p 
 			xg := x[(ni*g.C+gi*g.Cg)*g.H*g.W : (ni*g.C+(gi+1)*g.Cg)*g.H*g.W]
 			g.padQuads(pool.twins, &d, xg, l.inv, xq, plane, four, offs)
 			o := (ni*g.M + gi*g.Mg) * P
+			mult, bias, res := l.groupEpi(p, gi, g.Mg, o, P)
 			*j = dconvJob{l: l, g: g, d: d, w: w[gi], xq: xq, qinit: init[gi], offs: offs,
-				y: y[o : o+g.Mg*P], mult: l.mult[gi*g.Mg : (gi+1)*g.Mg], relu: p.relu, act: p.act, twins: pool.twins}
-			if l.bias != nil {
-				j.bias = l.bias[gi*g.Mg : (gi+1)*g.Mg]
-			}
-			if p.res != nil {
-				j.res = p.res[o : o+g.Mg*P]
-			}
+				y: y[o : o+g.Mg*P], mult: mult, bias: bias, res: res, relu: p.relu, act: p.act, twins: pool.twins}
 			nb := (g.Mg + 15) / 16
 			pool.Run(nb*d.ntiles, g.Mg*g.K()*P, j)
 			*j = dconvJob{}
