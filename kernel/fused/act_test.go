@@ -95,7 +95,7 @@ func TestSiLUAct(t *testing.T) {
 	check := func(name string, got, w []float32, off int) {
 		t.Helper()
 		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(w[i]) {
+			if !sameFloat(got[i], w[i]) {
 				t.Fatalf("%s: x=%v (%#08x): got %v (%#08x), want %v (%#08x)", name, xs[off+i], math.Float32bits(xs[off+i]),
 					got[i], math.Float32bits(got[i]), w[i], math.Float32bits(w[i]))
 			}
@@ -182,7 +182,7 @@ func TestHardSwishAct(t *testing.T) {
 				check := func(got, w []float32, off int) {
 					t.Helper()
 					for i := range got {
-						if math.Float32bits(got[i]) != math.Float32bits(w[i]) {
+						if !sameFloat(got[i], w[i]) {
 							t.Fatalf("%s a=%v sigFirst=%v: x=%v (%#08x): got %#08x, want %#08x", name, ab[0], sf, xs[off+i], math.Float32bits(xs[off+i]), math.Float32bits(got[i]), math.Float32bits(w[i]))
 						}
 					}
