@@ -18,8 +18,8 @@ import (
 // siluXS and siluSX are the SiLU Acts of the vector kernels' levels (AVX2
 // and the portable twins: the Ctx's Vec runs the Sigmoid), siluXSZ and
 // siluSXZ those of AVX-512 (amd64.SiLUZ); XS multiplies x·s, SX s·x.
-func siluXS(v vmath.Vec, dst, src []float32) { siluVec(v, dst, src, false) }
-func siluSX(v vmath.Vec, dst, src []float32) { siluVec(v, dst, src, true) }
+func siluXS(v vmath.Vec, dst, src []float32) { SiLUVec(v, dst, src, false) }
+func siluSX(v vmath.Vec, dst, src []float32) { SiLUVec(v, dst, src, true) }
 
 func siluXSZ(_ vmath.Vec, dst, src []float32) { siluZ(dst, src, false) }
 func siluSXZ(_ vmath.Vec, dst, src []float32) { siluZ(dst, src, true) }
@@ -32,10 +32,11 @@ func siluZ(dst, src []float32, sigFirst bool) {
 	amd64.SiLUZ(&src[0], &dst[0], len(src), &amd64.SiLUTab, sigFirst)
 }
 
-// siluVec is SiLU through v's Sigmoid32s, in blocks of a stack buffer.
-// dst and src may be the same slice: each x is read before its output is
-// written.
-func siluVec(v vmath.Vec, dst, src []float32, sigFirst bool) {
+// SiLUVec is SiLU through v's Sigmoid32s (the AVX2 and portable levels'
+// form; kernel/q8's int8 epilogue uses it too), in blocks of a stack
+// buffer. dst and src may be the same slice: each x is read before its
+// output is written.
+func SiLUVec(v vmath.Vec, dst, src []float32, sigFirst bool) {
 	var buf [256]float32
 	dst = dst[:len(src)]
 	for i := 0; i < len(src); i += len(buf) {

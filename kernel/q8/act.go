@@ -34,23 +34,8 @@ func siluZ(y []float32, sigFirst bool) {
 	}
 }
 
-func siluVec(v vmath.Vec, y []float32, sigFirst bool) {
-	var buf [64]float32 // small: the direct tiles pass runs of at most 16 values
-	for i := 0; i < len(y); i += len(buf) {
-		x := y[i:min(i+len(buf), len(y))]
-		s := buf[:len(x)]
-		v.Sigmoid32s(s, x)
-		if sigFirst {
-			for j, xv := range x {
-				x[j] = s[j] * xv
-			}
-		} else {
-			for j, xv := range x {
-				x[j] = xv * s[j]
-			}
-		}
-	}
-}
+// siluVec is the Fused layer's SiLU on the levels below AVX-512, in place.
+func siluVec(v vmath.Vec, y []float32, sigFirst bool) { fused.SiLUVec(v, y, y, sigFirst) }
 
 // siluAct returns the SiLU activation for c's instruction set.
 func siluAct(c *kernel.Ctx, sigFirst bool) actFn {
