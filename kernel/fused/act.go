@@ -37,7 +37,7 @@ func siluZ(dst, src []float32, sigFirst bool) {
 // buffer. dst and src may be the same slice: each x is read before its
 // output is written.
 func SiLUVec(v vmath.Vec, dst, src []float32, sigFirst bool) {
-	var buf [256]float32
+	var buf [64]float32 // blocks change no value; small, as it is zeroed on every call (callers pass runs of 16)
 	dst = dst[:len(src)]
 	for i := 0; i < len(src); i += len(buf) {
 		x := src[i:min(i+len(buf), len(src))]
@@ -104,7 +104,7 @@ func hardSwishActs(a, b float32, sigFirst bool) *[2]func(vmath.Vec, []float32, [
 // a[i]; HardSigmoid's NaN is Go's min's, not x's). dst and src may be the
 // same slice.
 func hardSwishLoop(dst, src []float32, a, b float32, sigFirst bool) {
-	var buf [256]float32
+	var buf [64]float32 // blocks change no value; small, as it is zeroed on every call (callers pass runs of 16)
 	dst = dst[:len(src)]
 	for i := 0; i < len(src); i += len(buf) {
 		x := src[i:min(i+len(buf), len(src))]
