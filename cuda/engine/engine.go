@@ -681,6 +681,9 @@ func ints(n *ir.Node, name string, def ...int) []int {
 // gpu runs a layer placed on cuda.
 func (s *state) gpu(n *ir.Node) error {
 	e := s.pr.e
+	if ok, err := s.extraGPU(n); ok {
+		return err
+	}
 	switch n.OpType {
 	case fused.OpFused:
 		h, _ := fused.LayerOf(n)

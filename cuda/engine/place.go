@@ -59,6 +59,9 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 			}
 		}
 	}
+	if k, why, ok := extraKernel(n, g, types); ok {
+		return k, why
+	}
 	switch n.OpType {
 	case fused.OpFused:
 		return fusedKernel(n, g, types, chain)

@@ -169,6 +169,9 @@ func Run(cfg Config, w io.Writer) (*Report, error) {
 	}
 	s := &suite{cfg: cfg, w: w, c: c, e: e, r: rand.New(rand.NewSource(cfg.Seed + 1)), rep: rep}
 	steps := []func() error{s.unary, s.add, s.moves, s.bcasts, s.resizes, s.gemm, s.conv, s.pools, s.softmax, s.layerNorm, s.invariance, s.graph}
+	for _, t := range extraTwins {
+		steps = append(steps, func() error { return t(s) })
+	}
 	if cfg.SkipTwins {
 		steps = nil
 	}
@@ -202,6 +205,10 @@ func Run(cfg Config, w io.Writer) (*Report, error) {
 	fmt.Fprintf(w, "twin checks: %d, failed %d; outputs compared %d, bits different %d\n", len(rep.Results), rep.Failed(), el, df)
 	return rep, nil
 }
+
+// extraTwins are twin steps that op-family files add in an init; they run
+// after the built-in ones.
+var extraTwins []func(*suite) error
 
 // ErrDiffer is returned by callers that treat differing bits as failure.
 var ErrDiffer = errors.New("gputest: GPU bits differ from the CPU twin")

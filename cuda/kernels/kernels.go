@@ -1,4 +1,5 @@
-// Package kernels holds vouch's CUDA C kernels (exact.cu) and the one set
+// Package kernels holds vouch's CUDA C kernels (exact.cu and the files
+// listed in Sources, compiled as one translation unit) and the one set
 // of NVRTC options they are compiled with. The source is embedded so that
 // `vouch build --device cuda` can compile it with NVRTC for the plan's
 // target architecture; a plan stores the products (PTX and cubin) and the
@@ -18,7 +19,37 @@ import (
 )
 
 //go:embed exact.cu
-var exactSource string
+var exactCU string
+
+//go:embed elementwise.cu
+var elementwiseCU string
+
+//go:embed convt.cu
+var convtCU string
+
+//go:embed rnn.cu
+var rnnCU string
+
+// Sources are the CUDA C files of the exact kernels in the order they are
+// joined into one translation unit: exact.cu first (its helpers and the
+// vmath polynomials), then one file per op family. An empty file adds
+// nothing, so the source digest is that of the non-empty files joined.
+var Sources = []struct{ Name, Text string }{
+	{"exact.cu", exactCU},
+	{"elementwise.cu", elementwiseCU},
+	{"convt.cu", convtCU},
+	{"rnn.cu", rnnCU},
+}
+
+var exactSource = joinSources()
+
+func joinSources() string {
+	s := ""
+	for _, f := range Sources {
+		s += f.Text
+	}
+	return s
+}
 
 // Name is the source's name in compiler messages.
 const Name = "exact.cu"
@@ -95,6 +126,9 @@ var All = allKernels()
 
 func allKernels() []string {
 	a := []string{Unary, Add, SGEMM, SGEMM128K8, SGEMM128, Conv2D, MaxPool2D, AvgPool2D, GlobalAvg, Softmax, LayerNorm, Affine, Clip, ConvDirect, Copy, AddBcast, DivBcast, Gather}
+	a = append(a, ElementwiseKernels...)
+	a = append(a, ConvTKernels...)
+	a = append(a, RNNKernels...)
 	for _, t := range ConvTiles {
 		a = append(a, t.Name, ConvTile1x1(t.Name))
 		if t.Vec {

@@ -1,0 +1,4 @@
+package kernels
+
+// RNNKernels are the entry points of rnn.cu (LSTM, GRU, RNN).
+var RNNKernels = []string{}
