@@ -33,7 +33,7 @@ func Section(g *ir.Graph, types map[string]ir.Type, img *cuda.Image, env Env) pl
 // Build compiles the exact kernels with n for arch ("sm_90") and turns the
 // encoded CPU plan of g into a GPU plan. This is the only place NVRTC runs.
 func Build(cpuPlan []byte, g *ir.Graph, types map[string]ir.Type, n *cuda.NVRTC, arch string, env Env) ([]byte, *plan.GPU, error) {
-	img, err := cuda.Build(n, kernels.Source(), kernels.Name, arch, kernels.Options)
+	img, err := Kernels(n, arch)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -43,4 +43,10 @@ func Build(cpuPlan []byte, g *ir.Graph, types map[string]ir.Type, n *cuda.NVRTC,
 		return nil, nil, err
 	}
 	return b, &sec, nil
+}
+
+// Kernels compiles the exact kernels with n for arch: the image Build
+// stores in a GPU plan.
+func Kernels(n *cuda.NVRTC, arch string) (*cuda.Image, error) {
+	return cuda.Build(n, kernels.Source(), kernels.Name, arch, kernels.Options)
 }

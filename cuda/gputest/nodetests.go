@@ -59,7 +59,7 @@ func OpenNodeTarget(driver, nvrtc string, ordinal int, imageCache string, w io.W
 			return NodeTarget{}, nil, err
 		}
 		t0 := time.Now()
-		if img, err = cuda.Build(n, src, kernels.Name, arch, kernels.Options); err != nil {
+		if img, err = engine.Kernels(n, arch); err != nil {
 			hold.Close()
 			return NodeTarget{}, nil, err
 		}

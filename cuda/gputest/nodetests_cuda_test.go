@@ -5,6 +5,7 @@ package gputest
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -22,6 +23,7 @@ var (
 	flagNodeImage    = flag.String("nodetests-image", "", "kernel image cache file (NVRTC runs once across restarts)")
 	flagNodeRTol     = flag.Float64("nodetests-rtol", 0, "reference check rtol (0 with atol 0: the conformance runner's)")
 	flagNodeATol     = flag.Float64("nodetests-atol", 0, "reference check atol")
+	flagNodeStandIn  = flag.Bool("nodetests-standin", false, "no GPU: the portable CPU engine stands in for the device (rehearses a run)")
 )
 
 // TestNodeTests runs the ONNX node tests (or zoo models) named by
@@ -46,11 +48,15 @@ func TestNodeTests(t *testing.T) {
 	if *flagNodeDeadline > 0 {
 		cfg.Deadline = time.Unix(*flagNodeDeadline, 0)
 	}
-	target, release, err := OpenNodeTarget(*flagCUDA, *flagNVRTC, 0, *flagNodeImage, os.Stdout)
-	if err != nil {
-		t.Fatal(err)
+	target, release := testTarget(portable), func() {}
+	if !*flagNodeStandIn {
+		var err error
+		if target, release, err = OpenNodeTarget(*flagCUDA, *flagNVRTC, 0, *flagNodeImage, os.Stdout); err != nil {
+			t.Fatal(err)
+		}
 	}
 	defer release()
+	fmt.Printf("nodetests: device %s\n", target.Name)
 	sum, err := NodeTests(cfg, target, os.Stdout)
 	if errors.Is(err, ErrRestart) {
 		t.Fatalf("%v (results in %s)", err, cfg.Results)
