@@ -409,3 +409,20 @@ func TestCompareCriteria(t *testing.T) {
 		t.Fatal("bad check accepted")
 	}
 }
+
+// TestSummaryNamesServingDevice: the summary says where the record was
+// computed (a GPU-served trace replayed on a CPU shows both).
+func TestSummaryNamesServingDevice(t *testing.T) {
+	r := &Report{Verdict: Verified, TraceID: "t1", Checkpoint: &audit.Checkpoint{Size: 1}, Record: &audit.Record{Backend: "cuda-exact", Device: "cuda:0 NVIDIA H200 (sm_90)"}}
+	r.Engine.RanOn = "cpu (CPU kernels at instruction set avx512)"
+	var sum bytes.Buffer
+	r.Summary(&sum)
+	for _, want := range []string{"served on  cuda-exact on cuda:0 NVIDIA H200 (sm_90)", "ran on     cpu (CPU kernels"} {
+		if !strings.Contains(sum.String(), want) {
+			t.Fatalf("summary lacks %q:\n%s", want, sum.String())
+		}
+	}
+	if got := servedOn("", "cpu"); got != "cpu" {
+		t.Fatalf("servedOn without backend = %q", got)
+	}
+}

@@ -114,6 +114,9 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, ", signed by %s", strings.Join(r.Engine.SignedBy, ", "))
 	}
 	fmt.Fprintln(w)
+	if rec.Device != "" || rec.Backend != "" {
+		fmt.Fprintf(w, "  served on  %s\n", servedOn(rec.Backend, rec.Device))
+	}
 	if r.Engine.RanOn != "" {
 		fmt.Fprintf(w, "  ran on     %s\n", r.Engine.RanOn)
 	}
@@ -311,3 +314,15 @@ Replayed at {{time .R.ReplayedAt}}{{if .R.Replayer}} by {{.R.Replayer}}{{end}}.<
 <pre>{{.JSON}}</pre>
 </main></body></html>
 `))
+
+// servedOn is the record's backend and device in one phrase, as the
+// serving engine recorded them ("cuda-exact on cuda:0 NVIDIA H200 …").
+func servedOn(backend, device string) string {
+	switch {
+	case backend == "":
+		return device
+	case device == "":
+		return backend
+	}
+	return backend + " on " + device
+}

@@ -324,6 +324,8 @@ func printRecord(w io.Writer, idx uint64, leaf string, r *audit.Record) {
 	}
 	p("bundle", r.BundleDigest)
 	p("plan", r.PlanDigest)
+	p("backend", r.Backend)
+	p("device", r.Device)
 	p("input", r.InputDigest)
 	p("output", r.OutputDigest)
 	if r.OutputLabel != "" {
