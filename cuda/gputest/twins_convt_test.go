@@ -1,0 +1,129 @@
+package gputest
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vouchml/vouch/cuda/engine"
+	"github.com/vouchml/vouch/cuda/exact"
+	"github.com/vouchml/vouch/kernel/vmath"
+)
+
+// hostConvT is vx_convt (convt.cu) line for line on the host, with
+// exact.ConvT's choice of mode (vx_convt_finite's flag): the kernel's
+// index arithmetic and float32 operations, so that the suite's cases are
+// known to give the CPU's bits before a GPU runs them.
+func hostConvT(g exact.ConvTGeom, x, w, bias []float32) []float32 {
+	mode := exact.ConvTGeneral
+	if g.Tiled() {
+		mode = exact.ConvTLive
+		for _, v := range w[:g.C*(g.M/g.G)*g.KH*g.KW] {
+			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+				mode = exact.ConvTGeneral
+			}
+		}
+	}
+	return hostConvTMode(g, mode, x, w, bias)
+}
+
+// hostConvTMode is vx_convt in mode (ConvTGeneral or ConvTLive).
+func hostConvTMode(g exact.ConvTGeom, mode exact.ConvTMode, x, w, bias []float32) []float32 {
+	Cg, Mg, kn, P, HW := g.C/g.G, g.M/g.G, g.KH*g.KW, g.OH*g.OW, g.H*g.W
+	wstep := Mg * kn
+	canon := func(v float32) float32 {
+		if v != v {
+			return math.Float32frombits(0x7fc00000)
+		}
+		return v
+	}
+	y := make([]float32, g.OutLen())
+	for t := range y {
+		nm, p := t/P, t%P
+		n, m := nm/g.M, nm%g.M
+		gi, mm := m/Mg, m%Mg
+		oh, ow := p/g.OW, p%g.OW
+		xc := x[(n*g.C+gi*Cg)*HW:]
+		wm := w[(gi*Cg*Mg+mm)*kn:]
+		var acc float32
+		if mode == exact.ConvTLive {
+			kh, kw := oh%g.KH, ow%g.KW
+			xp := xc[(oh/g.KH)*g.W+ow/g.KW:]
+			wp := wm[kh*g.KW+kw:]
+			for c := 0; c < Cg; c++ {
+				acc = vmath.FMA32(wp[c*wstep], xp[c*HW], acc)
+			}
+		} else {
+			for c := 0; c < Cg; c++ {
+				for kh := 0; kh < g.KH; kh++ {
+					vh := oh + g.PH - kh*g.DH
+					ih := vh / g.SH // C's division truncates, as Go's
+					rok := vh >= 0 && ih*g.SH == vh && ih < g.H
+					for kw := 0; kw < g.KW; kw++ {
+						vw := ow + g.PW - kw*g.DW
+						iw := vw / g.SW
+						var v float32
+						if rok && vw >= 0 && iw*g.SW == vw && iw < g.W {
+							v = xc[c*HW+ih*g.W+iw]
+						}
+						acc = vmath.FMA32(wm[c*wstep+kh*g.KW+kw], v, acc)
+					}
+				}
+			}
+		}
+		v := canon(acc)
+		if bias != nil {
+			v = canon(v + bias[m])
+		}
+		y[t] = v
+	}
+	return y
+}
+
+// The suite's ConvTranspose cases, computed with vx_convt's arithmetic on
+// the host over engine.ConvTGeometry, give kernel/nn's bits for many
+// seeds: the geometry, the choice of chain and the chains themselves are
+// right before the GPU machine sees them.
+func TestConvTHost(t *testing.T) {
+	cases, tiled, negZero := 0, 0, 0
+	for seed := int64(0); seed < 12; seed++ {
+		s := &suite{cfg: Config{Cases: 12}, r: rand.New(rand.NewSource(seed))}
+		for _, c := range s.convtCases() {
+			x, w, b := s.convtData(c)
+			want, err := cpuConvT(c, x, w, b)
+			if err != nil {
+				t.Fatalf("seed %d: %s: CPU: %v", seed, c.name, err)
+			}
+			g, err := engine.ConvTGeometry(c.n, c.x, c.w)
+			if err != nil {
+				t.Fatalf("seed %d: %s: %v", seed, c.name, err)
+			}
+			if fmt.Sprint(engine.ConvTShape(g)) != fmt.Sprint(want.Shape) {
+				t.Fatalf("seed %d: %s: geometry gives %v, the CPU %v", seed, c.name, engine.ConvTShape(g), want.Shape)
+			}
+			got, wv := hostConvT(g, x, w, b), f32(want)
+			for i := range wv {
+				gb, cb := math.Float32bits(got[i]), math.Float32bits(wv[i])
+				if gb != cb && !(c.bias && got[i] != got[i] && wv[i] != wv[i]) {
+					t.Fatalf("seed %d: %s: output %d %#08x, the CPU's %#08x", seed, c.name, i, gb, cb)
+				}
+			}
+			if g.Tiled() {
+				tiled++
+			}
+			if c.x0 != nil {
+				// The case where the chains differ does tell them apart.
+				gen := hostConvTMode(g, exact.ConvTGeneral, x, w, b)
+				if math.Float32bits(gen[0]) == math.Float32bits(wv[0]) {
+					t.Fatalf("%s: the general chain gives the CPU's %#08x too", c.name, math.Float32bits(wv[0]))
+				}
+				negZero++
+			}
+			cases++
+		}
+	}
+	if cases < 12*(26+12) || tiled < 12*7 || negZero != 12 {
+		t.Fatalf("%d cases, %d tiled, %d of the -0 case", cases, tiled, negZero)
+	}
+}
