@@ -7,7 +7,8 @@
 #                                    into .gpucarry/nodetests.tgz and the zoo
 #                                    models of ZOO_MODELS (in that order, while
 #                                    the whole carry stays under CARRY_MB,
-#                                    default 60) into .gpucarry/zoo/NAME.tgz;
+#                                    default 56) into .gpucarry/zoo/NAME.tgz
+#                                    (and the other backend suites);
 #                                    builds .gpucarry/gputest.test.gz when it is
 #                                    missing (BUILD=1: always). Run it after
 #                                    scripts/gpu-proof.sh prepare (which
@@ -35,28 +36,38 @@ C=.gpucarry
 # 1-D convolutions, tabular MLPs, then the CNNs with Concat, SE/HardSwish,
 # channel shuffle, Resize); prepare takes them in this order while the
 # carry fits.
-ZOO_MODELS=${ZOO_MODELS:-"unet_small lstm_64x128 gru_64x128 bilstm_64x128 lstm_classifier lstm2_128x256 bigru2_128x256 mlp_tabular mlp_tabular_bn ecg_cnn1d tcn1d kws_dwconv1d squeezenet1_1 mobilenet_v3_small shufflenet_v2_x1_0 lraspp_mobilenet_v3_large mnasnet1_0"}
+ZOO_MODELS=${ZOO_MODELS:-"unet_small lstm_64x128 gru_64x128 bilstm_64x128 lstm_classifier mlp_tabular mlp_tabular_bn ecg_cnn1d tcn1d kws_dwconv1d squeezenet1_1 lstm2_128x256 SUITES shufflenet_v2_x1_0 mobilenet_v3_small bigru2_128x256 lraspp_mobilenet_v3_large mnasnet1_0"}
+# SUITES in that list is the rest of the backend test suite
+# (pytorch-converted, pytorch-operator, simple: 4.8 MB), run after the node
+# tests in the same phase.
+DATA=/usr/share/libonnx-testdata/data
 
 prepare() {
 	mkdir -p $C/zoo
 	if [ "${BUILD:-0}" = 1 ] || [ ! -f $C/gputest.test.gz ]; then
 		CGO_ENABLED=0 go test -c -tags cuda -o $C/gputest.test ./cuda/gputest && gzip -9 -f $C/gputest.test || exit 1
 	fi
-	tar czf $C/nodetests.tgz -C /usr/share/libonnx-testdata/data node || exit 1
-	rm -f $C/zoo/*.tgz
-	limit=$((${CARRY_MB:-60} * 1048576))
+	tar czf $C/nodetests.tgz -C $DATA node || exit 1
+	rm -f $C/zoo/*.tgz $C/suites.tgz
+	limit=$((${CARRY_MB:-56} * 1048576))
 	zoo=${ZOO:-/work/zoo}
 	for m in $ZOO_MODELS; do
-		if [ ! -f $zoo/$m/model.onnx ] || [ ! -f $zoo/$m/test_data_set_0/output_0.pb ]; then
+		if [ $m = SUITES ]; then
+			f=$C/suites.tgz
+			tar czf $f -C $DATA pytorch-converted pytorch-operator simple
+		elif [ ! -f $zoo/$m/model.onnx ] || [ ! -f $zoo/$m/test_data_set_0/output_0.pb ]; then
 			echo "zoo: $m not exported (yet) in $zoo"
 			continue
+		else
+			f=$C/zoo/$m.tgz
+			tar czf $f -C $zoo $m
 		fi
-		tar czf $C/zoo/$m.tgz -C $zoo $m
 		if [ "$(du -sb $C | cut -f1)" -gt "$limit" ]; then
-			echo "zoo: $m left out ($(du -b $C/zoo/$m.tgz | cut -f1) bytes): the carry would pass ${CARRY_MB:-60} MiB"
-			rm -f $C/zoo/$m.tgz
+			echo "carry: $m left out ($(du -b $f | cut -f1) bytes): the carry would pass ${CARRY_MB:-56} MiB"
+			rm -f $f
 		fi
 	done
+	[ -f $C/suites.tgz ] && echo "suites in the carry: pytorch-converted pytorch-operator simple"
 	echo "zoo in the carry: $(cd $C/zoo && ls *.tgz 2>/dev/null | sed 's/\.tgz$//' | tr '\n' ' ')"
 	for p in $C/nodetests.tgz $C/zoo $C; do du -sh $p; done
 }
@@ -97,11 +108,15 @@ device() {
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 	gunzip -c $C/gputest.test.gz >$T/gputest.test && chmod +x $T/gputest.test || exit 1
 	tar xzf $C/nodetests.tgz -C $T || exit 1
+	roots=$T/node
+	if [ -f $C/suites.tgz ]; then
+		tar xzf $C/suites.tgz -C $T && roots=$roots,$T/pytorch-converted,$T/pytorch-operator,$T/simple
+	fi
 	for f in $C/zoo/*.tgz; do
 		[ -f "$f" ] && tar xzf "$f" -C $T/zoo
 	done
-	echo "unpacked in $(($(date +%s) - START)) s: $(ls $T/node | wc -l) node tests, zoo: $(ls $T/zoo | tr '\n' ' ')"
-	phase node $T/node "$OUT/nodetests.jsonl" $((START + ${NODE_S:-70})) -nodetests-timeout 20s
+	echo "unpacked in $(($(date +%s) - START)) s: $roots, zoo: $(ls $T/zoo | tr '\n' ' ')"
+	phase node $roots "$OUT/nodetests.jsonl" $((START + ${NODE_S:-70})) -nodetests-timeout 20s
 	if [ -n "$(ls $T/zoo)" ]; then
 		phase zoo $T/zoo "$OUT/zoo.jsonl" $((END - 12)) -nodetests-timeout 40s -nodetests-rtol 1e-4 -nodetests-atol 1e-5
 	fi

@@ -369,6 +369,18 @@ func (s *NodeSummary) write(w io.Writer, cfg NodeConfig) {
 	fmt.Fprintf(w, "SUMMARY %s: %d tests; %d ran with layers on the GPU: %d BITS-EQUAL, %d BITS-DIFFER, %d ERROR (%d of %d values differ); reference (rtol %g, atol %g): %d pass, %d fail; %d skipped; %d not run (time limit or stopped)\n",
 		strings.Join(cfg.Roots, ","), s.Tests+s.NotRun, s.Equal+s.Differ+s.Errors, s.Equal, s.Differ, s.Errors, s.Diffs, s.Values,
 		cfg.RTol, cfg.ATol, s.RefPass, s.RefFail, s.Skipped, s.NotRun)
+	kinds := map[string]int{}
+	for reason, n := range s.SkipReasons {
+		kind, _, _ := strings.Cut(reason, ": ")
+		kinds[kind] += n
+	}
+	var parts []string
+	for _, kv := range byCount(kinds) {
+		parts = append(parts, fmt.Sprintf("%d %s", kv.n, kv.key))
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "  skipped by kind: %s\n", strings.Join(parts, "; "))
+	}
 	for _, kv := range byCount(s.SkipReasons) {
 		fmt.Fprintf(w, "  skipped %4d  %s\n", kv.n, kv.key)
 	}

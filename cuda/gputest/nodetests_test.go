@@ -118,7 +118,8 @@ func TestNodeTestsSelection(t *testing.T) {
 	if sum.Tests != 7 || sum.Equal != 4 || sum.Skipped != 3 || sum.Differ+sum.Errors != 0 || sum.RefPass != 4 {
 		t.Errorf("summary %+v", *sum)
 	}
-	if !strings.Contains(log.String(), "SUMMARY ") || !strings.Contains(log.String(), "skipped    1  no layer on the GPU: ") {
+	if !strings.Contains(log.String(), "SUMMARY ") || !strings.Contains(log.String(), "skipped    1  no layer on the GPU: ") ||
+		!strings.Contains(log.String(), "  skipped by kind: 3 no layer on the GPU\n") {
 		t.Errorf("log lacks the summary or the skip reasons:\n%s", log.String())
 	}
 }
