@@ -17,6 +17,30 @@ type PrecisionReport struct {
 	Accuracy *quant.Accuracy `json:"accuracy,omitempty"`
 	// EvalData says which data the accuracy figures come from.
 	EvalData string `json:"eval_data,omitempty"`
+	// Int8Edges are the activations the plan passes between int8 layers
+	// as u8 (compile's int8-chains pass), and the check that ran.
+	Int8Edges *Int8Edges `json:"int8_edges,omitempty"`
+}
+
+// Int8Edges is the int8-chains pass's record.
+type Int8Edges struct {
+	Outputs int        `json:"int8_outputs"` // int8 layers' outputs
+	Edges   []Int8Edge `json:"edges"`
+	// Blocked counts why the other int8 outputs stay float32.
+	Blocked map[string]int `json:"blocked,omitempty"`
+	// Verified is the number of inputs (VerifiedOn) on which the graph
+	// with the edges gave the bits of the graph without them.
+	Verified   int    `json:"verified_samples"`
+	VerifiedOn string `json:"verified_on,omitempty"`
+}
+
+// Int8Edge is one u8 activation: the tensor, the int8 layer that writes
+// it with the scale of the int8 layers that read it.
+type Int8Edge struct {
+	Tensor    string   `json:"tensor"`
+	Producer  string   `json:"producer"`
+	Consumers []string `json:"consumers"`
+	Scale     float32  `json:"scale"`
 }
 
 // TensorRange is one calibrated activation tensor.

@@ -108,6 +108,7 @@ func pipeline() []pass {
 		{name: "fuse-conv-chain", run: fuseConvChain},
 		{name: "transpose-gemm-weights", run: transposeGemmWeights},
 		{name: "fuse-elementwise", run: fuseElementwise},
+		{name: "int8-chains", run: int8ChainsPass},
 		{name: "eliminate-dead", run: eliminateDead},
 	}
 }
@@ -133,6 +134,8 @@ var passOrder = [...]struct{ a, b, why string }{
 	{"fuse-expand-depthwise", "fuse-conv-chain", "a chain takes what pairing left"},
 	{"precision", "transpose-gemm-weights", "Gemms the precision pass converted are not transposed"},
 	{"fuse-elementwise", "eliminate-dead", "dead values are removed last, after every rewrite"},
+	{"fuse-elementwise", "int8-chains", "the u8 edges are set between the layers of the final graph"},
+	{"int8-chains", "eliminate-dead", "dead values are removed last, after every rewrite"},
 	{"fold-constants-2", "eliminate-noop-pad", "a Pad's pads are an initializer only once its Constant is folded"},
 	{"fold-shapes-fixpoint", "eliminate-noop-pad", "a Pad's pads computed from shapes are folded by the fixpoint"},
 	{"fold-shapes-fixpoint", "drop-inference-dropout", "a Dropout's training_mode is a constant once folded"},

@@ -41,7 +41,7 @@ func TestInt8Chains(t *testing.T) {
 		t.Fatalf("chains %+v, want %+v", r.Chains, want)
 	}
 	// e's and h's outputs have no reader, f's and k's are graph outputs.
-	if s := r.Summary(); s != "2/9; 1 an int8 layer's residual or operand; 2 graph output; 1 int8 readers' scales differ; 2 no reader; 1 read by Relu" {
+	if s := r.Summary(); s != "2/9 chainable, 0 as u8; 1 an int8 layer's residual or operand; 2 graph output; 1 int8 readers' scales differ; 2 no reader; 1 read by Relu" {
 		t.Fatalf("summary %q", s)
 	}
 }

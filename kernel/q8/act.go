@@ -58,12 +58,22 @@ type actor struct {
 	fn     actFn
 	clip   bool
 	lo, hi float32
+	// q, for a chained layer (chain.go), stores each run's u8 form after
+	// the activation.
+	q *qsink
 }
 
-func (a actor) on() bool { return a.fn != nil || a.clip }
+func (a actor) on() bool { return a.fn != nil || a.clip || a.q != nil }
 
-// apply runs a on y.
+// apply runs a on y (then, chained, stores y's u8 form).
 func (a actor) apply(c twins, y []float32) {
+	a.activate(c, y)
+	if a.q != nil {
+		a.q.store(c, y)
+	}
+}
+
+func (a actor) activate(c twins, y []float32) {
 	switch {
 	case a.fn != nil:
 		a.fn(c.vec, y)

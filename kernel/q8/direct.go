@@ -100,7 +100,7 @@ func (l *layer) dpacked(g *geom2) [][]int8 {
 // pair-interleaved and zero-padded (as quantize would, then copied), and
 // writes the k-pairs' byte offsets into offs; zero holds at least H·W
 // zeros (the odd channel's partner).
-func (g *geom2) padPairs(d *dgrid, xg []float32, inv float32, xp []int16, zero []float32, offs []int) {
+func (g *geom2) padPairs(d *dgrid, xg src, inv float32, xp []int16, zero []float32, offs []int) {
 	HW := g.H * g.W
 	n := min(g.W, d.Wp-g.pl)
 	rows := min(g.H, d.Hp-g.pt)
@@ -109,10 +109,14 @@ func (g *geom2) padPairs(d *dgrid, xg []float32, inv float32, xp []int16, zero [
 		clear(xp)
 	}
 	for cp := 0; cp < d.cp && n > 0 && rows > 0; cp++ {
-		a := xg[2*cp*HW : (2*cp+1)*HW]
+		if xg.u != nil {
+			g.padPairsU8(d, xg.u, xp, cp, n, rows, plane)
+			continue
+		}
+		a := xg.f[2*cp*HW : (2*cp+1)*HW]
 		var b []float32
 		if 2*cp+1 < g.Cg {
-			b = xg[(2*cp+1)*HW : (2*cp+2)*HW]
+			b = xg.f[(2*cp+1)*HW : (2*cp+2)*HW]
 		} else {
 			b = zero[:HW]
 		}
@@ -144,7 +148,7 @@ func (g *geom2) padPairs(d *dgrid, xg []float32, inv float32, xp []int16, zero [
 
 // computeDirect runs the convolution through the direct kernels (x: the
 // float32 input, quantized while it is padded).
-func (l *layer) computeDirect(pool machine, g *geom2, x []float32, y []float32, p post, sc *scratch) {
+func (l *layer) computeDirect(pool machine, g *geom2, x src, y []float32, p post, sc *scratch) {
 	d := g.dgrid()
 	w := l.dpacked(g)
 	P := g.P()
@@ -158,7 +162,7 @@ func (l *layer) computeDirect(pool machine, g *geom2, x []float32, y []float32, 
 	j := &sc.dconv
 	for ni := 0; ni < g.N; ni++ {
 		for gi := 0; gi < g.G; gi++ {
-			xg := x[(ni*g.C+gi*g.Cg)*g.H*g.W : (ni*g.C+(gi+1)*g.Cg)*g.H*g.W]
+			xg := x.sub((ni*g.C+gi*g.Cg)*g.H*g.W, (ni*g.C+(gi+1)*g.Cg)*g.H*g.W)
 			g.padPairs(&d, xg, l.inv, xp, zero, offs)
 			o := (ni*g.M + gi*g.Mg) * P
 			mult, bias, res := l.groupEpi(p, gi, g.Mg, o, P)

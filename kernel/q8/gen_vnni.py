@@ -204,6 +204,45 @@ a('pq_done:')
 a('\tVZEROUPPER')
 a('\tRET')
 
+# zipQuad: packQuad's interleaving for an input already in u8 form (a
+# chained int8 layer's output, q + 128): 4 rows of bytes (src, src+ld,
+# src+2ld, src+3ld) by n (a multiple of 16) positions into 4n bytes,
+# dst[4j + e] = src[e*ld + j]; the same zips, no arithmetic.
+a('\n// func zipQuad(dst, src *uint8, ld int, n int)')
+a('TEXT ·zipQuad(SB), NOSPLIT, $0-32')
+a('\tMOVQ dst+0(FP), DI')
+a('\tMOVQ src+8(FP), SI')
+a('\tMOVQ ld+16(FP), R8')
+a('\tLEAQ (SI)(R8*2), R9')
+a('\tMOVQ n+24(FP), CX')
+a('\tSHRQ $4, CX')
+a('\tJZ zq_done')
+a('zq_loop:')
+a('\tVMOVDQU (SI), X8')
+a('\tVMOVDQU (SI)(R8*1), X9')
+a('\tVMOVDQU (R9), X10')
+a('\tVMOVDQU (R9)(R8*1), X11')
+a('\tVPUNPCKLBW X9, X8, X12')
+a('\tVPUNPCKHBW X9, X8, X13')
+a('\tVPUNPCKLBW X11, X10, X14')
+a('\tVPUNPCKHBW X11, X10, X15')
+a('\tVPUNPCKLWD X14, X12, X4')
+a('\tVPUNPCKHWD X14, X12, X5')
+a('\tVPUNPCKLWD X15, X13, X7')
+a('\tVPUNPCKHWD X15, X13, X8')
+a('\tVMOVDQU X4, (DI)')
+a('\tVMOVDQU X5, 16(DI)')
+a('\tVMOVDQU X7, 32(DI)')
+a('\tVMOVDQU X8, 48(DI)')
+a('\tADDQ $16, SI')
+a('\tADDQ $16, R9')
+a('\tADDQ $64, DI')
+a('\tDECQ CX')
+a('\tJNZ zq_loop')
+a('zq_done:')
+a('\tVZEROUPPER')
+a('\tRET')
+
 
 # mulInPlace: x[i] *= h[i] over n (a multiple of 16) values, one VMULPS
 # rounding each (HardSwish's product: h is a NaN only where x is, with

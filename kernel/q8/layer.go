@@ -19,9 +19,9 @@ type post struct {
 // compute runs the base op into y (float32, the base output's shape) and
 // applies p.
 func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) error {
-	xd, ok := x.Data.([]float32)
-	if !ok {
-		return fmt.Errorf("q8: X is %v, want float32", x.DType)
+	xd, err := l.input(x)
+	if err != nil {
+		return err
 	}
 	_, g, err := l.baseShape(x.Shape)
 	if err != nil {
@@ -57,15 +57,15 @@ func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) err
 	}
 	if g == nil && pool.vnni && !pool.f().noRowsQ8 && l.wShape[1] > 0 {
 		N, K := l.wShape[0], l.wShape[1]
-		l.computeRows(pool, xd, y, p, sc, len(xd)/K, N, K)
+		l.computeRows(pool, xd, y, p, sc, xd.n()/K, N, K)
 		return nil
 	}
-	xq := grow16(&sc.xq, len(xd))
-	quantize(pool.twins, *xq, xd, l.inv)
+	xq := grow16(&sc.xq, xd.n())
+	quantizeSrc(pool.twins, *xq, xd, l.inv)
 	e := &sc.epi
 	if g == nil {
 		N, K := l.wShape[0], l.wShape[1]
-		R := len(xd) / max(K, 1)
+		R := xd.n() / max(K, 1)
 		if K == 0 {
 			R = len(y) / max(N, 1)
 		}
@@ -425,6 +425,7 @@ type scratch struct {
 	epi             epiJob
 	dconv           dconvJob
 	xu              []uint8 // the u8 x s8 path's shifted activations
+	gu              []uint8 // a u8 input's gathered positions, or a partial quad's rows
 	plane           []uint8 // padQuads' plane of narrow rows
 	rows            rowsJob
 	ppack           panelJob

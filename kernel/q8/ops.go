@@ -60,6 +60,8 @@ type layer struct {
 	sigFirst     bool
 	hsZ, hsV     actFn // HardSwish's epilogue (AVX-512, other levels); nil for other activations
 	inv, xScale  float32
+	xU8          bool           // input 0 is a chained producer's u8 form (chain.go)
+	yInv         float32        // 1/y_scale: output 0 is u8 (chain.go); 0 otherwise
 	w            *tensor.Tensor // identity of the weights the packing came from
 	wShape       []int
 	packed       [][]int16 // Conv: packed A per group (see convPacked); linear: [0] is packed B
@@ -130,6 +132,14 @@ func (q *q8Op) parse(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
 		return nil, fmt.Errorf("q8: x_scale %v must be positive and finite", l.xScale)
 	}
 	l.inv = 1 / l.xScale
+	l.xU8 = n.Int("x_u8", 0) == 1
+	if a := n.Attrs["y_scale"]; a != nil {
+		ys := a.F
+		if !(ys > 0) || math.IsInf(float64(ys), 0) {
+			return nil, fmt.Errorf("q8: y_scale %v must be positive and finite", ys)
+		}
+		l.yInv = 1 / ys
+	}
 	l.attrs, l.add, l.act = splitAttrs(n, h.Adds == 1)
 	l.silu, l.sigFirst = h.Activation == fused.SiLU, h.SigmoidFirst
 	if h.Activation == ActHardSwish {
@@ -363,6 +373,15 @@ func (q *q8Op) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Te
 	if err != nil {
 		return nil, err
 	}
+	if l.yInv > 0 {
+		u := tensor.New(tensor.Uint8, slices.Clone(shape)...)
+		return []*tensor.Tensor{u}, l.intoU8(c, n, in, u, shape)
+	}
+	return l.runF32(c, in, shape)
+}
+
+// runF32 runs the layer into a new float32 output.
+func (l *layer) runF32(c *kernel.Ctx, in []*tensor.Tensor, shape []int) ([]*tensor.Tensor, error) {
 	y := tensor.New(tensor.Float32, slices.Clone(shape)...)
 	p, i, rest := l.fusedPost(c, in, shape)
 	if err := l.compute(machineOf(c), in[0], y.Data.([]float32), p); err != nil {
@@ -400,6 +419,9 @@ func (q *q8Op) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	shape, _, err := l.baseShape(in[0].Shape)
 	if err != nil {
 		return err
+	}
+	if l.yInv > 0 {
+		return l.intoU8(c, n, in, out[0], shape)
 	}
 	p, next, rest := l.fusedPost(c, in, shape)
 	fits := equalInts(shape, out[0].Shape) && out[0].DType == tensor.Float32 &&
@@ -455,7 +477,15 @@ func (q *q8Op) infer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 	}
 	w := in[1].Type
 	base := l.attrs
-	args := []ir.InferInput{in[0], {Present: true, Type: ir.Type{DType: tensor.Float32, Shape: w.Shape, RankKnown: true}}}
+	x := in[0]
+	if l.xU8 {
+		// The u8 form of the float32 activation the base op reads.
+		if x.Present && x.Type.DType != tensor.Undefined && x.Type.DType != tensor.Uint8 {
+			return nil, fmt.Errorf("q8: x_u8 layer reads %v, want uint8", x.Type.DType)
+		}
+		x.Type.DType = tensor.Float32
+	}
+	args := []ir.InferInput{x, {Present: true, Type: ir.Type{DType: tensor.Float32, Shape: w.Shape, RankKnown: true}}}
 	switch l.base {
 	case "Conv":
 		if len(in) > 3 && in[3].Present {
@@ -486,6 +516,9 @@ func (q *q8Op) infer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 		if t, err = q.reg.InferNode(l.act, append([]ir.InferInput{{Present: true, Type: t[0]}}, in[i:]...)); err != nil {
 			return nil, err
 		}
+	}
+	if l.yInv > 0 {
+		t[0].DType = tensor.Uint8
 	}
 	return t[:1], nil
 }

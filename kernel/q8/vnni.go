@@ -77,14 +77,14 @@ func quantizeU8(c twins, q []uint8, x []float32, inv float32) {
 	}
 }
 
-// computeRows runs a linear layer of R rows (X [R×K] float32, Y [R×N])
+// computeRows runs a linear layer of R rows (X [R×K], Y [R×N] float32)
 // through the rows tiles.
-func (l *layer) computeRows(pool machine, xd, y []float32, p post, sc *scratch, R, N, K int) {
+func (l *layer) computeRows(pool machine, x src, y []float32, p post, sc *scratch, R, N, K int) {
 	v := l.vnniRows()
 	ldx := v.kq * 4
 	xu := *grow8(&sc.xu, R*ldx)
 	for r := 0; r < R; r++ {
-		quantizeU8(pool.twins, xu[r*ldx:r*ldx+K], xd[r*K:(r+1)*K], l.inv)
+		rowU8(pool.twins, xu[r*ldx:r*ldx+K], x.sub(r*K, (r+1)*K), l.inv)
 		clear(xu[r*ldx+K : (r+1)*ldx])
 	}
 	bias := l.bias
@@ -291,41 +291,15 @@ func (g *geom2) usePointwise(pool machine) bool {
 	return pool.vnni && !pool.f().noColsQ8 && g.KH == 1 && g.KW == 1 && g.pt == 0 && g.pl == 0 && g.Mg >= 4
 }
 
-// gather copies the input positions a strided 1×1 convolution reads, for
-// channel group xg ([Cg][H][W]), into dst ([Cg][OH·OW]); positions in the
-// trailing padding read 0.
-func (g *geom2) gather(dst, xg []float32) {
-	for c := 0; c < g.Cg; c++ {
-		src := xg[c*g.H*g.W : (c+1)*g.H*g.W]
-		d := dst[c*g.P() : (c+1)*g.P()]
-		for oy := 0; oy < g.OH; oy++ {
-			row := d[oy*g.OW : (oy+1)*g.OW]
-			iy := oy * g.sh
-			if iy >= g.H {
-				clear(row)
-				continue
-			}
-			sr := src[iy*g.W : (iy+1)*g.W]
-			for ox := range row {
-				if ix := ox * g.sw; ix < g.W {
-					row[ox] = sr[ix]
-				} else {
-					row[ox] = 0
-				}
-			}
-		}
-	}
-}
-
-// packPanel writes position block pb of channel group xg ([Cg][P]
-// float32) into pan (kq quads of 256 bytes).
-func packPanel(c twins, pan []uint8, xg []float32, Cg, P, pb, kq int, inv float32) {
+// packPanel writes position block pb of channel group xg ([Cg][P]) into
+// pan (kq quads of 256 bytes).
+func packPanel(c twins, pan []uint8, xg src, Cg, P, pb, kq int, inv float32) {
 	p0 := pb * vnniCols
 	n := min(vnniCols, P-p0)
 	for kk := 0; kk < kq; kk++ {
 		d := pan[kk*vnniCols*4 : (kk+1)*vnniCols*4]
 		if c.vnni && n >= 16 && 4*kk+3 < Cg {
-			quadRow(c, d, xg[4*kk*P+p0:], P, n, inv)
+			quadRowSrc(c, d, xg.from(4*kk*P+p0), P, n, inv)
 			clear(d[4*n:])
 			continue
 		}
@@ -337,9 +311,8 @@ func packPanel(c twins, pan []uint8, xg []float32, Cg, P, pb, kq int, inv float3
 				}
 				continue
 			}
-			row := xg[ch*P+p0 : ch*P+p0+n]
-			for j, x := range row {
-				d[4*j+e] = uint8(quantize1(x, inv) + 128)
+			for j := 0; j < n; j++ {
+				d[4*j+e] = xg.at(ch*P+p0+j, inv)
 			}
 			for j := n; j < vnniCols; j++ {
 				d[4*j+e] = 0
@@ -349,7 +322,7 @@ func packPanel(c twins, pan []uint8, xg []float32, Cg, P, pb, kq int, inv float3
 }
 
 // computePointwise runs a pointwise convolution through the cols tiles.
-func (l *layer) computePointwise(pool machine, g *geom2, x, y []float32, p post, sc *scratch) {
+func (l *layer) computePointwise(pool machine, g *geom2, x src, y []float32, p post, sc *scratch) {
 	v := l.vnniCols(g)
 	P := g.P()
 	nbp := (P + vnniCols - 1) / vnniCols
@@ -360,13 +333,12 @@ func (l *layer) computePointwise(pool machine, g *geom2, x, y []float32, p post,
 	nrg := (g.Mg + 3) / 4
 	for ni := 0; ni < g.N; ni++ {
 		for gi := 0; gi < g.G; gi++ {
-			var xg []float32
+			var xg src
 			if g.pointwise() {
-				xg = x[(ni*g.C+gi*g.Cg)*P : (ni*g.C+(gi+1)*g.Cg)*P]
+				xg = x.sub((ni*g.C+gi*g.Cg)*P, (ni*g.C+(gi+1)*g.Cg)*P)
 			} else {
 				HW := g.H * g.W
-				xg = *grow32f(&sc.zero, g.Cg*P)
-				g.gather(xg, x[(ni*g.C+gi*g.Cg)*HW:(ni*g.C+(gi+1)*g.Cg)*HW])
+				xg = g.gatherSrc(sc, x.sub((ni*g.C+gi*g.Cg)*HW, (ni*g.C+(gi+1)*g.Cg)*HW))
 			}
 			*pj = panelJob{pan: pan, xg: xg, Cg: g.Cg, P: P, kq: v.kq, inv: l.inv, twins: pool.twins}
 			pool.Run(nbp, g.Cg*P, pj)
@@ -384,7 +356,7 @@ func (l *layer) computePointwise(pool machine, g *geom2, x, y []float32, p post,
 // panelJob packs position blocks [lo, hi).
 type panelJob struct {
 	pan       []uint8
-	xg        []float32
+	xg        src
 	Cg, P, kq int
 	inv       float32
 	twins     twins

@@ -69,3 +69,10 @@ func mulInPlace(x, h *float32, n int)
 //
 //go:noescape
 func clipInPlace(y *float32, n int, lo, hi float32)
+
+// zipQuad is packQuad's interleaving of bytes already in u8 form (a
+// chained layer's input): dst[4j+e] = src[e*ld+j] for j < n (a multiple
+// of 16), e < 4.
+//
+//go:noescape
+func zipQuad(dst, src *uint8, ld int, n int)

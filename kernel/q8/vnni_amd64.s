@@ -605,6 +605,41 @@ pq_done:
 	VZEROUPPER
 	RET
 
+// func zipQuad(dst, src *uint8, ld int, n int)
+TEXT ·zipQuad(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	LEAQ (SI)(R8*2), R9
+	MOVQ n+24(FP), CX
+	SHRQ $4, CX
+	JZ zq_done
+zq_loop:
+	VMOVDQU (SI), X8
+	VMOVDQU (SI)(R8*1), X9
+	VMOVDQU (R9), X10
+	VMOVDQU (R9)(R8*1), X11
+	VPUNPCKLBW X9, X8, X12
+	VPUNPCKHBW X9, X8, X13
+	VPUNPCKLBW X11, X10, X14
+	VPUNPCKHBW X11, X10, X15
+	VPUNPCKLWD X14, X12, X4
+	VPUNPCKHWD X14, X12, X5
+	VPUNPCKLWD X15, X13, X7
+	VPUNPCKHWD X15, X13, X8
+	VMOVDQU X4, (DI)
+	VMOVDQU X5, 16(DI)
+	VMOVDQU X7, 32(DI)
+	VMOVDQU X8, 48(DI)
+	ADDQ $16, SI
+	ADDQ $16, R9
+	ADDQ $64, DI
+	DECQ CX
+	JNZ zq_loop
+zq_done:
+	VZEROUPPER
+	RET
+
 // func mulInPlace(x, h *float32, n int)
 TEXT ·mulInPlace(SB), NOSPLIT, $0-24
 	MOVQ x+0(FP), DI

@@ -68,7 +68,7 @@ func (l *layer) qpacked(g *geom2) ([][]int8, [][]int32) {
 // interleaved, shifted and padded (see above), and writes the k-quads'
 // byte offsets into offs; four holds 4·W floats for a partial quad's rows,
 // plane 4·H·W bytes for a plane of narrow rows.
-func (g *geom2) padQuads(c twins, d *dgrid, xg []float32, inv float32, xq, plane []uint8, four []float32, offs []int) {
+func (g *geom2) padQuads(c twins, d *dgrid, xg src, inv float32, xq, plane []uint8, four []float32, four8 []uint8, offs []int) {
 	HW := g.H * g.W
 	n := min(g.W, d.Wp-g.pl)
 	rows := min(g.H, d.Hp-g.pt)
@@ -82,7 +82,7 @@ func (g *geom2) padQuads(c twins, d *dgrid, xg []float32, inv float32, xq, plane
 		if c.vnni && n < 16 && n == g.W && HW >= 16 && 4*cq+3 < g.Cg {
 			// Narrow rows (7×7 maps): the whole plane's quads at once
 			// into plane, then each row into place.
-			quadRow(c, plane[:4*HW], xg[4*cq*HW:], HW, HW, inv)
+			quadRowSrc(c, plane[:4*HW], xg.from(4*cq*HW), HW, HW, inv)
 			for y := 0; y < rows; y++ {
 				copy(xq[((cq*d.Hp+y+g.pt)*d.Wp+g.pl)*4:][:4*n], plane[4*y*g.W:])
 			}
@@ -90,16 +90,12 @@ func (g *geom2) padQuads(c twins, d *dgrid, xg []float32, inv float32, xq, plane
 		}
 		for y := 0; y < rows; y++ {
 			dst := xq[((cq*d.Hp+y+g.pt)*d.Wp+g.pl)*4:]
-			src, ld := xg[4*cq*HW+y*g.W:], HW
+			s, ld := xg.from(4*cq*HW+y*g.W), HW
 			if 4*cq+3 >= g.Cg {
 				// A partial quad: its rows, then zero rows.
-				clear(four[:4*g.W])
-				for e := 0; 4*cq+e < g.Cg; e++ {
-					copy(four[e*g.W:(e+1)*g.W], xg[(4*cq+e)*HW+y*g.W:(4*cq+e)*HW+(y+1)*g.W])
-				}
-				src, ld = four, g.W
+				s, ld = g.fourRows(xg, cq, y, four, four8), g.W
 			}
-			quadRow(c, dst[:4*n], src, ld, n, inv)
+			quadRowSrc(c, dst[:4*n], s, ld, n, inv)
 		}
 	}
 	kk := 0
@@ -136,19 +132,20 @@ func quadRow(c twins, dst []uint8, src []float32, ld, n int, inv float32) {
 }
 
 // computeQuad runs the convolution through the quad tiles.
-func (l *layer) computeQuad(pool machine, g *geom2, x []float32, y []float32, p post, sc *scratch) {
+func (l *layer) computeQuad(pool machine, g *geom2, x src, y []float32, p post, sc *scratch) {
 	d := g.qgrid()
 	w, init := l.qpacked(g)
 	P := g.P()
 	xq := *grow8(&sc.xu, d.cp*d.Hp*d.Wp*4)
 	four := *grow32f(&sc.zero, 4*g.W)
+	four8 := *grow8(&sc.gu, 4*g.W)
 	plane := *grow8(&sc.plane, 4*g.H*g.W)
 	offs := *growInt(&sc.offs, d.kp)
 	j := &sc.dconv
 	for ni := 0; ni < g.N; ni++ {
 		for gi := 0; gi < g.G; gi++ {
-			xg := x[(ni*g.C+gi*g.Cg)*g.H*g.W : (ni*g.C+(gi+1)*g.Cg)*g.H*g.W]
-			g.padQuads(pool.twins, &d, xg, l.inv, xq, plane, four, offs)
+			xg := x.sub((ni*g.C+gi*g.Cg)*g.H*g.W, (ni*g.C+(gi+1)*g.Cg)*g.H*g.W)
+			g.padQuads(pool.twins, &d, xg, l.inv, xq, plane, four, four8, offs)
 			o := (ni*g.M + gi*g.Mg) * P
 			mult, bias, res := l.groupEpi(p, gi, g.Mg, o, P)
 			*j = dconvJob{l: l, g: g, d: d, w: w[gi], xq: xq, qinit: init[gi], offs: offs,

@@ -22,3 +22,5 @@ var vq8Tiles [2][2][17]func(kq int, w *int8, x0, x1 *uint8, offs *int, init *int
 func mulInPlace(x, h *float32, n int) { panic("q8: no vector kernels") }
 
 func clipInPlace(y *float32, n int, lo, hi float32) { panic("q8: no vector kernels") }
+
+func zipQuad(dst, src *uint8, ld int, n int) { panic("q8: no vector kernels") }
