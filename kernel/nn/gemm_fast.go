@@ -228,7 +228,8 @@ func sgemmFastB(pool machine, m, n, k int, a []float32, ars, acs int, src bSourc
 	// packed B is not too large (a B matrix with contiguous rows is mostly
 	// read in place and is left as it is).
 	var bbuf *[]float32
-	if mb, ok := src.(*matB); mchunks > 1 && npan*gemmNR*k <= gemmSharedB && !(ok && mb.bcs == 1 && acs == 1 && !f.packA && !f.packB) {
+	_, packed := src.(*packedB)
+	if mb, ok := src.(*matB); mchunks > 1 && !packed && npan*gemmNR*k <= gemmSharedB && !(ok && mb.bcs == 1 && acs == 1 && !f.packA && !f.packB) {
 		bbuf = getF32(npan * gemmNR * k)
 		j.bp = *bbuf
 		j.phase = 2
@@ -358,12 +359,15 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 	// (Sgemm6x16RB), all but a last partial panel, which is packed.
 	mb, _ := j.src.(*matB)
 	directB := mb != nil && mb.bcs == 1 && j.ap == nil && !j.f.packB
+	// B packed at bind time is read in place, panel by panel.
+	pk, _ := j.src.(*packedB)
 	kcb := j.kcb
 	// shift: the last partial row panel runs as the last 6 rows (above).
 	shift := j.ap == nil && kcb >= k && m > gemmMR && m%gemmMR != 0 && (!j.ep.on || j.epFuse)
 	for pc := 0; pc < k; pc += kcb {
 		kb := min(kcb, k-pc)
 		switch {
+		case pk != nil:
 		case j.bp != nil:
 			// Packed up front: column block bj's panels for all k at
 			// j.bp[j0*k:], k block pc at [pc*nq*16:].
@@ -407,6 +411,8 @@ func (j *gemmJob) unit(bj, mc int, bblk []float32) {
 				var bpan []float32
 				var bdir *float32
 				switch {
+				case pk != nil:
+					bpan = pk.p[(q*k+pc)*gemmNR:]
 				case directB && cols == gemmNR:
 					bdir = &mb.b[pc*mb.brs+q*gemmNR]
 				case directB:
@@ -630,6 +636,7 @@ func (j *gemmJob) unitZ(bj, mc int, bblk []float32) {
 	// all but a last partial panel, which is packed.
 	mb, _ := j.src.(*matB)
 	directB := mb != nil && mb.bcs == 1 && j.bp == nil && !j.f.packB
+	pk, _ := j.src.(*packedB)
 	mr, nz := j.mr, j.nz
 	mc0 := max(1, 96/mr) * mr // rows per row group
 	kcb := j.kcb
@@ -637,6 +644,7 @@ func (j *gemmJob) unitZ(bj, mc int, bblk []float32) {
 	for pc := 0; pc < k; pc += kcb {
 		kb := min(kcb, k-pc)
 		switch {
+		case pk != nil:
 		case j.bp != nil:
 			bblk = j.bp[j0*k+pc*nq*gemmNR:]
 		case !directB:
@@ -667,6 +675,8 @@ func (j *gemmJob) unitZ(bj, mc int, bblk []float32) {
 					ar.Mask = 1<<(cols-(w-1)*gemmNR) - 1
 				}
 				switch {
+				case pk != nil:
+					ar.B, ar.LDB, ar.BOff = pk.panel(q, pc), gemmNR, gemmNR*k
 				case directB && qq < nfull:
 					ar.B, ar.LDB, ar.BOff = &mb.b[pc*mb.brs+q*gemmNR], mb.brs, gemmNR
 				case directB:

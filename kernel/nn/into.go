@@ -162,8 +162,15 @@ func prepareMatMul(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) error {
 	if len(in) < 2 || in[0] == nil || in[1] == nil || !allF32(in[0], in[1]) {
 		return nil
 	}
-	_, err := matmulSetup(c, n, in)
-	return err
+	s, err := matmulSetup(c, n, in)
+	if err != nil {
+		return err
+	}
+	// A constant B (a weight matrix) is packed for the vector tiles.
+	if b, ok := in[1].Data.([]float32); ok && s.bUnbatched() {
+		preparePackedB(c, n, prod(s.batch)*s.m, b, s.n, 1, s.k, s.n)
+	}
+	return nil
 }
 
 func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
@@ -189,7 +196,12 @@ func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	if ok && ep.on && (s.n == 0 || overlaps(ep.r, y) || !ep.fitsOut(s, y)) {
 		ep, ok = epi{}, false
 	}
-	matmulF32(pool, s, a.Data.([]float32), b.Data.([]float32), y, ep)
+	bf := b.Data.([]float32)
+	var pb *packedB
+	if s.bUnbatched() {
+		pb = packedBOf(c, n, bf, s.n, 1, s.k, s.n)
+	}
+	matmulF32(pool, s, a.Data.([]float32), bf, pb, y, ep)
 	if ep.on && ok {
 		c.Epilogue.Applied = true
 	}
@@ -197,12 +209,13 @@ func intoMatMul(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 }
 
 // matmulF32 is the float32 MatMul into y, followed by the epilogue ep
-// (off, or a column bias and clamp: epiCols) on every output.
-func matmulF32(p machine, s *mmShape, af, bf, y []float32, ep epi) {
+// (off, or a column bias and clamp: epiCols) on every output. pb, when not
+// nil, is the unbatched B packed (the same values).
+func matmulF32(p machine, s *mmShape, af, bf []float32, pb *packedB, y []float32, ep epi) {
 	m, k, nn := s.m, s.k, s.n
 	switch {
 	case s.bUnbatched():
-		sgemmEp(p, prod(s.batch)*m, nn, k, af, k, 1, bf, nn, 1, y, nn, ep)
+		sgemmPacked(p, prod(s.batch)*m, nn, k, af, k, 1, bf, nn, 1, pb, y, nn, ep)
 	case s.ai == nil && equalInts(s.aBatch, s.bBatch):
 		for t := 0; t < prod(s.batch); t++ {
 			sgemmEp(p, m, nn, k, af[t*m*k:], k, 1, bf[t*k*nn:], nn, 1, y[t*m*nn:], nn, ep)
@@ -233,6 +246,8 @@ func prepareGemm(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) error {
 	}
 	if b, ok := in[1].Data.([]float32); ok && len(b) > 0 && gemvPanelsOK(machineOf(c), n, g) {
 		gemvPackOf(c, n, g, b)
+	} else if ok {
+		preparePackedB(c, n, g.m, b, g.brs, g.bcs, g.k, g.n)
 	}
 	return nil
 }
@@ -317,7 +332,8 @@ func gemmF32(pool machine, n *ir.Node, g gemmShape, af, bf, cf, y []float32) {
 	if gemvPanelsOK(pool, n, g) {
 		gemvPanels(pool, g, af, gemvPackOf(pool.k, n, g, bf), y)
 	} else {
-		sgemmP(pool, g.m, g.n, g.k, af, g.ars, g.acs, bf, g.brs, g.bcs, y, g.n)
+		pb := packedBOf(pool.k, n, bf, g.brs, g.bcs, g.k, g.n)
+		sgemmPacked(pool, g.m, g.n, g.k, af, g.ars, g.acs, bf, g.brs, g.bcs, pb, y, g.n, epi{})
 	}
 	alpha, beta := n.Float("alpha", 1), n.Float("beta", 1)
 	if alpha == 1 && cf == nil {

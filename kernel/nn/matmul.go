@@ -106,7 +106,7 @@ func runMatMul(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor
 	bf, _, _ := floatIn(b, "MatMul B")
 	out := make([]float32, prod(s.out))
 	s.ai, s.bi = ai, bi
-	matmulF32(machineOf(c), s, af, bf, out, epi{})
+	matmulF32(machineOf(c), s, af, bf, nil, out, epi{})
 	return []*tensor.Tensor{f32As(a.DType, s.out, out)}, nil
 }
 
