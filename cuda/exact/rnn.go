@@ -530,27 +530,38 @@ func (a RNNAct) Act(x float32) float32 {
 	}
 }
 
-// hostStep is one thread of vx_rnn_step.
-func (g RNNGeom) hostStep(work []float32, w rnnWork, in RNNHostInputs, y []float32, s, d, b, j, hin, hout int) {
-	H := g.Hidden
-	G := g.Gates() * H
+// hostThread is the start of a step thread (unit j of row b, direction
+// d): the time t of step s and the state's offset so; ok is false for a
+// row past its length, whose state the thread copies when carry.
+func (g RNNGeom) hostThread(work []float32, in RNNHostInputs, s, d, b, j, hin, hout int, carry bool) (t, so int, ok bool) {
 	L := g.Seq
 	if in.Lens != nil {
 		L = in.Lens[b]
 	}
-	so := (d*g.Batch + b) * H
-	h := work[hin+so : hin+so+H]
-	twoPhase := g.Kind == CellGRU && !g.LinearBeforeReset
+	so = (d*g.Batch + b) * g.Hidden
 	if s >= L {
-		if !twoPhase {
-			work[hout+so+j] = h[j]
+		if carry {
+			work[hout+so+j] = work[hin+so+j]
 		}
-		return
+		return 0, so, false
 	}
-	t := s
+	t = s
 	if g.Reverse || d == 1 {
 		t = L - 1 - s
 	}
+	return t, so, true
+}
+
+// hostStep is one thread of vx_rnn_step.
+func (g RNNGeom) hostStep(work []float32, w rnnWork, in RNNHostInputs, y []float32, s, d, b, j, hin, hout int) {
+	H := g.Hidden
+	G := g.Gates() * H
+	twoPhase := g.Kind == CellGRU && !g.LinearBeforeReset
+	t, so, ok := g.hostThread(work, in, s, d, b, j, hin, hout, !twoPhase)
+	if !ok {
+		return
+	}
+	h := work[hin+so : hin+so+H]
 	p := work[w.pre+(d*g.Seq*g.Batch+g.xrow(t, b))*G:]
 	rt := work[w.rt+d*H*G:]
 	acts := g.Acts[d*g.PerDir():]
@@ -608,20 +619,11 @@ func (g RNNGeom) hostStep(work []float32, w rnnWork, in RNNHostInputs, y []float
 func (g RNNGeom) hostGRUHidden(work []float32, w rnnWork, in RNNHostInputs, y []float32, s, d, b, j, hin, hout int) {
 	H := g.Hidden
 	G := 3 * H
-	L := g.Seq
-	if in.Lens != nil {
-		L = in.Lens[b]
-	}
-	so := (d*g.Batch + b) * H
-	h := work[hin+so : hin+so+H]
-	if s >= L {
-		work[hout+so+j] = h[j]
+	t, so, ok := g.hostThread(work, in, s, d, b, j, hin, hout, true)
+	if !ok {
 		return
 	}
-	t := s
-	if g.Reverse || d == 1 {
-		t = L - 1 - s
-	}
+	h := work[hin+so : hin+so+H]
 	p := work[w.pre+(d*g.Seq*g.Batch+g.xrow(t, b))*G:]
 	rt := work[w.rt+d*H*G:]
 	rh := work[w.rh+so : w.rh+so+H]

@@ -182,6 +182,7 @@ extern "C" __global__ void __launch_bounds__(256) vx_rnn_proj(int M, int N, int 
 // rnn_chain continues acc over h[k]*rt[k*G + row], k < H ascending, then
 // makes a NaN canonical.
 __device__ __forceinline__ float rnn_chain(const float* __restrict__ h, const float* __restrict__ rt, int H, int G, int row, float acc) {
+#pragma unroll 4
 	for (int k = 0; k < H; k++) acc = __fmaf_rn(h[k], rt[(i64)k * G + row], acc);
 	return vx_canon(acc);
 }
@@ -219,6 +220,7 @@ extern "C" __global__ void __launch_bounds__(128) vx_rnn_step(rnn_geom g, int s,
 	} else if (g.kind == 1) {
 		float az = p[j], ar = p[H + j], ah = g.lbr ? rbh[(i64)d * H + j] : 0.0f;
 		if (g.lbr) {
+#pragma unroll 4
 			for (int k = 0; k < H; k++) {
 				float hk = h[k];
 				const float* rk = r + (i64)k * G;
@@ -228,6 +230,7 @@ extern "C" __global__ void __launch_bounds__(128) vx_rnn_step(rnn_geom g, int s,
 			}
 			ah = vx_canon(ah);
 		} else {
+#pragma unroll 4
 			for (int k = 0; k < H; k++) {
 				float hk = h[k];
 				const float* rk = r + (i64)k * G;
@@ -246,6 +249,7 @@ extern "C" __global__ void __launch_bounds__(128) vx_rnn_step(rnn_geom g, int s,
 		hn = __fmaf_rn(z, h[j], __fmul_rn(__fsub_rn(1.0f, z), hh));
 	} else {
 		float ai = p[j], ao = p[H + j], af = p[2 * H + j], ac = p[3 * H + j];
+#pragma unroll 4
 		for (int k = 0; k < H; k++) {
 			float hk = h[k];
 			const float* rk = r + (i64)k * G;
