@@ -251,12 +251,27 @@ func vecVariants(tile string, g ConvGeom) []string {
 var tileEff = map[string][2]float64{"vx_ct128x128": {1, 1}, "vx_ct64x128": {0.83, 0.7}, "vx_ct64x64": {0.72, 0.64},
 	"vx_ct32x32": {0.4, 0.35}, "vx_ct16x16": {0.2, 0.2}}
 
+// vecEff are the 16-byte-load variants' efficiencies on the same scale,
+// fitted to every tile's measured time on every convolution of resnet18
+// and ResNet-50 at batch 1, 32 and 256 (the per-layer table of
+// docs/gpu/gputest-2026-12-02-speed4.log, each shape weighted by how often
+// the network has it; TestConvChoiceMeasured replays that table).
+var vecEff = map[string]float64{
+	"vx_ct128x128_va": 0.5, "vx_ct128x128_1x1_va": 1.6, "vx_ct128x128_1x1_vab": 1.7, "vx_ct128x128_3x3": 1.9,
+	"vx_ct64x128_va": 0.5, "vx_ct64x128_1x1_va": 0.4, "vx_ct64x128_1x1_vab": 0.9, "vx_ct64x128_3x3": 1.2,
+}
+
+// singleBlock is the efficiency of an SM that runs a single block of a
+// launch (less latency hidden), fitted with vecEff.
+const singleBlock = 0.75
+
 // chooseConv picks g's kernel: one thread per output for depthwise and
-// narrow groups, else the batch-folded tile of least estimated time on
-// sms multiprocessors: the blocks an SM runs, each the time of a tile at
-// the tile's efficiency, an SM with a single block at 0.6 of it (less
-// latency hidden); then its most vectorised variant (vec: the operands
-// are 16-byte aligned). The choice never changes the bits.
+// narrow groups, else the batch-folded tile kernel of least estimated time
+// on sms multiprocessors: the blocks an SM runs, each the time of a tile
+// at the kernel's efficiency (tileEff; vecEff for the 16-byte-load
+// variants, candidates only when vec says the operands are 16-byte
+// aligned), an SM with a single block at singleBlock of it. The choice
+// never changes the bits.
 func chooseConv(g ConvGeom, sms int, vec bool) string {
 	Mg := g.M / g.G
 	if Mg < 8 {
@@ -267,26 +282,30 @@ func chooseConv(g ConvGeom, sms int, vec bool) string {
 	if is1x1(g) {
 		kind = 0
 	}
-	best, bestT, bestVec := "", math.Inf(1), false
+	best, bestT := "", math.Inf(1)
 	for _, t := range kernels.ConvTiles {
 		blocks := ((NP + t.BN - 1) / t.BN) * ((Mg + t.BM - 1) / t.BM) * g.G
 		per := (blocks + sms - 1) / sms
 		f := 1.0
 		if per == 1 {
-			f = 0.6
+			f = singleBlock
 		}
-		est := float64(per*t.BM*t.BN) / (tileEff[t.Name][kind] * f)
-		if est < bestT {
-			best, bestT, bestVec = t.Name, est, t.Vec
+		work := float64(per * t.BM * t.BN)
+		name := t.Name
+		if kind == 0 {
+			name = kernels.ConvTile1x1(t.Name)
 		}
-	}
-	if vec && bestVec {
-		if v := vecVariants(best, g); len(v) > 0 {
-			return v[len(v)-1]
+		if est := work / (tileEff[t.Name][kind] * f); est < bestT {
+			best, bestT = name, est
 		}
-	}
-	if is1x1(g) {
-		return kernels.ConvTile1x1(best)
+		if !vec || !t.Vec {
+			continue
+		}
+		for _, v := range vecVariants(t.Name, g) {
+			if est := work / (vecEff[v] * f); est < bestT {
+				best, bestT = v, est
+			}
+		}
 	}
 	return best
 }
