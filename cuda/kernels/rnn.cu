@@ -84,11 +84,10 @@ __device__ float rnn_act(const rnn_geom& g, int i, float x) {
 	}
 	case RA_ELU: return x >= 0.0f ? x : __fmul_rn(a, __fsub_rn(vx_exp(x), 1.0f));
 	case RA_SOFTSIGN: return __fdiv_rn(x, __fadd_rn(1.0f, fabsf(x)));
-	default: { // RA_SOFTPLUS
-		float m = (x == x && !(x > 0.0f)) ? 0.0f : x;
-		return __fadd_rn(m, vx_log(__fadd_rn(1.0f, vx_exp(-fabsf(x)))));
 	}
-	}
+	// RA_SOFTPLUS: max(x, 0) + log(1 + exp(-|x|)).
+	float m = (x == x && !(x > 0.0f)) ? 0.0f : x;
+	return __fadd_rn(m, vx_log(__fadd_rn(1.0f, vx_exp(-fabsf(x)))));
 }
 
 // vx_rnn_start writes the chains' starts init [dirs][G] (Wb+Rb; Wbh for
