@@ -20,9 +20,11 @@
 //   - gen_gemmz.py: the AVX-512 GEMM tiles (GemmZ).
 //   - gen_rows.py: depthwise rows and planes, the row-streaming GEMV, the
 //     3x3/2 MaxPool row.
+//   - gen_pool.py: MaxPool over whole small planes (MaxFlatZ, MaxRowsZ).
 package amd64
 
 //go:generate python3 gen_asm.py
 //go:generate python3 gen_direct.py
 //go:generate python3 gen_gemmz.py
 //go:generate sh -c "python3 gen_rows.py > rows_amd64.s"
+//go:generate sh -c "python3 gen_pool.py > pool_amd64.s"

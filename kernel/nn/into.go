@@ -424,6 +424,7 @@ type poolWindows struct {
 	g           *geom
 	offs, start []int
 	nPad        []int
+	flat        *maxFlatTab // a MaxPool's maxFlat layout, where it fits (maxpool_flat.go)
 }
 
 func cachedPool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*poolWindows, error) {
@@ -432,7 +433,9 @@ func cachedPool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) (*poolWindows, e
 		if err != nil {
 			return nil, err
 		}
-		return windowTable(g), nil
+		pw := windowTable(g)
+		pw.flat = maxFlatTabFor(n, g)
+		return pw, nil
 	})
 }
 
@@ -475,7 +478,7 @@ func intoMaxPool(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 		return fmt.Errorf("nn: MaxPool: preallocated output has %d elements, want %d", out[0].Len(), NC*prod(g.out))
 	}
 	if !wantIdx && maxPool2DOK(g) {
-		maxPool2D(machineOf(c), g, NC, x.Data.([]float32), out[0].Data.([]float32))
+		maxPool2DTab(machineOf(c), g, pw.flat, NC, x.Data.([]float32), out[0].Data.([]float32))
 		return nil
 	}
 	var idx []int64

@@ -53,8 +53,21 @@ var maxPoolJobs = sync.Pool{New: func() any { return new(maxPoolJob) }}
 
 // maxPool2D computes the float32 MaxPool of NC planes into y.
 func maxPool2D(pool machine, g *geom, NC int, x, y []float32) {
+	maxPool2DTab(pool, g, nil, NC, x, y)
+}
+
+// maxPool2DTab is maxPool2D with g's maxFlat layout, if it was built
+// (maxFlatTabFor; nil: built here where maxFlat runs).
+func maxPool2DTab(pool machine, g *geom, t *maxFlatTab, NC int, x, y []float32) {
 	if len(g.in) == 1 {
 		g = g.row
+	}
+	if maxFlatOK(pool, g) {
+		if t == nil {
+			t = newMaxFlatTab(g)
+		}
+		maxFlat(pool, t, NC, x, y)
+		return
 	}
 	if maxPoolS1OK(pool.fast, g) {
 		maxPoolS1(pool, g, NC, x, y)

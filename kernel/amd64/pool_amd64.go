@@ -1,0 +1,67 @@
+package amd64
+
+// MaxFlat describes Planes float32 MaxPool planes for MaxFlatZ (offsets
+// fixed: the assembly reads them; it changes none). Each plane's outputs
+// are a flat run, 16 to a vector: output o = 16v+l of vector v reads, for
+// tap t, the input element at o + Offs[t] of its plane where that tap lies
+// inside the input (unit strides, output rows as long as the input's).
+type MaxFlat struct {
+	X      uintptr // 0: plane 0's input
+	Y      uintptr // 8: plane 0's output
+	Planes int     // 16
+	XStep  int     // 24: floats from one input plane to the next
+	YStep  int     // 32: floats from one output plane to the next
+	NV     int     // 40: vectors of 16 outputs per plane
+	Taps   int     // 48: taps per window (at least one)
+	Offs   uintptr // 56: Taps int32 offsets, in the window's row-major order
+	// Masks (64) points at NV runs of 2*Taps+1 uint16: for each tap t the
+	// lanes whose tap t lies inside the input and those for which it is
+	// the first such tap; then the store's lanes (the outputs inside the
+	// plane).
+	Masks uintptr
+}
+
+// MaxFlatZ (AVX-512F, where EnabledZ) computes p.Planes MaxPool planes:
+// each output starts at -inf, takes its first tap inside the input as it
+// is (a NaN included), and then each later tap inside the input v with
+// VMAXPS, best = v > best ? v : best, in the window's order: package nn's
+// maxPoolInto's rule (a NaN first tap is kept, later NaNs never replace,
+// the first of equal maxima wins; -inf where no tap is inside). Only the
+// masked lanes are read and written; four planes share each mask.
+//
+//go:noescape
+func MaxFlatZ(p *MaxFlat)
+
+// MaxRows describes Planes float32 MaxPool planes for MaxRowsZ (offsets
+// fixed; the assembly changes none). Each vector holds the outputs of
+// one output row, or of two short ones, its lanes' taps of kernel row ky
+// taken from two sources of 16 floats (two input rows, or the two halves
+// of one) by VPERMI2PS with one index vector per kernel column. Tab
+// points at, per vector: KH records of {lo, hi int32: the sources' offsets
+// in floats from the plane; their load masks uint16 x2 (the columns inside
+// the input; zero for a row outside it); per kernel column the lanes whose
+// tap lies inside the input and those for which it is the first such tap,
+// uint16 x2}, then {the store's lanes uint16, 2 bytes unused, the vector's
+// first output int32}.
+type MaxRows struct {
+	X      uintptr // 0: plane 0's input
+	Y      uintptr // 8: plane 0's output
+	Planes int     // 16
+	XStep  int     // 24: floats from one input plane to the next
+	YStep  int     // 32: floats from one output plane to the next
+	KH     int     // 40: kernel rows (at least one)
+	Tab    uintptr // 48: the vectors' records
+	TabEnd uintptr // 56: past the last
+	Idx    uintptr // 64: per kernel column 16 int32 VPERMI2PS indices (0-31)
+	IdxEnd uintptr // 72: past the last kernel column's
+}
+
+// MaxRowsZ (AVX-512F, where EnabledZ) computes p.Planes MaxPool planes
+// with MaxFlatZ's rule (each output from -inf, its first tap inside the
+// input as it is, each later one by VMAXPS, best = v > best ? v : best, in
+// the window's row-major order), each vector's taps gathered from two
+// masked row loads by VPERMI2PS (any strides). Only the masked lanes are
+// read and written; four planes share each table.
+//
+//go:noescape
+func MaxRowsZ(p *MaxRows)
