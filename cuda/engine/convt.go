@@ -9,12 +9,12 @@ import (
 	"github.com/vouchml/vouch/tensor"
 )
 
-// ConvTranspose runs on the GPU (1-D and 2-D, any groups, strides, pads,
+// ConvTranspose runs on the GPU (1-D to 3-D, any groups, strides, pads,
 // dilations, output_padding, output_shape and auto_pad) with vx_convt:
 // per output the chain kernel/nn computes for that geometry (exact.ConvT).
 func init() { families = append(families, family{place: placeConvT, run: runConvT}) }
 
-// placeConvT admits a float32 ConvTranspose of rank 3 or 4 (1-D or 2-D)
+// placeConvT admits a float32 ConvTranspose of rank 3 to 5 (1-D to 3-D)
 // with float32 weights and bias. Geometry errors that only the shapes
 // reveal (a negative output size, attributes of the wrong length) fail
 // the run on the GPU as they fail it on the CPU.
@@ -36,8 +36,8 @@ func placeConvT(n *ir.Node, g *ir.Graph, types map[string]ir.Type) (kernel, reas
 		if t.DType != tensor.Float32 {
 			return "", fmt.Sprintf("ConvTranspose of %v (the GPU runs float32)", t.DType), true
 		}
-		if i < 2 && len(t.Shape) != 3 && len(t.Shape) != 4 {
-			return "", fmt.Sprintf("a %d-D ConvTranspose (the GPU runs 1-D and 2-D)", len(t.Shape)-2), true
+		if i < 2 && (len(t.Shape) < 3 || len(t.Shape) > 5) {
+			return "", fmt.Sprintf("a %d-D ConvTranspose (the GPU runs 1-D to 3-D)", len(t.Shape)-2), true
 		}
 	}
 	if tx, tw := types[n.Inputs[0]], types[n.Inputs[1]]; len(tx.Shape) != len(tw.Shape) {
@@ -57,8 +57,8 @@ func placeConvT(n *ir.Node, g *ir.Graph, types map[string]ir.Type) (kernel, reas
 // total padding splits as Python's floor division does.
 func ConvTGeometry(n *ir.Node, x, w []int) (exact.ConvTGeom, error) {
 	var g exact.ConvTGeom
-	if len(x) != 3 && len(x) != 4 || len(w) != len(x) {
-		return g, fmt.Errorf("ConvTranspose of X %v by W %v: the GPU runs 1-D and 2-D (X and W of one rank, 3 or 4)", x, w)
+	if len(x) < 3 || len(x) > 5 || len(w) != len(x) {
+		return g, fmt.Errorf("ConvTranspose of X %v by W %v: the GPU runs 1-D to 3-D (X and W of one rank, 3 to 5)", x, w)
 	}
 	nd := len(x) - 2
 	g.Rank, g.N, g.C, g.G = nd, x[0], x[1], int(n.Int("group", 1))
@@ -155,21 +155,29 @@ func ConvTGeometry(n *ir.Node, x, w []int) (exact.ConvTGeom, error) {
 			return g, fmt.Errorf("ConvTranspose: negative output size in spatial dimension %d", i)
 		}
 	}
-	g.H, g.OH, g.KH, g.SH, g.DH = 1, 1, 1, 1, 1
-	if nd == 2 {
-		g.H, g.OH, g.KH, g.SH, g.DH, g.PH, g.PEH = in[0], out[0], k[0], stride[0], dil[0], padB[0], padE[0]
+	// The spatial dimensions fill (D, H, W) from the end; the leading
+	// ones of a lower rank are unit.
+	dims := [3][7]*int{
+		{&g.D, &g.OD, &g.KD, &g.SD, &g.DD, &g.PD, &g.PED},
+		{&g.H, &g.OH, &g.KH, &g.SH, &g.DH, &g.PH, &g.PEH},
+		{&g.W, &g.OW, &g.KW, &g.SW, &g.DW, &g.PW, &g.PEW},
 	}
-	g.W, g.OW, g.KW, g.SW, g.DW, g.PW, g.PEW = in[nd-1], out[nd-1], k[nd-1], stride[nd-1], dil[nd-1], padB[nd-1], padE[nd-1]
+	for j, d := range dims {
+		v := [7]int{1, 1, 1, 1, 1, 0, 0}
+		if i := j - (3 - nd); i >= 0 {
+			v = [7]int{in[i], out[i], k[i], stride[i], dil[i], padB[i], padE[i]}
+		}
+		for f, p := range d {
+			*p = v[f]
+		}
+	}
 	return g, nil
 }
 
-// ConvTShape is the output shape of g: [N, M, OH, OW], or [N, M, OW] for
-// a 1-D ConvTranspose.
+// ConvTShape is the output shape of g: [N, M] and its Rank spatial
+// dimensions.
 func ConvTShape(g exact.ConvTGeom) []int {
-	if g.Rank == 1 {
-		return []int{g.N, g.M, g.OW}
-	}
-	return []int{g.N, g.M, g.OH, g.OW}
+	return append([]int{g.N, g.M}, []int{g.OD, g.OH, g.OW}[3-g.Rank:]...)
 }
 
 // runConvT runs a ConvTranspose layer: its geometry from the operands'

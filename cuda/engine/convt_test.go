@@ -1,8 +1,10 @@
 package engine_test
 
 import (
+	"flag"
 	"fmt"
 	"math/rand"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +37,8 @@ func TestPlaceConvT(t *testing.T) {
 		"x": ir.StaticType(tensor.Float32, []int{1, 8, 5, 5}), "w": ir.StaticType(tensor.Float32, []int{8, 4, 2, 2}),
 		"b": ir.StaticType(tensor.Float32, []int{4}), "x1": ir.StaticType(tensor.Float32, []int{1, 8, 9}),
 		"w1": ir.StaticType(tensor.Float32, []int{8, 4, 3}), "x3": ir.StaticType(tensor.Float32, []int{1, 8, 3, 3, 3}),
-		"w3": ir.StaticType(tensor.Float32, []int{8, 4, 2, 2, 2}), "xd": ir.StaticType(tensor.Float64, []int{1, 8, 5, 5}),
+		"w3": ir.StaticType(tensor.Float32, []int{8, 4, 2, 2, 2}),
+		"x4": ir.StaticType(tensor.Float32, []int{1, 8, 2, 3, 3, 3}), "w4": ir.StaticType(tensor.Float32, []int{8, 4, 1, 2, 2, 2}), "xd": ir.StaticType(tensor.Float64, []int{1, 8, 5, 5}),
 		"bi": ir.StaticType(tensor.Int64, []int{4}), "xu": {DType: tensor.Float32},
 		"xs": {DType: tensor.Float32, RankKnown: true, Shape: []ir.Dim{{Value: -1, Param: "batch"}, ir.Fixed(8), ir.Fixed(5), ir.Fixed(5)}},
 	}
@@ -49,7 +52,8 @@ func TestPlaceConvT(t *testing.T) {
 		{"2-D, an empty bias name", ctNode([]string{"x", "w", ""}), ""},
 		{"symbolic batch", ctNode([]string{"xs", "w", "b"}, &ir.Attr{Name: "auto_pad", Kind: ir.AttrString, S: "SAME_UPPER"}), ""},
 		{"1-D", ctNode([]string{"x1", "w1", "b"}, intsAttr("strides", 2), intsAttr("output_shape", 19)), ""},
-		{"3-D", ctNode([]string{"x3", "w3"}), "a 3-D ConvTranspose (the GPU runs 1-D and 2-D)"},
+		{"3-D", ctNode([]string{"x3", "w3"}, intsAttr("strides", 1, 2, 3)), ""},
+		{"4-D", ctNode([]string{"x4", "w4"}), "a 4-D ConvTranspose (the GPU runs 1-D to 3-D)"},
 		{"float64", ctNode([]string{"xd", "w"}), "ConvTranspose of float64 (the GPU runs float32)"},
 		{"integer bias", ctNode([]string{"x", "w", "bi"}), "ConvTranspose of int64 (the GPU runs float32)"},
 		{"rank unknown", ctNode([]string{"xu", "w"}), "ConvTranspose input 0 (xu) of a type unknown at build time"},
@@ -82,7 +86,7 @@ func TestConvTGeometry(t *testing.T) {
 	r := rand.New(rand.NewSource(7))
 	checked := 0
 	for i := 0; i < 400; i++ {
-		rank := 1 + r.Intn(2)
+		rank := 1 + r.Intn(3)
 		x, w := []int{1 + r.Intn(2), 2 * (1 + r.Intn(3))}, []int{0, 1 + r.Intn(3)}
 		w[0] = x[1]
 		var st, dil, pads, opad, osh []int64
@@ -162,8 +166,8 @@ func TestConvTGeometryErrors(t *testing.T) {
 		attrs []*ir.Attr
 		want  string
 	}{
-		{"rank 5", []int{1, 4, 2, 2, 2}, []int{4, 2, 1, 1, 1}, nil, "the GPU runs 1-D and 2-D"},
-		{"ranks differ", x, []int{4, 2, 3}, nil, "the GPU runs 1-D and 2-D"},
+		{"rank 6", []int{1, 4, 2, 2, 2, 2}, []int{4, 2, 1, 1, 1, 1}, nil, "the GPU runs 1-D to 3-D"},
+		{"ranks differ", x, []int{4, 2, 3}, nil, "the GPU runs 1-D to 3-D"},
 		{"channels", x, []int{3, 2, 3, 3}, nil, "input channels"},
 		{"group", x, w, []*ir.Attr{{Name: "group", Kind: ir.AttrInt, I: 3}}, "divisible by group 3"},
 		{"strides length", x, w, []*ir.Attr{intsAttr("strides", 2)}, "strides has 1 values, want 2"},
@@ -181,6 +185,10 @@ func TestConvTGeometryErrors(t *testing.T) {
 	if sh := ConvTShape(mustGeom(t, []int{2, 3, 7}, []int{3, 5, 2}, intsAttr("strides", 2))); fmt.Sprint(sh) != "[2 5 14]" {
 		t.Errorf("1-D output shape %v", sh)
 	}
+	g := mustGeom(t, []int{1, 3, 2, 4, 5}, []int{3, 2, 3, 1, 2}, intsAttr("strides", 3, 1, 2), intsAttr("pads", 1, 0, 0, 0, 0, 1))
+	if sh := ConvTShape(g); fmt.Sprint(sh) != "[1 2 5 4 9]" || g.PD != 1 || g.PEW != 1 || g.KD != 3 || g.SW != 2 {
+		t.Errorf("3-D output shape %v, geometry %+v", sh, g)
+	}
 }
 
 func mustGeom(t *testing.T, x, w []int, attrs ...*ir.Attr) exact.ConvTGeom {
@@ -190,4 +198,43 @@ func mustGeom(t *testing.T, x, w []int, attrs ...*ir.Attr) exact.ConvTGeom {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// The ONNX node tests' ConvTranspose models (1-D to 3-D, pads, dilations,
+// output_shape, auto_pad, kernel_shape) are one ConvTranspose layer each,
+// placed on the GPU.
+func TestPlaceConvTNodeTests(t *testing.T) {
+	dir := "/usr/share/libonnx-testdata/data/node"
+	for _, name := range []string{"test_convtranspose", "test_convtranspose_1d", "test_convtranspose_3d", "test_convtranspose_autopad_same",
+		"test_convtranspose_dilations", "test_convtranspose_kernel_shape", "test_convtranspose_output_shape", "test_convtranspose_pad",
+		"test_convtranspose_pads", "test_convtranspose_with_kernel"} {
+		res := compileModel(t, filepath.Join(dir, name, "model.onnx"))
+		p := Place(res.Graph, res.Graph.Types)
+		if len(p) != 1 || p[0].Backend != plan.BackendCUDA || p[0].Kernel != kernels.ConvT {
+			t.Errorf("%s: placed %+v, want one layer on cuda (%s)", name, p, kernels.ConvT)
+		}
+	}
+}
+
+var flagZoo = flag.String("zoo", "", "the model zoo's directory (scripts/make-zoo.py): TestPlaceZooConvT checks unet_small's placement")
+
+// unet_small (the zoo's U-Net: ConvTranspose up-convolutions, Concat
+// skips) is all on the GPU, its three ConvTranspose layers on vx_convt.
+func TestPlaceZooConvT(t *testing.T) {
+	if *flagZoo == "" {
+		t.Skip("no -zoo directory")
+	}
+	res := compileModel(t, filepath.Join(*flagZoo, "unet_small", "model.onnx"))
+	ct := 0
+	for i, l := range Place(res.Graph, res.Graph.Types) {
+		if l.Backend != plan.BackendCUDA {
+			t.Errorf("layer %s (%s) on the CPU: %s", l.Layer, res.Graph.Nodes[i].OpType, l.Reason)
+		}
+		if res.Graph.Nodes[i].OpType == "ConvTranspose" && l.Kernel == kernels.ConvT {
+			ct++
+		}
+	}
+	if ct != 3 {
+		t.Errorf("%d ConvTranspose layers on %s, want 3", ct, kernels.ConvT)
+	}
 }

@@ -6,7 +6,7 @@ import (
 )
 
 func convtGeom() ConvTGeom {
-	return ConvTGeom{Rank: 2, N: 1, C: 4, H: 5, W: 6, M: 2, OH: 10, OW: 12, G: 1, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1}
+	return ConvTGeom{Rank: 2, N: 1, C: 4, D: 1, H: 5, W: 6, M: 2, OD: 1, OH: 10, OW: 12, G: 1, KD: 1, KH: 2, KW: 2, SD: 1, SH: 2, SW: 2, DD: 1, DH: 1, DW: 1}
 }
 
 // Tiled is exactly kernel/nn's convTransposeTiled condition: each part of
@@ -17,6 +17,7 @@ func TestConvTTiled(t *testing.T) {
 	}
 	for name, f := range map[string]func(*ConvTGeom){
 		"1-D":            func(g *ConvTGeom) { g.Rank, g.H, g.OH, g.KH, g.SH = 1, 1, 1, 1, 1 },
+		"3-D":            func(g *ConvTGeom) { g.Rank = 3 },
 		"groups":         func(g *ConvTGeom) { g.G = 2 },
 		"stride":         func(g *ConvTGeom) { g.SW = 1; g.OW = 7 },
 		"dilation":       func(g *ConvTGeom) { g.DH = 2; g.OH = 11 },
@@ -43,7 +44,9 @@ func TestConvTArgumentErrors(t *testing.T) {
 	}
 	general := bad(func(g *ConvTGeom) { g.PH, g.OH = 1, 9 })
 	for name, err := range map[string]error{
-		"rank 3":           e.ConvT(nil, bad(func(g *ConvTGeom) { g.Rank = 3 }), 0, 0, 0, 1, 0),
+		"rank 4":           e.ConvT(nil, bad(func(g *ConvTGeom) { g.Rank = 4 }), 0, 0, 0, 1, 0),
+		"2-D with depth":   e.ConvT(nil, bad(func(g *ConvTGeom) { g.D, g.OD = 2, 2 }), 0, 0, 0, 1, 0),
+		"depth stride":     e.ConvT(nil, bad(func(g *ConvTGeom) { g.SD = 0; g.Rank = 3 }), 0, 0, 0, 1, 0),
 		"1-D with rows":    e.ConvT(nil, bad(func(g *ConvTGeom) { g.Rank = 1 }), 0, 0, 0, 1, 0),
 		"group":            e.ConvT(nil, bad(func(g *ConvTGeom) { g.G = 3 }), 0, 0, 0, 1, 0),
 		"zero stride":      e.ConvT(nil, bad(func(g *ConvTGeom) { g.SH = 0 }), 0, 0, 0, 1, 0),

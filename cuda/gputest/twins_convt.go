@@ -3,6 +3,7 @@ package gputest
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/vouchml/vouch/cuda/engine"
 	"github.com/vouchml/vouch/cuda/exact"
@@ -38,7 +39,7 @@ func strAttr(name, v string) *ir.Attr { return &ir.Attr{Name: name, Kind: ir.Att
 
 // convtCases are the suite's ConvTranspose cases: unet_small's
 // up-convolutions, the tiled geometry (stride = kernel) with and without
-// finite weights, 1-D, groups and depthwise, dilations, output_padding,
+// finite weights, 1-D, 3-D, groups and depthwise, dilations, output_padding,
 // output_shape (a negative leading pad among them) and auto_pad, then
 // s.cfg.Cases random ones with odd sizes, strides 1-3 and asymmetric pads.
 // Every case has a valid geometry (engine.ConvTGeometry accepts it).
@@ -87,6 +88,15 @@ func (s *suite) convtCases() []convtCase {
 		c.nonFinite = true
 		cs = append(cs, c)
 	}
+	// 3-D: a 2x2x2 / 2 upsampler (not tiled: the CPU tiles 2-D only), and
+	// strides, pads and dilations per dimension with groups.
+	c3 := func(n, c, d, h, w, mg, g, kd, kh, kw int, bias bool, attrs ...*ir.Attr) convtCase {
+		return convtCase{n: convtNode(append(attrs, intAttr("group", g))...), x: []int{n, c, d, h, w}, w: []int{c, mg, kd, kh, kw}, bias: bias}
+	}
+	cs = append(cs,
+		c3(1, 8, 3, 4, 5, 4, 1, 2, 2, 2, true, st(2, 2, 2)),
+		c3(2, 6, 4, 3, 5, 2, 2, 3, 2, 3, false, st(1, 2, 3), ints("pads", 1, 0, 2, 0, 1, 1), ints("dilations", 2, 1, 1), ints("output_padding", 0, 1, 2)),
+	)
 	// 1-D: an upsampler (4 / 2 pad 1), grouped with output_padding, dilated.
 	c1 := func(n, c, w, mg, g, k int, bias bool, attrs ...*ir.Attr) convtCase {
 		return convtCase{n: convtNode(append(attrs, intAttr("group", g))...), x: []int{n, c, w}, w: []int{c, mg, k}, bias: bias}
@@ -113,10 +123,7 @@ func (s *suite) convtCases() []convtCase {
 // is invalid or its output empty or larger than 1<<20 floats.
 func (s *suite) randConvT() (convtCase, bool) {
 	r := s.r
-	rank := 2
-	if r.Intn(4) == 0 {
-		rank = 1
-	}
+	rank := []int{1, 2, 2, 2, 3}[r.Intn(5)]
 	g := []int{1, 1, 2, 3}[r.Intn(4)]
 	c := convtCase{n: convtNode(intAttr("group", g)), x: []int{1 + r.Intn(3), g * (1 + r.Intn(9))}, bias: r.Intn(2) == 0}
 	c.w = []int{c.x[1], 1 + r.Intn(12)}
@@ -128,7 +135,7 @@ func (s *suite) randConvT() (convtCase, bool) {
 		if r.Intn(4) == 0 {
 			d = 2
 		}
-		in := 1 + r.Intn(13)
+		in := 1 + r.Intn(13-3*rank)
 		c.x, c.w = append(c.x, in), append(c.w, k)
 		stride, dil = append(stride, sd), append(dil, d)
 		// ONNX asks output_padding below the stride or the dilation.
@@ -138,7 +145,7 @@ func (s *suite) randConvT() (convtCase, bool) {
 		oshape = append(oshape, max(0, full-2+r.Intn(5)))
 	}
 	c.n.Attrs["strides"] = ints("strides", stride...)
-	if dil[0] != 1 || dil[rank-1] != 1 {
+	if slices.ContainsFunc(dil, func(d int) bool { return d != 1 }) {
 		c.n.Attrs["dilations"] = ints("dilations", dil...)
 	}
 	switch r.Intn(8) {

@@ -19,7 +19,7 @@ func hostConvT(g exact.ConvTGeom, x, w, bias []float32) []float32 {
 	mode := exact.ConvTGeneral
 	if g.Tiled() {
 		mode = exact.ConvTLive
-		for _, v := range w[:g.C*(g.M/g.G)*g.KH*g.KW] {
+		for _, v := range w[:g.C*(g.M/g.G)*g.KD*g.KH*g.KW] {
 			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
 				mode = exact.ConvTGeneral
 			}
@@ -30,7 +30,9 @@ func hostConvT(g exact.ConvTGeom, x, w, bias []float32) []float32 {
 
 // hostConvTMode is vx_convt in mode (ConvTGeneral or ConvTLive).
 func hostConvTMode(g exact.ConvTGeom, mode exact.ConvTMode, x, w, bias []float32) []float32 {
-	Cg, Mg, kn, P, HW := g.C/g.G, g.M/g.G, g.KH*g.KW, g.OH*g.OW, g.H*g.W
+	Cg, Mg, kn := g.C/g.G, g.M/g.G, g.KD*g.KH*g.KW
+	OHW, HW := g.OH*g.OW, g.H*g.W
+	P, DHW := g.OD*OHW, g.D*HW
 	wstep := Mg * kn
 	canon := func(v float32) float32 {
 		if v != v {
@@ -38,13 +40,21 @@ func hostConvTMode(g exact.ConvTGeom, mode exact.ConvTMode, x, w, bias []float32
 		}
 		return v
 	}
+	// at is vx_convt's test of one dimension: o + pad - k*dil divides by
+	// the stride (C's division truncates, as Go's) into [0, in).
+	at := func(o, pad, k, dil, stride, in int) (int, bool) {
+		v := o + pad - k*dil
+		i := v / stride
+		return i, v >= 0 && i*stride == v && i < in
+	}
 	y := make([]float32, g.OutLen())
 	for t := range y {
 		nm, p := t/P, t%P
 		n, m := nm/g.M, nm%g.M
 		gi, mm := m/Mg, m%Mg
-		oh, ow := p/g.OW, p%g.OW
-		xc := x[(n*g.C+gi*Cg)*HW:]
+		od, q := p/OHW, p%OHW
+		oh, ow := q/g.OW, q%g.OW
+		xc := x[(n*g.C+gi*Cg)*DHW:]
 		wm := w[(gi*Cg*Mg+mm)*kn:]
 		var acc float32
 		if mode == exact.ConvTLive {
@@ -52,22 +62,24 @@ func hostConvTMode(g exact.ConvTGeom, mode exact.ConvTMode, x, w, bias []float32
 			xp := xc[(oh/g.KH)*g.W+ow/g.KW:]
 			wp := wm[kh*g.KW+kw:]
 			for c := 0; c < Cg; c++ {
-				acc = vmath.FMA32(wp[c*wstep], xp[c*HW], acc)
+				acc = vmath.FMA32(wp[c*wstep], xp[c*DHW], acc)
 			}
 		} else {
 			for c := 0; c < Cg; c++ {
-				for kh := 0; kh < g.KH; kh++ {
-					vh := oh + g.PH - kh*g.DH
-					ih := vh / g.SH // C's division truncates, as Go's
-					rok := vh >= 0 && ih*g.SH == vh && ih < g.H
-					for kw := 0; kw < g.KW; kw++ {
-						vw := ow + g.PW - kw*g.DW
-						iw := vw / g.SW
-						var v float32
-						if rok && vw >= 0 && iw*g.SW == vw && iw < g.W {
-							v = xc[c*HW+ih*g.W+iw]
+				wt := c * wstep
+				for kd := 0; kd < g.KD; kd++ {
+					id, dok := at(od, g.PD, kd, g.DD, g.SD, g.D)
+					for kh := 0; kh < g.KH; kh++ {
+						ih, hok := at(oh, g.PH, kh, g.DH, g.SH, g.H)
+						for kw := 0; kw < g.KW; kw++ {
+							iw, wok := at(ow, g.PW, kw, g.DW, g.SW, g.W)
+							var v float32
+							if dok && hok && wok {
+								v = xc[c*DHW+(id*g.H+ih)*g.W+iw]
+							}
+							acc = vmath.FMA32(wm[wt], v, acc)
+							wt++
 						}
-						acc = vmath.FMA32(wm[c*wstep+kh*g.KW+kw], v, acc)
 					}
 				}
 			}
@@ -123,7 +135,7 @@ func TestConvTHost(t *testing.T) {
 			cases++
 		}
 	}
-	if cases < 12*(26+12) || tiled < 12*7 || negZero != 12 {
+	if cases < 12*(28+12) || tiled < 12*7 || negZero != 12 {
 		t.Fatalf("%d cases, %d tiled, %d of the -0 case", cases, tiled, negZero)
 	}
 }
