@@ -56,17 +56,27 @@ prepare() {
 	limit=$((62 * 1048576 - tree))
 	[ -n "${CARRY_MB:-}" ] && limit=$((CARRY_MB * 1048576))
 	echo "carry limit: $((limit / 1048576)) MiB (the working tree is $((tree / 1048576)) MiB)"
-	zoo=${ZOO:-/work/zoo}
+	# A model is taken from the first of ZOO's directories that holds it
+	# (scripts/make-zoo.py --out DIR --only ... exports the same bytes).
+	zoo=${ZOO:-/work/zoo /tmp/g4zoo}
 	for m in $ZOO_MODELS; do
 		if [ $m = SUITES ]; then
 			f=$C/suites.tgz
 			tar czf $f -C $DATA pytorch-converted pytorch-operator simple
-		elif [ ! -f $zoo/$m/model.onnx ] || [ ! -f $zoo/$m/test_data_set_0/output_0.pb ]; then
-			echo "zoo: $m not exported (yet) in $zoo"
-			continue
 		else
+			src=""
+			for z in $zoo; do
+				if [ -f $z/$m/model.onnx ] && [ -f $z/$m/test_data_set_0/output_0.pb ]; then
+					src=$z
+					break
+				fi
+			done
+			if [ -z "$src" ]; then
+				echo "zoo: $m not exported (yet) in $zoo"
+				continue
+			fi
 			f=$C/zoo/$m.tgz
-			tar czf $f -C $zoo $m
+			tar czf $f -C $src $m
 		fi
 		if [ "$(du -sb $C | cut -f1)" -gt "$limit" ]; then
 			echo "carry: $m left out ($(du -b $f | cut -f1) bytes): the carry would pass $((limit / 1048576)) MiB"

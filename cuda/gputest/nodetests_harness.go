@@ -182,8 +182,11 @@ func (r NodeResult) Line() string {
 		fmt.Fprintf(&b, "; ref %s", r.Ref)
 	}
 	fmt.Fprintf(&b, "; %d ms", r.Millis)
-	if len(r.CPUReasons) > 0 {
-		fmt.Fprintf(&b, "\n    cpu layers: %s", strings.Join(r.CPUReasons, "; "))
+	if why := r.CPUReasons; len(why) > 0 {
+		if len(why) > 4 {
+			why = append(why[:4:4], fmt.Sprintf("%d more reasons", len(r.CPUReasons)-4))
+		}
+		fmt.Fprintf(&b, "\n    cpu layers: %s", strings.Join(why, "; "))
 	}
 	return b.String()
 }
