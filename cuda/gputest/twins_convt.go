@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
+	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/engine"
 	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/ir"
@@ -22,6 +24,7 @@ type convtCase struct {
 	x, w      []int
 	bias      bool
 	nonFinite bool
+	timed     bool // the suite also times it (unet_small's layers)
 	// x and w, when set, are the operands (else random ones).
 	x0, w0 []float32
 }
@@ -48,11 +51,12 @@ func (s *suite) convtCases() []convtCase {
 		return convtCase{n: convtNode(append(attrs, intAttr("group", g))...), x: []int{n, c, h, w}, w: []int{c, mg, kh, kw}, bias: bias}
 	}
 	st := func(v ...int) *ir.Attr { return ints("strides", v...) }
+	timed := func(c convtCase) convtCase { c.timed = true; return c }
 	cs := []convtCase{
 		// unet_small's up-convolutions (128 -> 64 -> 32 -> 16 channels).
-		c2(1, 128, 16, 16, 64, 1, 2, 2, true, st(2, 2)),
-		c2(1, 64, 32, 32, 32, 1, 2, 2, true, st(2, 2)),
-		c2(1, 32, 64, 64, 16, 1, 2, 2, true, st(2, 2)),
+		timed(c2(1, 128, 16, 16, 64, 1, 2, 2, true, st(2, 2))),
+		timed(c2(1, 64, 32, 32, 32, 1, 2, 2, true, st(2, 2))),
+		timed(c2(1, 32, 64, 64, 16, 1, 2, 2, true, st(2, 2))),
 		// Tiled: 3x3 / 3, 2x3 / (2, 3) at a batch, no bias; 1x1 / 1.
 		c2(2, 7, 5, 6, 5, 1, 3, 3, true, st(3, 3)),
 		c2(3, 9, 4, 7, 11, 1, 2, 3, false, st(2, 3)),
@@ -273,6 +277,66 @@ func (s *suite) convT() error {
 			}
 			s.record(c.name+tag, gpu, f32(want), !c.bias)
 		}
+		if c.timed {
+			if err := s.timeConvT(c, g, x, w, b); err != nil {
+				return fmt.Errorf("gputest: %s: %w", c.name, err)
+			}
+		}
 	}
+	return nil
+}
+
+// timeConvT prints the median time of 10 launches of exact.ConvT on c
+// (after 2 warm-ups), and of 3 runs of the CPU twin in this process.
+func (s *suite) timeConvT(c convtCase, g exact.ConvTGeom, x, w, b []float32) error {
+	tm, err := s.newTimer()
+	if err != nil {
+		return err
+	}
+	defer tm.close()
+	var bufs []*cuda.Buffer
+	defer func() {
+		for _, v := range bufs {
+			v.Free()
+		}
+	}()
+	ptr := func(v []float32) (uint64, error) {
+		if v == nil {
+			return 0, nil
+		}
+		d, err := s.dev(v)
+		if err != nil {
+			return 0, err
+		}
+		bufs = append(bufs, d)
+		return d.Ptr, nil
+	}
+	var p [5]uint64
+	for i, v := range [][]float32{x, w, b, {0}, make([]float32, g.OutLen())} {
+		if p[i], err = ptr(v); err != nil {
+			return err
+		}
+	}
+	var gpu []float64
+	for i := 0; i < 12; i++ {
+		ms, err := tm.time(func() error { return s.e.ConvT(tm.st, g, p[0], p[1], p[2], p[3], p[4]) })
+		if err != nil {
+			return err
+		}
+		if i >= 2 {
+			gpu = append(gpu, ms)
+		}
+	}
+	var cpu []float64
+	for i := 0; i < 3; i++ {
+		t0 := time.Now()
+		if _, err := cpuConvT(c, x, w, b); err != nil {
+			return err
+		}
+		cpu = append(cpu, float64(time.Since(t0).Microseconds())/1e3)
+	}
+	flop := 2 * float64(g.OutLen()) * float64(g.C/g.G)
+	fmt.Fprintf(s.w, "bench %s: GPU %.4f ms (%.1f GFLOP/s of live taps), CPU twin %.3f ms (median of 3, this process)\n",
+		c.name, median(gpu), flop/median(gpu)/1e6, median(cpu))
 	return nil
 }
