@@ -84,9 +84,12 @@ func (s *suite) convtCases() []convtCase {
 	// Where the two chains differ with finite weights: the live tap's
 	// product underflows to -0, and a dead tap's FMA(w, 0, -0) would make
 	// it +0; the CPU's tiled chain keeps -0.
-	negZero := c2(1, 1, 1, 1, 1, 1, 2, 2, false, st(2, 2))
-	negZero.x0, negZero.w0 = []float32{-1e-30}, []float32{1e-30, 1, 1, -1}
-	cs = append(cs, negZero)
+	// The tiled geometry also when output_shape or auto_pad gives it.
+	for _, c := range []convtCase{c2(1, 1, 1, 1, 1, 1, 2, 2, false, st(2, 2)), c2(1, 1, 1, 1, 1, 1, 2, 2, false, st(2, 2), ints("output_shape", 2, 2)),
+		c2(1, 1, 1, 1, 1, 1, 2, 2, false, st(2, 2), strAttr("auto_pad", "SAME_LOWER"))} {
+		c.x0, c.w0 = []float32{-1e-30}, []float32{1e-30, 1, 1, -1}
+		cs = append(cs, c)
+	}
 	// The tiled geometry with NaN or ±Inf weights: the CPU's general chain.
 	for _, c := range []convtCase{c2(1, 8, 6, 5, 4, 1, 2, 2, true, st(2, 2)), c2(2, 3, 3, 4, 5, 1, 3, 2, false, st(3, 2))} {
 		c.nonFinite = true

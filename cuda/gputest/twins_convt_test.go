@@ -135,7 +135,7 @@ func TestConvTHost(t *testing.T) {
 			cases++
 		}
 	}
-	if cases < 12*(28+12) || tiled < 12*7 || negZero != 12 {
+	if cases < 12*(30+12) || tiled < 12*9 || negZero != 3*12 {
 		t.Fatalf("%d cases, %d tiled, %d of the -0 case", cases, tiled, negZero)
 	}
 }
