@@ -19,6 +19,17 @@ type Report struct {
 	Layers         []LayerReport    `json:"layers"`
 	Warnings       []string         `json:"warnings,omitempty"`
 	Precision      *PrecisionReport `json:"precision,omitempty"`
+	// Concats counts the Concats of the memory plan (at the profile's max
+	// shapes) by what they run: nothing (their inputs are written in
+	// place), a copy of some inputs, or of all; nil when the graph has none.
+	Concats *ConcatReport `json:"concats,omitempty"`
+}
+
+// ConcatReport counts a plan's Concats by what they run (exec.ConcatStats).
+type ConcatReport struct {
+	InPlace int `json:"in_place"`
+	Partial int `json:"partial"`
+	Copied  int `json:"copied"`
 }
 
 // LayerReport is one layer's row in the report.

@@ -126,12 +126,18 @@ func Build(m *ir.Model, source []byte, name, producer string, opts Options, reg 
 	if err := checkBudget(g, maxTypes, opts.MaxBytes); err != nil {
 		return nil, err
 	}
-	arena := exec.PlanArena(g, maxTypes, reg)
+	mem := exec.PlanMemory(g, maxTypes, reg)
+	arena := mem.Arena
 	if budget := budgetOf(opts.MaxBytes); arena.PeakBytes > budget || arena.PeakBytes < 0 {
 		return nil, fmt.Errorf("compile: %w: the arena at the profile's max shapes needs %d bytes, more than the plan's budget of %d (max_bytes)", exec.ErrBudget, arena.PeakBytes, budget)
 	}
 	rep.PeakArenaBytes = arena.PeakBytes
-	log.Info("memory", "arena", map[string]any{"peak_bytes": arena.PeakBytes, "values": len(arena.Slots), "at": "profile max shapes"})
+	if c := mem.Concats; c != (exec.ConcatStats{}) {
+		r := buildlog.ConcatReport(c)
+		rep.Concats = &r
+	}
+	log.Info("memory", "arena", map[string]any{"peak_bytes": arena.PeakBytes, "values": len(arena.Slots), "at": "profile max shapes",
+		"concats_in_place": mem.Concats.InPlace, "concats_partial": mem.Concats.Partial, "concats_copied": mem.Concats.Copied})
 	hdr := plan.Header{
 		Producer:         producer,
 		RequiredFeatures: requiredFeatures(g, opts.TargetFeatures),

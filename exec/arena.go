@@ -23,6 +23,12 @@ type layout struct {
 	into, view []bool
 	// inPlace maps a value written in place to the input it overwrites.
 	inPlace map[string]string
+	// parts[i], for a Concat node i whose output holds some of its inputs
+	// (concat.go), lists the inputs it still copies: such a node runs
+	// those copies instead of its kernel.
+	parts map[int][]part
+	// concats counts the graph's Concats by what they run.
+	concats ConcatStats
 }
 
 // PlanArena places the values of g that the executor computes with
@@ -33,14 +39,17 @@ type layout struct {
 // the output of an op marked kernel.Op.View whose input 0 is in the arena
 // (it is that input under another shape), and the output of an op marked
 // kernel.Op.InPlace written over an input of the same dtype and shape whose
-// storage dies at that op. Values of nodes without an Into, with a type that
+// storage dies at that op. A Concat whose inputs are contiguous blocks of
+// its output holds those of its inputs whose producers can write there
+// (concat.go): they are placed inside its slot, and it copies nothing.
+// Values of nodes without an Into, with a type that
 // is not static at types, or of string type are left out: their kernels
 // allocate them. types must hold static types for the graph (ir.Infer at
 // fixed input shapes).
 //
 // PeakBytes is the size of the buffer Bind allocates for these shapes.
 func PlanArena(g *ir.Graph, types map[string]ir.Type, reg *kernel.Registry) *plan.Arena {
-	return planLayout(g, types, reg).arena
+	return planLayout(g, types, reg, true).arena
 }
 
 // storage is one arena region shared by one or more values.
@@ -49,7 +58,7 @@ type storage struct {
 	until    int // index of the last node that may read it
 }
 
-func planLayout(g *ir.Graph, types map[string]ir.Type, reg *kernel.Registry) *layout {
+func planLayout(g *ir.Graph, types map[string]ir.Type, reg *kernel.Registry, concats bool) *layout {
 	end := len(g.Nodes)
 	last := map[string]int{}
 	for i, n := range g.Nodes {
@@ -60,27 +69,80 @@ func planLayout(g *ir.Graph, types map[string]ir.Type, reg *kernel.Registry) *la
 	for _, o := range g.Outputs {
 		last[o.Name] = end
 	}
-	isInput := map[string]bool{}
-	for _, v := range g.Inputs {
-		isInput[v.Name] = true
-	}
 	lastOf := func(name string, i int) int {
 		if l, ok := last[name]; ok && l > i {
 			return l
 		}
 		return i
 	}
+	ops := make([]*kernel.Op, len(g.Nodes))
+	if reg != nil {
+		for i, n := range g.Nodes {
+			ops[i], _ = reg.Lookup(n)
+		}
+	}
+	into := func(i int) bool { return ops[i] != nil && ops[i].Into != nil && staticNode(g.Nodes[i], types) }
+	cp := &concatPlan{}
+	if concats {
+		cp = planConcats(g, types, ops, into)
+	}
 	lay := &layout{
 		arena:   &plan.Arena{Slots: map[string]plan.Slot{}},
 		into:    make([]bool, len(g.Nodes)),
 		view:    make([]bool, len(g.Nodes)),
 		inPlace: map[string]string{},
+		parts:   cp.parts,
+		concats: cp.stats(g),
 	}
+	// A root (a Concat's output that holds others, concat.go) is allocated
+	// at the first node writing into it, for as long as any value inside it
+	// is read: rootsAt[i] lists the roots node i allocates, in node order.
+	roots := map[string]bool{}
+	for _, n := range g.Nodes {
+		for _, o := range n.Outputs {
+			if at, ok := cp.at[o]; ok {
+				roots[at.root] = true
+			}
+		}
+	}
+	rootsAt := map[int][]string{}
+	until := map[string]int{}
+	for i, n := range g.Nodes {
+		for _, o := range n.Outputs {
+			r := o
+			if at, ok := cp.at[o]; ok {
+				r = at.root
+			}
+			if o == "" || !roots[r] {
+				continue
+			}
+			if _, seen := until[r]; !seen {
+				rootsAt[i] = append(rootsAt[i], r)
+			}
+			until[r] = max(until[r], lastOf(o, i))
+		}
+	}
+	store := map[string]*storage{}
 	// refs[v]: the arena storages value v may share data with. An arena
 	// value has its own; the output of an allocating kernel may alias any
 	// storage its inputs reference (Reshape's Run shares its input's data).
 	refs := map[string][]*storage{}
 	var active []*storage
+	// alloc places a new storage of size bytes in the lowest free gap.
+	alloc := func(size int64, until int) *storage {
+		sort.Slice(active, func(a, b int) bool { return active[a].off < active[b].off })
+		off := int64(0)
+		for _, s := range active {
+			if off+size <= s.off {
+				break
+			}
+			off = max(off, s.end)
+		}
+		s := &storage{off: off, end: off + size, until: until}
+		active = append(active, s)
+		lay.arena.PeakBytes = max(lay.arena.PeakBytes, off+size)
+		return s
+	}
 	for i, n := range g.Nodes {
 		kept := active[:0]
 		for _, s := range active {
@@ -89,11 +151,15 @@ func planLayout(g *ir.Graph, types map[string]ir.Type, reg *kernel.Registry) *la
 			}
 		}
 		active = kept
-		var op *kernel.Op
-		if reg != nil {
-			op, _ = reg.Lookup(n)
+		for _, r := range rootsAt[i] {
+			size := slotBytes(types[r])
+			s := alloc(size, until[r])
+			store[r] = s
+			refs[r] = []*storage{s}
+			lay.arena.Slots[r] = plan.Slot{Offset: s.off, Bytes: size}
 		}
-		if op == nil || op.Into == nil || !staticNode(n, types) {
+		op := ops[i]
+		if !into(i) {
 			// Allocating kernel: its outputs may alias what it reads, so
 			// every storage it reads lives as long as those outputs. Each
 			// storage is listed once: a chain of such nodes reading a value
@@ -129,12 +195,24 @@ func planLayout(g *ir.Graph, types map[string]ir.Type, reg *kernel.Registry) *la
 			lay.view[i] = true
 			continue
 		}
+		if cp.planned[i] && len(cp.parts[i]) == 0 {
+			lay.view[i] = true // a Concat whose inputs are all in place
+		}
 		for j, o := range n.Outputs {
 			if o == "" {
 				continue
 			}
 			t := types[o]
 			size := slotBytes(t)
+			if at, ok := cp.at[o]; ok {
+				s := store[at.root]
+				refs[o] = []*storage{s}
+				lay.arena.Slots[o] = plan.Slot{Offset: s.off + at.off, Bytes: size}
+				continue
+			}
+			if store[o] != nil {
+				continue // a root, allocated at its first writer
+			}
 			if j == 0 && op.InPlace {
 				if k := inPlaceInput(n, t, types, refs, lay, i); k >= 0 {
 					x := n.Inputs[k]
@@ -146,19 +224,9 @@ func planLayout(g *ir.Graph, types map[string]ir.Type, reg *kernel.Registry) *la
 					continue
 				}
 			}
-			sort.Slice(active, func(a, b int) bool { return active[a].off < active[b].off })
-			off := int64(0)
-			for _, s := range active {
-				if off+size <= s.off {
-					break
-				}
-				off = max(off, s.end)
-			}
-			s := &storage{off: off, end: off + size, until: lastOf(o, i)}
-			active = append(active, s)
+			s := alloc(size, lastOf(o, i))
 			refs[o] = []*storage{s}
-			lay.arena.Slots[o] = plan.Slot{Offset: off, Bytes: size}
-			lay.arena.PeakBytes = max(lay.arena.PeakBytes, off+size)
+			lay.arena.Slots[o] = plan.Slot{Offset: s.off, Bytes: size}
 		}
 	}
 	return lay

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"time"
 	"unsafe"
@@ -40,6 +41,8 @@ type Bound struct {
 	cur    int
 	// runState is the accounting of the run in progress (its limits).
 	runState run
+	// concats counts the Concats by what they run (concat.go).
+	concats ConcatStats
 }
 
 // step is one node's preallocated call.
@@ -56,12 +59,22 @@ type step struct {
 	// state is the node's prepared kernel state for this binding
 	// (kernel.Prepared: packed weights, geometry), freed with the Bound.
 	state *kernel.State
+	// copies are what a Concat whose output holds some of its inputs
+	// still copies (runCopy).
+	copies []copyPart
+}
+
+// copyPart is one input of a Concat copied into its block of the output.
+type copyPart struct {
+	src *tensor.Tensor // the input's cell
+	dst any            // the block: a slice of the arena of src's dtype
 }
 
 const (
 	runInto = iota
 	runView
 	runAlloc
+	runCopy
 )
 
 // Bind prepares the executor's graph for inputs of the given shapes, in
@@ -91,7 +104,7 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 	if err := specialize(&gc, e.reg, e.ops); err != nil {
 		return nil, fmt.Errorf("exec: bind: %w", err)
 	}
-	lay := planLayout(&gc, gc.Types, e.reg)
+	lay := planLayout(&gc, gc.Types, e.reg, !e.copyConcats)
 	if p := lay.arena.PeakBytes; p > e.limits.MaxBytes || p < 0 {
 		return nil, fmt.Errorf("exec: bind: %w: the arena at these input shapes needs %d bytes, more than the budget of %d", ErrBudget, p, e.limits.MaxBytes)
 	}
@@ -102,7 +115,7 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 			}
 		}
 	}
-	b := &Bound{e: e, types: gc.Types, arena: lay.arena, inType: inType, cells: map[string]*tensor.Tensor{}, ctx: e.kernelCtx()}
+	b := &Bound{e: e, types: gc.Types, arena: lay.arena, concats: lay.concats, inType: inType, cells: map[string]*tensor.Tensor{}, ctx: e.kernelCtx()}
 	if p := lay.arena.PeakBytes; p > 0 {
 		raw := make([]byte, p+Alignment)
 		pad := int((Alignment - uintptr(unsafe.Pointer(&raw[0]))%Alignment) % Alignment)
@@ -137,6 +150,14 @@ func (e *Executor) Bind(shapes [][]int) (*Bound, error) {
 		switch {
 		case lay.view[i]:
 			s.mode = runView
+		case len(lay.parts[i]) > 0:
+			s.mode = runCopy
+			at := lay.arena.Slots[n.Outputs[0]].Offset
+			for _, p := range lay.parts[i] {
+				t := gc.Types[n.Inputs[p.in]]
+				shape, _ := t.Static()
+				s.copies = append(s.copies, copyPart{src: s.in[p.in], dst: carve(b.buf, t.DType, at+p.off, tensor.NumElems(shape))})
+			}
 		case lay.into[i]:
 			s.mode = runInto
 		default:
@@ -359,6 +380,10 @@ func (b *Bound) run() (err error) {
 		}
 		switch s.mode {
 		case runView:
+		case runCopy:
+			for _, c := range s.copies {
+				reflect.Copy(reflect.ValueOf(c.dst), reflect.ValueOf(c.src.Data))
+			}
 		case runInto:
 			b.ctx.State = s.state
 			if err := s.op.Into(&b.ctx, s.n, s.in, s.out); err != nil {

@@ -38,6 +38,8 @@ type Executor struct {
 	isInput  map[string]bool // the top-level graph's inputs
 	limits   Limits
 	cpu      CPU // how kernels run (cpu.go)
+	// copyConcats makes Bind copy every Concat's inputs (SetCopyConcats).
+	copyConcats bool
 	// state is each node's prepared kernel state (kernel.State), for
 	// Run; a Bound keeps its own per step. Both go with their owner.
 	state map[*ir.Node]*kernel.State

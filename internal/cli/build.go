@@ -312,6 +312,9 @@ func printSummary(m *Main, r buildlog.Report, took time.Duration) {
 	}
 	fmt.Fprintf(tw, "precision (of the layers)\t%s\n", r.PlanPrecision)
 	fmt.Fprintf(tw, "peak arena\t%s\n", humanBytes(r.PeakArenaBytes))
+	if c := r.Concats; c != nil {
+		fmt.Fprintf(tw, "concats (max shapes)\t%d in place, %d partly, %d copied\n", c.InPlace, c.Partial, c.Copied)
+	}
 	fmt.Fprintf(tw, "FLOPs (opt profile)\t%.3g\n", float64(r.TotalFLOPs))
 	fmt.Fprintf(tw, "build time\t%v\n", took.Round(time.Millisecond))
 	tw.Flush()
