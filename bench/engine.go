@@ -85,6 +85,9 @@ func (v *vouchEngine) Close() error { return nil }
 type Options struct {
 	Warmup int // untimed runs of each engine first (default 0)
 	Runs   int // timed runs of each engine (default 10)
+	// Threads is Profile's kernel thread count (exec.CPU.Threads: 0 is
+	// GOMAXPROCS).
+	Threads int
 }
 
 // Result is one engine's timings.

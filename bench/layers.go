@@ -58,7 +58,7 @@ func Profile(ctx context.Context, p *plan.Plan, feeds map[string]*tensor.Tensor,
 	if err := exec.CheckInputs(g, feeds); err != nil {
 		return nil, err
 	}
-	eng, err := exec.NewEngine(g, builtin.Registry(), exec.Options{})
+	eng, err := exec.NewEngine(g, builtin.Registry(), exec.Options{CPU: exec.CPU{Threads: o.Threads}})
 	if err != nil {
 		return nil, err
 	}

@@ -56,6 +56,12 @@ and share of the total; with --peer ort, also ONNX Runtime's own per-node
 profile (from a separate profiled session), to compare layer by layer. --gemm runs the GEMM microbenchmark instead, against
 this core's measured FP32 FMA peak.
 
+--zoo DIR runs every model of a zoo made by scripts/make-zoo.py against the
+peer and prints the table of docs/benchmarks.md; with --int8 it compares each
+CNN's int8 plan with its fp32 plan instead, and with --scaling it profiles
+every model layer by layer at 1 and 2 threads and lists the layers that are
+slower on 2 threads (issue 16's scaling check).
+
 Peers are compiled in with build tags: -tags ort (cgo; the library comes from
 scripts/fetch-ort.sh) and -tags gomlx. A peer that cannot run is reported as
 unavailable with the reason.
@@ -78,9 +84,16 @@ Example:
 	gemm := fs.String("gemm", "", "run the GEMM microbenchmark for M[xNxK] instead of a model")
 	zoo := fs.String("zoo", "", "run every model of the zoo DIR (DIR/NAME/model.onnx + test_data_set_0, scripts/make-zoo.py) against the peer, check each against its reference, print the table; MODEL arguments pick models")
 	int8 := fs.Bool("int8", false, "with --zoo: build each zoo CNN at fp32 and at --precision int8 (seeded calibration) and time the two plans alternately: speed-up, top-1 agreement, max error")
+	scaling := fs.Bool("scaling", false, "with --zoo: profile every model layer by layer at 1 and 2 threads (alternating rounds; --runs per profile) and list the layers slower on 2 threads")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
+	}
+	if *zoo != "" && *scaling {
+		return bench.ZooScalingCommand{Dir: *zoo, Only: pos, Runs: o.Runs, Warmup: o.Warmup, JSON: o.JSON, Stdout: m.Stdout, Stderr: m.Stderr}.Run(ctx)
+	}
+	if *scaling {
+		return fmt.Errorf("%w: --scaling needs --zoo DIR", ErrUsage)
 	}
 	if *zoo != "" && *int8 {
 		return bench.ZooInt8Command{Dir: *zoo, Only: pos, Threads: o.Threads, Runs: o.Runs, Warmup: o.Warmup, JSON: o.JSON, Stdout: m.Stdout, Stderr: m.Stderr}.Run(ctx)
