@@ -508,13 +508,23 @@ func buildNodeTest(t nodeTest) (nb *nodeBuilt, r NodeResult, ok bool) {
 
 // NodePlacement writes, for every test (model) under roots, how many of
 // its plan's layers engine.Place puts on the GPU and why the others stay
-// on the CPU (the most frequent reasons first), as a Markdown table. It
-// needs no GPU.
+// on the CPU (the most frequent reasons first), as a Markdown table, in
+// name order; a model in several roots is taken from the first. It needs
+// no GPU.
 func NodePlacement(roots []string, match *regexp.Regexp, reasons int, w io.Writer) error {
-	tests, err := listNodeTests(roots, match)
+	all, err := listNodeTests(roots, match)
 	if err != nil {
 		return err
 	}
+	var tests []nodeTest
+	seen := map[string]bool{}
+	for _, t := range all {
+		if name := filepath.Base(t.dir); !seen[name] {
+			seen[name] = true
+			tests = append(tests, t)
+		}
+	}
+	sort.SliceStable(tests, func(i, j int) bool { return filepath.Base(tests[i].dir) < filepath.Base(tests[j].dir) })
 	fmt.Fprintf(w, "| model | layers on cuda / total | why the CPU layers stay on the CPU (layers) |\n|---|---|---|\n")
 	gpu, total := 0, 0
 	for _, t := range tests {
