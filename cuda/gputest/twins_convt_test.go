@@ -8,7 +8,11 @@ import (
 
 	"github.com/vouchml/vouch/cuda/engine"
 	"github.com/vouchml/vouch/cuda/exact"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/kernel/vmath"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // hostConvT is vx_convt (convt.cu) line for line on the host, with
@@ -93,10 +97,29 @@ func hostConvTMode(g exact.ConvTGeom, mode exact.ConvTMode, x, w, bias []float32
 	return y
 }
 
+// cpuConvTAt is cpuConvT at one of the CPU's instruction-set levels.
+func cpuConvTAt(isa kernel.ISA, c convtCase, x, w, b []float32) (*tensor.Tensor, error) {
+	n := &ir.Node{OpType: "ConvTranspose", Version: 11, Attrs: c.n.Attrs, Outputs: []string{"y"}}
+	k, err := builtin.Registry().Lookup(n)
+	if err != nil {
+		return nil, err
+	}
+	ins := []*tensor.Tensor{tensor.From(x, c.x...), tensor.From(w, c.w...)}
+	if b != nil {
+		ins = append(ins, tensor.From(b, len(b)))
+	}
+	out, err := k.Run(&kernel.Ctx{ISA: isa}, n, ins)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
 // The suite's ConvTranspose cases, computed with vx_convt's arithmetic on
 // the host over engine.ConvTGeometry, give kernel/nn's bits for many
 // seeds: the geometry, the choice of chain and the chains themselves are
-// right before the GPU machine sees them.
+// right before the GPU machine sees them (and the CPU's instruction-set
+// levels agree on them).
 func TestConvTHost(t *testing.T) {
 	cases, tiled, negZero := 0, 0, 0
 	for seed := int64(0); seed < 12; seed++ {
@@ -115,10 +138,23 @@ func TestConvTHost(t *testing.T) {
 				t.Fatalf("seed %d: %s: geometry gives %v, the CPU %v", seed, c.name, engine.ConvTShape(g), want.Shape)
 			}
 			got, wv := hostConvT(g, x, w, b), f32(want)
-			for i := range wv {
-				gb, cb := math.Float32bits(got[i]), math.Float32bits(wv[i])
-				if gb != cb && !(c.bias && got[i] != got[i] && wv[i] != wv[i]) {
-					t.Fatalf("seed %d: %s: output %d %#08x, the CPU's %#08x", seed, c.name, i, gb, cb)
+			same := func(what string, wv []float32) {
+				for i := range wv {
+					gb, cb := math.Float32bits(got[i]), math.Float32bits(wv[i])
+					if gb != cb && !(c.bias && got[i] != got[i] && wv[i] != wv[i]) {
+						t.Fatalf("seed %d: %s: output %d %#08x, %s %#08x", seed, c.name, i, gb, what, cb)
+					}
+				}
+			}
+			same("the CPU's", wv)
+			if seed < 2 {
+				// The CPU's portable and AVX2 levels give the same bits.
+				for _, isa := range []kernel.ISA{kernel.ISAPortable, kernel.ISAAVX2} {
+					out, err := cpuConvTAt(isa, c, x, w, b)
+					if err != nil {
+						t.Fatalf("seed %d: %s at %v: %v", seed, c.name, isa, err)
+					}
+					same("the CPU's at "+isa.String(), f32(out))
 				}
 			}
 			if g.Tiled() {
