@@ -22,9 +22,10 @@ import (
 //   - vx_rnn_proj computes the input chains of every (time, row) pair at
 //     once, in 64x64 tiles (the chain starts from its bias, k ascending);
 //   - one vx_rnn_step launch per step: a thread per (direction, batch row,
-//     hidden unit) continues its unit's chains over h, k ascending, and
-//     does the cell's element operations in kernel/rnn's order (peepholes,
-//     clip, activations, the cell and state updates); GRU without
+//     hidden unit, gate chain) continues the chain over h, k ascending;
+//     the unit's first thread then does the cell's element operations in
+//     kernel/rnn's order (peepholes, clip, activations, the cell and state
+//     updates); GRU without
 //     linear_before_reset takes a second launch (vx_rnn_gru_hh) for the h~
 //     chain over r⊙h, which needs every unit's r;
 //   - vx_rnn_final writes Y_h and Y_c.
@@ -252,7 +253,23 @@ type RNNBuffers struct {
 	Work                        uint64
 }
 
-// rnnBlock is the threads of a step's block (hidden units).
+// stepChains is the chains per hidden unit vx_rnn_step computes, one
+// thread each (its block's threadIdx.y): RNN 1, GRU 3 (z, r, h~'s
+// recurrent chain with linear_before_reset; 2 without: vx_rnn_gru_hh
+// runs h~), LSTM 4.
+func (g RNNGeom) stepChains() int {
+	switch {
+	case g.Kind == CellLSTM:
+		return 4
+	case g.Kind == CellGRU && g.LinearBeforeReset:
+		return 3
+	case g.Kind == CellGRU:
+		return 2
+	}
+	return 1
+}
+
+// rnnBlock is the threads of vx_rnn_gru_hh's block (hidden units).
 const rnnBlock = 128
 
 // RNN runs a recurrent node: steps is the longest row's length (Seq
@@ -300,18 +317,20 @@ func (e *Engine) RNN(s *cuda.Stream, g RNNGeom, b RNNBuffers, steps int) error {
 		}
 	}
 	st := D * g.Batch * H
-	grid := cuda.D3(uint32((H+rnnBlock-1)/rnnBlock), uint32(g.Batch), uint32(D))
+	stepGrid := cuda.D3(uint32((H+31)/32), uint32(g.Batch), uint32(D))
+	stepBlock := cuda.D3(32, uint32(g.stepChains()), 1)
+	hhGrid := cuda.D3(uint32((H+rnnBlock-1)/rnnBlock), uint32(g.Batch), uint32(D))
 	for t := 0; t < steps; t++ {
 		hin, hout := at(w.hs+(t%2)*st), at(w.hs+((t+1)%2)*st)
 		a := new(cuda.Args).Struct(geom...).I32(int32(t)).Ptr(b.Lens).Ptr(at(w.pre)).Ptr(at(w.rt)).Ptr(at(w.rbh)).Ptr(b.P).
 			Ptr(hin).Ptr(hout).Ptr(cs).Ptr(at(w.zb)).Ptr(at(w.rh)).Ptr(b.Y)
-		if err := e.fn[kernels.RNNStep].Launch(s, grid, cuda.D3(rnnBlock, 1, 1), 0, a); err != nil {
+		if err := e.fn[kernels.RNNStep].Launch(s, stepGrid, stepBlock, 0, a); err != nil {
 			return err
 		}
 		if g.Kind == CellGRU && !g.LinearBeforeReset {
 			a := new(cuda.Args).Struct(geom...).I32(int32(t)).Ptr(b.Lens).Ptr(at(w.pre)).Ptr(at(w.rt)).
 				Ptr(hin).Ptr(hout).Ptr(at(w.zb)).Ptr(at(w.rh)).Ptr(b.Y)
-			if err := e.fn[kernels.RNNGRUHidden].Launch(s, grid, cuda.D3(rnnBlock, 1, 1), 0, a); err != nil {
+			if err := e.fn[kernels.RNNGRUHidden].Launch(s, hhGrid, cuda.D3(rnnBlock, 1, 1), 0, a); err != nil {
 				return err
 			}
 		}

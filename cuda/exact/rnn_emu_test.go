@@ -19,9 +19,9 @@ import (
 // TestRNNKernelsEmulated runs rnn.cu itself on the CPU: exact.cu and
 // rnn.cu compiled by the host C++ compiler under emuPrelude (the CUDA
 // builtins they use, with IEEE float32 arithmetic and fmaf for
-// __fmaf_rn; a block's threads as std::threads where the kernel
-// synchronises), driven by emuDriver, which makes Engine.RNN's launches
-// (grid-stride loops capped at three blocks). The outputs must be
+// __fmaf_rn; a block's threads as coroutines that __syncthreads
+// switches between), driven by emuDriver, which makes Engine.RNN's launches
+// (grid-stride loops capped at three blocks) on 40 random nodes. The outputs must be
 // kernel/rnn's bits. Skipped without g++ (C++20) or with -short.
 func TestRNNKernelsEmulated(t *testing.T) {
 	if testing.Short() {
@@ -50,7 +50,7 @@ func TestRNNKernelsEmulated(t *testing.T) {
 		t.Skipf("exact.cu uses builtins the emulation lacks: %s", out)
 	}
 	r := rand.New(rand.NewSource(77))
-	for i := 0; i < 24; i++ {
+	for i := 0; i < 40; i++ {
 		c := randomRNN(r)
 		rg, lens, err := rnn.Setup(c.n, c.in)
 		if err != nil {
@@ -123,17 +123,17 @@ func TestRNNKernelsEmulated(t *testing.T) {
 }
 
 // emuPrelude stands in for the CUDA builtins exact.cu and rnn.cu use.
-const emuPrelude = `// Host emulation of the CUDA builtins: runs exact.cu's kernels on the CPU
-// (blocks one after the other; a block's threads as std::threads where the
-// kernel synchronises, else one after the other).
+const emuPrelude = `// Host stand-ins for the CUDA builtins: the kernels run on the CPU, the
+// blocks one after the other, a block's threads as coroutines (ucontext)
+// that __syncthreads switches between; IEEE float32 arithmetic, fmaf for
+// __fmaf_rn.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <thread>
 #include <vector>
-#include <barrier>
 #include <functional>
 #include <algorithm>
+#include <ucontext.h>
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -143,7 +143,7 @@ const emuPrelude = `// Host emulation of the CUDA builtins: runs exact.cu's kern
 #define __align__(n) __attribute__((aligned(n)))
 struct uint3 { unsigned x, y, z; };
 struct dim3 { unsigned x, y, z; };
-thread_local uint3 blockIdx, threadIdx;
+uint3 blockIdx, threadIdx;
 dim3 blockDim, gridDim;
 struct float4 { float x, y, z, w; };
 struct float2 { float x, y; };
@@ -159,34 +159,55 @@ inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
 inline float __fsqrt_rn(float a) { return sqrtf(a); }
-std::barrier<>* emu_bar;
-inline void __syncthreads() { emu_bar->arrive_and_wait(); }
 using std::min; using std::max;
 inline int min(int a, int b) { return a < b ? a : b; }
 
+static ucontext_t emu_sched;
+static std::vector<ucontext_t> emu_ctx;
+static std::vector<std::vector<char>> emu_stack;
+static std::vector<int> emu_done;
+static std::function<void()> emu_fn;
+static int emu_cur;
+inline void __syncthreads() { swapcontext(&emu_ctx[emu_cur], &emu_sched); }
+static void emu_tramp() {
+	emu_fn();
+	emu_done[emu_cur] = 1;
+}
+
 template <class F>
-void emu_launch(dim3 grid, dim3 block, bool sync, F f) {
+void emu_launch(dim3 grid, dim3 block, F f) {
 	gridDim = grid;
 	blockDim = block;
 	unsigned nt = block.x * block.y * block.z;
+	emu_ctx.resize(nt);
+	emu_done.resize(nt);
+	emu_stack.resize(nt);
+	emu_fn = f;
 	for (unsigned z = 0; z < grid.z; z++)
 		for (unsigned y = 0; y < grid.y; y++)
 			for (unsigned x = 0; x < grid.x; x++) {
-				uint3 b = {x, y, z};
-				auto one = [&](unsigned t) {
-					blockIdx = b;
-					threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-					f();
-				};
-				if (!sync) {
-					for (unsigned t = 0; t < nt; t++) one(t);
-					continue;
+				blockIdx = {x, y, z};
+				for (unsigned t = 0; t < nt; t++) {
+					emu_stack[t].resize(1 << 16);
+					getcontext(&emu_ctx[t]);
+					emu_ctx[t].uc_stack.ss_sp = emu_stack[t].data();
+					emu_ctx[t].uc_stack.ss_size = emu_stack[t].size();
+					emu_ctx[t].uc_link = &emu_sched;
+					makecontext(&emu_ctx[t], emu_tramp, 0);
+					emu_done[t] = 0;
 				}
-				std::barrier<> bar(nt);
-				emu_bar = &bar;
-				std::vector<std::thread> th;
-				for (unsigned t = 0; t < nt; t++) th.emplace_back(one, t);
-				for (auto& t : th) t.join();
+				// Round by round: each live thread runs to its next
+				// barrier or its end.
+				for (bool live = true; live;) {
+					live = false;
+					for (unsigned t = 0; t < nt; t++) {
+						if (emu_done[t]) continue;
+						emu_cur = t;
+						threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+						swapcontext(&emu_sched, &emu_ctx[t]);
+						live = true;
+					}
+				}
 			}
 }
 `
@@ -230,23 +251,25 @@ int main(int argc, char** argv) {
 	const int* lens = pl ? L.data() : nullptr;
 	if (g.batch > 0) {
 		long long n = (long long)D * G + D * H + st;
-		emu_launch({gridOf(n, 256), 1, 1}, {256, 1, 1}, false, [&] { vx_rnn_start(g, opt(pb, B), opt(ph0, H0), opt(pc0, C0), wk + o_init, wk + o_rbh, wk + o_hs, cs); });
+		emu_launch({gridOf(n, 256), 1, 1}, {256, 1, 1}, [&] { vx_rnn_start(g, opt(pb, B), opt(ph0, H0), opt(pc0, C0), wk + o_init, wk + o_rbh, wk + o_hs, cs); });
 		copy_geom cg = {3, {D, H, G, 0, 0, 0}, {G * H, 1, H, 0, 0, 0}, {H * G, G, 1, 0, 0, 0}};
 		long long nc = (long long)D * H * G;
-		emu_launch({gridOf(nc, 256), 1, 1}, {256, 1, 1}, false, [&] { vx_copy(cg, R.data(), wk + o_rt, nc); });
+		emu_launch({gridOf(nc, 256), 1, 1}, {256, 1, 1}, [&] { vx_copy(cg, R.data(), wk + o_rt, nc); });
 		if (rows > 0)
-			emu_launch({(unsigned)((G + 63) / 64), (unsigned)((rows + 63) / 64), (unsigned)D}, {256, 1, 1}, true,
+			emu_launch({(unsigned)((G + 63) / 64), (unsigned)((rows + 63) / 64), (unsigned)D}, {256, 1, 1},
 				[&] { vx_rnn_proj((int)rows, G, g.input, X.data(), W.data(), wk + o_init, wk); });
 		if (lens) std::fill(y.begin(), y.begin() + ylen, 0.0f);
-		dim3 sg = {(unsigned)((H + 127) / 128), (unsigned)g.batch, (unsigned)D};
+		dim3 sg = {(unsigned)((H + 31) / 32), (unsigned)g.batch, (unsigned)D};
+		dim3 sb = {32, (unsigned)(g.kind == 2 ? 4 : g.kind == 1 ? (g.lbr ? 3 : 2) : 1), 1};
+		dim3 hg = {(unsigned)((H + 127) / 128), (unsigned)g.batch, (unsigned)D};
 		for (int t = 0; t < steps; t++) {
 			float* hin = wk + o_hs + (t % 2) * st;
 			float* hout = wk + o_hs + ((t + 1) % 2) * st;
-			emu_launch(sg, {128, 1, 1}, false, [&] { vx_rnn_step(g, t, lens, wk, wk + o_rt, wk + o_rbh, opt(pp, P), hin, hout, cs, wk + o_zb, wk + o_rh, y.data()); });
+			emu_launch(sg, sb, [&] { vx_rnn_step(g, t, lens, wk, wk + o_rt, wk + o_rbh, opt(pp, P), hin, hout, cs, wk + o_zb, wk + o_rh, y.data()); });
 			if (g.kind == 1 && !g.lbr)
-				emu_launch(sg, {128, 1, 1}, false, [&] { vx_rnn_gru_hh(g, t, lens, wk, wk + o_rt, hin, hout, wk + o_zb, wk + o_rh, y.data()); });
+				emu_launch(hg, {128, 1, 1}, [&] { vx_rnn_gru_hh(g, t, lens, wk, wk + o_rt, hin, hout, wk + o_zb, wk + o_rh, y.data()); });
 		}
-		emu_launch({gridOf(st, 256), 1, 1}, {256, 1, 1}, false, [&] { vx_rnn_final(g, wk + o_hs + (steps % 2) * st, cs, yh.data(), g.kind == 2 ? yc.data() : nullptr); });
+		emu_launch({gridOf(st, 256), 1, 1}, {256, 1, 1}, [&] { vx_rnn_final(g, wk + o_hs + (steps % 2) * st, cs, yh.data(), g.kind == 2 ? yc.data() : nullptr); });
 	}
 	FILE* out = fopen(argv[2], "wb");
 	fwrite(y.data(), 4, ylen, out);

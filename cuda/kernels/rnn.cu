@@ -6,8 +6,8 @@
 // every gate pre-activation is one chain from the bias sum Wb[j]+Rb[j] (+0
 // without B; Wbh alone for GRU's h~ block with linear_before_reset) over
 // x[k]*W[j,k], k ascending (vx_rnn_proj), then on over h[k]*R[j,k], k
-// ascending (vx_rnn_step, one thread per direction, batch row and hidden
-// unit, over R transposed to [dirs][hidden][G]); each chain's NaN becomes
+// ascending (vx_rnn_step, one thread per chain of a direction, batch row
+// and hidden unit, over R transposed to [dirs][hidden][G]); each chain's NaN becomes
 // the canonical NaN as on the CPU; then the cell's element operations in
 // kernel/rnn's order.
 
@@ -186,81 +186,61 @@ __device__ __forceinline__ float rnn_chain(const float* __restrict__ h, const fl
 	return vx_canon(acc);
 }
 
-// vx_rnn_step advances every (direction, batch row) by step s: thread j
-// of row b, direction d (blockIdx.z) continues unit j's chains from
-// pre (the input chains of X's row at the step's time: s forward, L-1-s
-// backward) over hin, then does kernel/rnn's element operations and
-// writes hout (and Y). A row past its length L copies its state. GRU
-// without linear_before_reset stops after z and r (zb, rh = r*h):
-// vx_rnn_gru_hh finishes the step.
+// vx_rnn_step advances every (direction, batch row) by step s. A block
+// is 32 hidden units of one row b (blockIdx.y) and direction d
+// (blockIdx.z) by the unit's chains (threadIdx.y = q: RNN 1, GRU 3 (z, r
+// and, with linear_before_reset, h~'s recurrent chain; without it 2),
+// LSTM 4):
+// thread (x, q) continues chain q of unit j = blockIdx.x*32 + x from pre
+// (the input chains of X's row at the step's time: s forward, L-1-s
+// backward; GRU's h~ with linear_before_reset from Rbh) over hin, k
+// ascending; after the block's barrier, thread (x, 0) does kernel/rnn's
+// element operations for unit j and writes hout (and Y). A row past its
+// length L copies its state. GRU without linear_before_reset stops after
+// z and r (zb, rh = r*h): vx_rnn_gru_hh finishes the step.
 extern "C" __global__ void __launch_bounds__(128) vx_rnn_step(rnn_geom g, int s, const int* __restrict__ lens,
 	const float* __restrict__ pre, const float* __restrict__ rt, const float* __restrict__ rbh, const float* __restrict__ peep,
 	const float* __restrict__ hin, float* __restrict__ hout, float* __restrict__ cs, float* __restrict__ zb, float* __restrict__ rh,
 	float* __restrict__ y) {
+	__shared__ float chains[4][32];
 	int H = g.hidden;
-	int j = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y, d = blockIdx.z;
-	if (j >= H) return;
+	int x = threadIdx.x, q = threadIdx.y;
+	int j = blockIdx.x * 32 + x, b = blockIdx.y, d = blockIdx.z;
 	int G = rnn_gates(g) * H;
 	int L = lens ? lens[b] : g.seq;
 	i64 so = ((i64)d * g.batch + b) * H;
 	const float* h = hin + so;
 	bool two = g.kind == 1 && !g.lbr;
 	if (s >= L) {
-		if (!two) hout[so + j] = h[j];
+		// The whole block's row: no thread reaches the barrier.
+		if (q == 0 && j < H && !two) hout[so + j] = h[j];
 		return;
 	}
 	int t = (g.reverse || d == 1) ? L - 1 - s : s;
 	const float* p = pre + ((i64)d * g.seq * g.batch + rnn_xrow(g, t, b)) * G;
-	const float* r = rt + (i64)d * H * G;
+	if (j < H) {
+		int row = q * H + j;
+		float start = (g.kind == 1 && q == 2) ? rbh[(i64)d * H + j] : p[row];
+		chains[q][x] = rnn_chain(h, rt + (i64)d * H * G, H, G, row, start);
+	}
+	__syncthreads();
+	if (q != 0 || j >= H) return;
 	int a0 = d * rnn_perdir(g);
 	float hn;
 	if (g.kind == 0) {
-		hn = rnn_act(g, a0, rnn_clip(rnn_chain(h, r, H, G, j, p[j]), g.clip));
+		hn = rnn_act(g, a0, rnn_clip(chains[0][x], g.clip));
 	} else if (g.kind == 1) {
-		float az = p[j], ar = p[H + j], ah = g.lbr ? rbh[(i64)d * H + j] : 0.0f;
-		if (g.lbr) {
-#pragma unroll 4
-			for (int k = 0; k < H; k++) {
-				float hk = h[k];
-				const float* rk = r + (i64)k * G;
-				az = __fmaf_rn(hk, rk[j], az);
-				ar = __fmaf_rn(hk, rk[H + j], ar);
-				ah = __fmaf_rn(hk, rk[2 * H + j], ah);
-			}
-			ah = vx_canon(ah);
-		} else {
-#pragma unroll 4
-			for (int k = 0; k < H; k++) {
-				float hk = h[k];
-				const float* rk = r + (i64)k * G;
-				az = __fmaf_rn(hk, rk[j], az);
-				ar = __fmaf_rn(hk, rk[H + j], ar);
-			}
-		}
-		float z = rnn_act(g, a0, rnn_clip(vx_canon(az), g.clip));
-		float rg = rnn_act(g, a0, rnn_clip(vx_canon(ar), g.clip));
+		float z = rnn_act(g, a0, rnn_clip(chains[0][x], g.clip));
+		float rg = rnn_act(g, a0, rnn_clip(chains[1][x], g.clip));
 		if (two) {
 			zb[so + j] = z;
 			rh[so + j] = __fmul_rn(rg, h[j]);
 			return;
 		}
-		float hh = rnn_act(g, a0 + 1, rnn_clip(__fmaf_rn(rg, ah, p[2 * H + j]), g.clip));
+		float hh = rnn_act(g, a0 + 1, rnn_clip(__fmaf_rn(rg, chains[2][x], p[2 * H + j]), g.clip));
 		hn = __fmaf_rn(z, h[j], __fmul_rn(__fsub_rn(1.0f, z), hh));
 	} else {
-		float ai = p[j], ao = p[H + j], af = p[2 * H + j], ac = p[3 * H + j];
-#pragma unroll 4
-		for (int k = 0; k < H; k++) {
-			float hk = h[k];
-			const float* rk = r + (i64)k * G;
-			ai = __fmaf_rn(hk, rk[j], ai);
-			ao = __fmaf_rn(hk, rk[H + j], ao);
-			af = __fmaf_rn(hk, rk[2 * H + j], af);
-			ac = __fmaf_rn(hk, rk[3 * H + j], ac);
-		}
-		ai = vx_canon(ai);
-		ao = vx_canon(ao);
-		af = vx_canon(af);
-		ac = vx_canon(ac);
+		float ai = chains[0][x], ao = chains[1][x], af = chains[2][x], ac = chains[3][x];
 		float c = cs[so + j];
 		const float* pp = peep ? peep + (i64)d * 3 * H : 0;
 		if (pp) {
