@@ -122,7 +122,7 @@ func TestPlace(t *testing.T) {
 }
 
 // tinyBertGPULayers is how many of tiny_bert's 74 layers run on the GPU.
-const tinyBertGPULayers = 39
+const tinyBertGPULayers = 41
 
 // tinyBertGPU names some of tiny_bert's GPU layers and their kernels.
 var tinyBertGPU = map[string]string{
@@ -146,6 +146,9 @@ var tinyBertGPU = map[string]string{
 	"/Add":        "vx_add_bcast",
 	"/o.0/MatMul": "vx_sgemm+vx_channel_affine+vx_add_bcast",
 	"/Softmax_2":  "vx_softmax",
+	// The attention mask: its Cast from int64 and (1 - mask) * -10000.
+	"/Cast_1": "vx_cast(int64)",
+	"/Sub":    "body(vx_arith_bcast(Sub),vx_arith_bcast(Mul))",
 }
 
 // Loading checks the architecture before anything else, and says what to
@@ -226,7 +229,7 @@ func TestPlaceOps(t *testing.T) {
 		{"div ints", "Div", 14, nil, []string{"s", "s"}, ""},
 		{"matmul batched", "MatMul", 13, nil, []string{"x", "x"}, "vx_sgemm"},
 		{"resize nearest", "Resize", 19, nil, []string{"x", "", "sc"}, "vx_gather(map)"},
-		{"resize linear", "Resize", 19, []*ir.Attr{{Name: "mode", Kind: ir.AttrString, S: "linear"}}, []string{"x", "", "sc"}, ""},
+		{"resize linear", "Resize", 19, []*ir.Attr{{Name: "mode", Kind: ir.AttrString, S: "linear"}}, []string{"x", "", "sc"}, "vx_resize(linear)"},
 		{"resize computed scales", "Resize", 19, nil, []string{"x", "", "b"}, ""},
 		{"matmul by a vector", "MatMul", 13, nil, []string{"x", "c"}, ""},
 		{"gather by ids", "Gather", 13, nil, []string{"x", "s"}, "vx_gather"},

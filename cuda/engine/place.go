@@ -52,15 +52,17 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 	if n.Domain != "" && n.Domain != "vouch" {
 		return "", fmt.Sprintf("domain %q has no GPU kernels", n.Domain)
 	}
+	// The families first: a family may run a layer with a subgraph (an
+	// Elementwise layer's body).
+	if k, why, ok := extraKernel(n, g, types); ok {
+		return k, why
+	}
 	for _, a := range n.Attrs {
 		if a.G != nil || len(a.Graphs) > 0 {
 			if n.OpType != "ConvChain" && n.OpType != "Attention" {
 				return "", "a layer with a subgraph runs on the CPU"
 			}
 		}
-	}
-	if k, why, ok := extraKernel(n, g, types); ok {
-		return k, why
 	}
 	switch n.OpType {
 	case fused.OpFused:

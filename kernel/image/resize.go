@@ -409,38 +409,9 @@ func runResize(kc *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tenso
 	if x == nil {
 		return nil, fmt.Errorf("%s: input X is missing", n.OpType)
 	}
-	a, err := readResizeAttrs(n)
+	a, g, err := resizeOf(n, x.Shape, in)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", n.OpType, err)
-	}
-	roiT, scalesT, sizesT := resizeInputs(n, in, func(t *tensor.Tensor) bool { return t != nil && t.Len() > 0 })
-	var roiV, scalesV []float64
-	var sizesV []int64
-	if roiT != nil {
-		if roiV, err = roiT.Float64s(); err != nil {
-			return nil, fmt.Errorf("%s: roi: %w", n.OpType, err)
-		}
-	}
-	if scalesT != nil {
-		if !scalesT.DType.IsFloat() {
-			return nil, fmt.Errorf("%s: scales must be float, got %v", n.OpType, scalesT.DType)
-		}
-		scalesV, _ = scalesT.Float64s()
-	}
-	if n.OpType == "Upsample" && n.Version > 0 && n.Version < 9 {
-		for _, s := range n.Floats("scales", nil) {
-			scalesV = append(scalesV, float64(s))
-		}
-	}
-	if sizesT != nil {
-		if sizesT.DType != tensor.Int64 {
-			return nil, fmt.Errorf("%s: sizes must be int64, got %v", n.OpType, sizesT.DType)
-		}
-		sizesV, _ = sizesT.Int64s()
-	}
-	g, err := resizeGeometry(n, a, x.Shape, roiV, scalesV, sizesV)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", n.OpType, err)
+		return nil, err
 	}
 	out, err := interpolate(&a, x, g, kc.AVX512() && amd64.EnabledZ)
 	if err != nil {
