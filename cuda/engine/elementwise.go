@@ -77,56 +77,56 @@ func actOf(op string, n *ir.Node, prefix string, sigFirst bool) (act, string) {
 			return act{}, fmt.Sprintf("Gelu approximate %q", ap)
 		}
 	case "LeakyRelu":
-		return act{a: exact.ActLeakyRelu, p0: f("alpha", 0.01)}, ""
+		return act{a: exact.EwLeakyRelu, p0: f("alpha", 0.01)}, ""
 	case "HardSigmoid":
-		return act{a: exact.ActHardSigmoid, p0: f("alpha", 0.2), p1: f("beta", 0.5)}, ""
+		return act{a: exact.EwHardSigmoid, p0: f("alpha", 0.2), p1: f("beta", 0.5)}, ""
 	case "HardSwish":
-		return act{a: exact.ActHardSwish}, ""
+		return act{a: exact.EwHardSwish}, ""
 	case fused.SiLU:
 		if sigFirst {
-			return act{a: exact.ActSiLUSigmoidFirst}, ""
+			return act{a: exact.EwSiLUSigmoidFirst}, ""
 		}
-		return act{a: exact.ActSiLU}, ""
+		return act{a: exact.EwSiLU}, ""
 	case fused.HardSigmoidMul:
-		a := act{a: exact.ActHardSigmoidMul, p0: f("alpha", 0.2), p1: f("beta", 0.5)}
+		a := act{a: exact.EwHardSigmoidMul, p0: f("alpha", 0.2), p1: f("beta", 0.5)}
 		if sigFirst {
-			a.a = exact.ActHardSigmoidMulSF
+			a.a = exact.EwHardSigmoidMulSF
 		}
 		return a, ""
 	case "Neg":
-		return act{a: exact.ActNeg}, ""
+		return act{a: exact.EwNeg}, ""
 	case "Abs":
-		return act{a: exact.ActAbs}, ""
+		return act{a: exact.EwAbs}, ""
 	case "Sqrt":
-		return act{a: exact.ActSqrt}, ""
+		return act{a: exact.EwSqrt}, ""
 	case "Reciprocal":
-		return act{a: exact.ActReciprocal}, ""
+		return act{a: exact.EwReciprocal}, ""
 	case "Elu":
-		return act{a: exact.ActElu, p0: f("alpha", 1)}, ""
+		return act{a: exact.EwElu, p0: f("alpha", 1)}, ""
 	case "Celu":
 		a := f("alpha", 1)
 		if a == 0 {
 			return act{}, "Celu with alpha 0"
 		}
-		return act{a: exact.ActCelu, p0: a}, ""
+		return act{a: exact.EwCelu, p0: a}, ""
 	case "Selu":
-		return act{a: exact.ActSelu, p0: f("alpha", 1.67326319217681884765625), p1: f("gamma", 1.05070102214813232421875)}, ""
+		return act{a: exact.EwSelu, p0: f("alpha", 1.67326319217681884765625), p1: f("gamma", 1.05070102214813232421875)}, ""
 	case "ThresholdedRelu":
-		return act{a: exact.ActThresholdedRelu, p0: f("alpha", 1)}, ""
+		return act{a: exact.EwThresholdedRelu, p0: f("alpha", 1)}, ""
 	case "Softplus":
-		return act{a: exact.ActSoftplus}, ""
+		return act{a: exact.EwSoftplus}, ""
 	case "Softsign":
-		return act{a: exact.ActSoftsign}, ""
+		return act{a: exact.EwSoftsign}, ""
 	case "Mish":
-		return act{a: exact.ActMish}, ""
+		return act{a: exact.EwMish}, ""
 	case "Sign":
-		return act{a: exact.ActSign}, ""
+		return act{a: exact.EwSign}, ""
 	case "Floor":
-		return act{a: exact.ActFloor}, ""
+		return act{a: exact.EwFloor}, ""
 	case "Ceil":
-		return act{a: exact.ActCeil}, ""
+		return act{a: exact.EwCeil}, ""
 	case "Round":
-		return act{a: exact.ActRound}, ""
+		return act{a: exact.EwRound}, ""
 	}
 	return act{}, fmt.Sprintf("no exact GPU kernel for %s yet", op)
 }

@@ -112,29 +112,29 @@ type ActOp int32
 
 // The activations of vx_act.
 const (
-	ActLeakyRelu        ActOp = iota // x < 0 ? P0*x : x
-	ActHardSigmoid                   // max(0, min(1, float32(P0*x)+P1))
-	ActHardSwish                     // x * max(0, min(1, float32(x*(1/6))+0.5))
-	ActSiLU                          // x * Sigmoid32(x)
-	ActSiLUSigmoidFirst              // Sigmoid32(x) * x
-	ActHardSigmoidMul                // x * HardSigmoid(x; P0, P1)
-	ActHardSigmoidMulSF              // HardSigmoid(x; P0, P1) * x
-	ActNeg                           // the sign bit flipped
-	ActAbs                           // the sign bit cleared
-	ActSqrt                          // correctly rounded
-	ActReciprocal                    // 1 / x
-	ActElu                           // x < 0 ? P0*(Exp32(x)-1) : x
-	ActSoftplus                      // elementwise's softplus32
-	ActSoftsign                      // x / (1 + |x|)
-	ActMish                          // x * Tanh32(softplus32(x))
-	ActSelu                          // x <= 0 ? P1*(float32(P0*Exp32(x))-P0) : P1*x
-	ActCelu                          // x < 0 ? P0*(Exp32(x/P0)-1) : x
-	ActThresholdedRelu               // x > P0 ? x : 0
-	ActSign                          // ±1, or x for ±0 and NaN
-	ActFloor
-	ActCeil
-	ActRound   // to nearest, ties to even
-	ActReluMax // v < 0 ? 0 : v (Relu's comparison)
+	EwLeakyRelu        ActOp = iota // x < 0 ? P0*x : x
+	EwHardSigmoid                   // max(0, min(1, float32(P0*x)+P1))
+	EwHardSwish                     // x * max(0, min(1, float32(x*(1/6))+0.5))
+	EwSiLU                          // x * Sigmoid32(x)
+	EwSiLUSigmoidFirst              // Sigmoid32(x) * x
+	EwHardSigmoidMul                // x * HardSigmoid(x; P0, P1)
+	EwHardSigmoidMulSF              // HardSigmoid(x; P0, P1) * x
+	EwNeg                           // the sign bit flipped
+	EwAbs                           // the sign bit cleared
+	EwSqrt                          // correctly rounded
+	EwReciprocal                    // 1 / x
+	EwElu                           // x < 0 ? P0*(Exp32(x)-1) : x
+	EwSoftplus                      // elementwise's softplus32
+	EwSoftsign                      // x / (1 + |x|)
+	EwMish                          // x * Tanh32(softplus32(x))
+	EwSelu                          // x <= 0 ? P1*(float32(P0*Exp32(x))-P0) : P1*x
+	EwCelu                          // x < 0 ? P0*(Exp32(x/P0)-1) : x
+	EwThresholdedRelu               // x > P0 ? x : 0
+	EwSign                          // ±1, or x for ±0 and NaN
+	EwFloor
+	EwCeil
+	EwRound   // to nearest, ties to even
+	EwReluMax // v < 0 ? 0 : v (Relu's comparison)
 )
 
 var actNames = [...]string{"LeakyRelu", "HardSigmoid", "HardSwish", "SiLU", "SiLU(sigmoid first)", "HardSigmoidMul", "HardSigmoidMul(gate first)",

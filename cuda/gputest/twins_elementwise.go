@@ -143,25 +143,25 @@ func (s *suite) ewActs() error {
 		p0, p1 float32
 	}
 	cases := []c{
-		{"LeakyRelu", 16, []*ir.Attr{floatAttr("alpha", 0.1)}, exact.ActLeakyRelu, 0.1, 0},
-		{"HardSigmoid", 6, nil, exact.ActHardSigmoid, 0.2, 0.5},
-		{"HardSigmoid", 6, []*ir.Attr{floatAttr("alpha", 1.0/6), floatAttr("beta", 0.5)}, exact.ActHardSigmoid, 1.0 / 6, 0.5},
-		{"HardSwish", 14, nil, exact.ActHardSwish, 0, 0},
-		{"Neg", 13, nil, exact.ActNeg, 0, 0},
-		{"Abs", 13, nil, exact.ActAbs, 0, 0},
-		{"Sqrt", 13, nil, exact.ActSqrt, 0, 0},
-		{"Reciprocal", 13, nil, exact.ActReciprocal, 0, 0},
-		{"Elu", 6, []*ir.Attr{floatAttr("alpha", 0.7)}, exact.ActElu, 0.7, 0},
-		{"Softplus", 1, nil, exact.ActSoftplus, 0, 0},
-		{"Softsign", 1, nil, exact.ActSoftsign, 0, 0},
-		{"Mish", 18, nil, exact.ActMish, 0, 0},
-		{"Selu", 6, nil, exact.ActSelu, 1.67326319217681884765625, 1.05070102214813232421875},
-		{"Celu", 12, []*ir.Attr{floatAttr("alpha", 0.6)}, exact.ActCelu, 0.6, 0},
-		{"ThresholdedRelu", 10, []*ir.Attr{floatAttr("alpha", 0.3)}, exact.ActThresholdedRelu, 0.3, 0},
-		{"Sign", 13, nil, exact.ActSign, 0, 0},
-		{"Floor", 13, nil, exact.ActFloor, 0, 0},
-		{"Ceil", 13, nil, exact.ActCeil, 0, 0},
-		{"Round", 11, nil, exact.ActRound, 0, 0},
+		{"LeakyRelu", 16, []*ir.Attr{floatAttr("alpha", 0.1)}, exact.EwLeakyRelu, 0.1, 0},
+		{"HardSigmoid", 6, nil, exact.EwHardSigmoid, 0.2, 0.5},
+		{"HardSigmoid", 6, []*ir.Attr{floatAttr("alpha", 1.0/6), floatAttr("beta", 0.5)}, exact.EwHardSigmoid, 1.0 / 6, 0.5},
+		{"HardSwish", 14, nil, exact.EwHardSwish, 0, 0},
+		{"Neg", 13, nil, exact.EwNeg, 0, 0},
+		{"Abs", 13, nil, exact.EwAbs, 0, 0},
+		{"Sqrt", 13, nil, exact.EwSqrt, 0, 0},
+		{"Reciprocal", 13, nil, exact.EwReciprocal, 0, 0},
+		{"Elu", 6, []*ir.Attr{floatAttr("alpha", 0.7)}, exact.EwElu, 0.7, 0},
+		{"Softplus", 1, nil, exact.EwSoftplus, 0, 0},
+		{"Softsign", 1, nil, exact.EwSoftsign, 0, 0},
+		{"Mish", 18, nil, exact.EwMish, 0, 0},
+		{"Selu", 6, nil, exact.EwSelu, 1.67326319217681884765625, 1.05070102214813232421875},
+		{"Celu", 12, []*ir.Attr{floatAttr("alpha", 0.6)}, exact.EwCelu, 0.6, 0},
+		{"ThresholdedRelu", 10, []*ir.Attr{floatAttr("alpha", 0.3)}, exact.EwThresholdedRelu, 0.3, 0},
+		{"Sign", 13, nil, exact.EwSign, 0, 0},
+		{"Floor", 13, nil, exact.EwFloor, 0, 0},
+		{"Ceil", 13, nil, exact.EwCeil, 0, 0},
+		{"Round", 11, nil, exact.EwRound, 0, 0},
 	}
 	for _, k := range cases {
 		want, err := cpuOp(k.op, k.ver, k.attrs, xt)
@@ -185,8 +185,8 @@ func (s *suite) ewActs() error {
 		p0, p1   float32
 		sigFirst bool
 	}{
-		{"Sigmoid", 13, nil, exact.ActSiLU, exact.ActSiLUSigmoidFirst, 0, 0, false},
-		{"HardSigmoid", 6, []*ir.Attr{floatAttr("alpha", 1.0/6), floatAttr("beta", 0.5)}, exact.ActHardSigmoidMul, exact.ActHardSigmoidMulSF, 1.0 / 6, 0.5, false},
+		{"Sigmoid", 13, nil, exact.EwSiLU, exact.EwSiLUSigmoidFirst, 0, 0, false},
+		{"HardSigmoid", 6, []*ir.Attr{floatAttr("alpha", 1.0/6), floatAttr("beta", 0.5)}, exact.EwHardSigmoidMul, exact.EwHardSigmoidMulSF, 1.0 / 6, 0.5, false},
 	} {
 		gate, err := cpuOp(g.gate, g.ver, g.attrs, xt)
 		if err != nil {
@@ -240,7 +240,7 @@ func (s *suite) ewActs() error {
 		return err
 	}
 	defer b.Free()
-	if err := s.e.Activation(nil, exact.ActHardSwish, b.Ptr, b.Ptr, int64(n), 0, 0); err != nil {
+	if err := s.e.Activation(nil, exact.EwHardSwish, b.Ptr, b.Ptr, int64(n), 0, 0); err != nil {
 		return err
 	}
 	got, err := s.fetch(b, n)
