@@ -29,7 +29,8 @@
 # runs past its time or leaves a sticky CUDA error stops the process, which
 # is started again on the same results file and goes on after that test.
 # Time: node tests start until NODE_S (default 70) seconds after the start,
-# zoo models until TOTAL - 12; everything stops at TOTAL (default 115).
+# the shared models (.gpucarry/models, when there) and the zoo models until
+# TOTAL - 12; everything stops at TOTAL (default 115).
 set -u
 C=.gpucarry
 
@@ -133,8 +134,13 @@ device() {
 	done
 	echo "unpacked in $(($(date +%s) - START)) s: $roots, zoo: $(ls $T/zoo | tr '\n' ' ')"
 	phase node $roots $T/node.jsonl $((START + ${NODE_S:-70})) -nodetests-timeout 20s
-	if [ -n "$(ls $T/zoo)" ]; then
-		phase zoo $T/zoo $T/zoo.jsonl $((END - 12)) -nodetests-timeout 40s -nodetests-rtol 1e-4 -nodetests-atol 1e-5
+	# The shared models travel in .gpucarry/models when scripts/gpu-proof.sh
+	# prepare made the carry: they run first, with the zoo's tolerances.
+	zroots=""
+	[ -d $C/models ] && zroots=$(realpath $C/models),
+	[ -n "$(ls $T/zoo)" ] && zroots=$zroots$T/zoo
+	if [ -n "${zroots%,}" ]; then
+		phase zoo "${zroots%,}" $T/zoo.jsonl $((END - 12)) -nodetests-timeout 40s -nodetests-rtol 1e-4 -nodetests-atol 1e-5
 	fi
 	cat $T/node.jsonl $T/zoo.jsonl >"$OUT/nodetests.jsonl" 2>/dev/null
 	echo "nodetests: the last SUMMARY line of each phase counts every process of it"
