@@ -62,9 +62,9 @@ func TestConcatModels(t *testing.T) {
 				var want []*tensor.Tensor
 				for _, copyAll := range []bool{false, true} {
 					for _, threads := range []int{1, 2} {
-						got, st := runConcats(t, g, in, copyAll, threads)
-						if !copyAll && threads == 1 {
-							t.Logf("%s at batch %d: concats %+v", m.name, batch, st)
+						got, st, peak := runConcats(t, g, in, copyAll, threads)
+						if threads == 1 {
+							t.Logf("%s at batch %d, copy all %v: concats %+v, arena %d bytes", m.name, batch, copyAll, st, peak)
 						}
 						if want == nil {
 							want = got
@@ -82,9 +82,9 @@ func TestConcatModels(t *testing.T) {
 	}
 }
 
-// runConcats runs g once on in and returns a copy of its outputs and what
-// the plan made of its Concats.
-func runConcats(t *testing.T, g *ir.Graph, in []*tensor.Tensor, copyAll bool, threads int) ([]*tensor.Tensor, exec.ConcatStats) {
+// runConcats runs g once on in and returns a copy of its outputs, what the
+// plan made of its Concats and the arena's size.
+func runConcats(t *testing.T, g *ir.Graph, in []*tensor.Tensor, copyAll bool, threads int) ([]*tensor.Tensor, exec.ConcatStats, int64) {
 	t.Helper()
 	b, err := concatExecutor(t, g, copyAll, threads).Bind(shapesOf(in))
 	if err != nil {
@@ -98,5 +98,5 @@ func runConcats(t *testing.T, g *ir.Graph, in []*tensor.Tensor, copyAll bool, th
 	for i, o := range out {
 		res[i] = o.Clone()
 	}
-	return res, b.Concats()
+	return res, b.Concats(), b.Arena().PeakBytes
 }
