@@ -1,6 +1,8 @@
 package fused
 
 import (
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/vmath"
 )
@@ -31,3 +33,23 @@ var SiLUAct = siluAct
 
 // HardSwishActs is hardSwishActs.
 var HardSwishActs = hardSwishActs
+
+// ChainSteps returns the op types of the steps of a run of the chain
+// layer n prepared in ctx's State (nil when none is kept).
+func ChainSteps(ctx *kernel.Ctx, n *ir.Node) []string {
+	e, _ := kernel.Prepared(ctx, chainKey{n}, nil, func() (*chainEntry, error) { return &chainEntry{}, nil })
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.free) == 0 {
+		return nil
+	}
+	var ops []string
+	for _, s := range e.free[0].steps {
+		if s.op.Run == nil { // the fused scores step has only Into
+			ops = append(ops, "scores")
+			continue
+		}
+		ops = append(ops, s.n.OpType)
+	}
+	return ops
+}
