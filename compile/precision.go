@@ -9,6 +9,7 @@ import (
 	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/fused"
+	"github.com/vouchml/vouch/kernel/q8"
 	"github.com/vouchml/vouch/quant"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -57,6 +58,7 @@ type weighted struct {
 	base   string // Conv, Gemm, MatMul
 	x      string // the activation input
 	reason string // why int8 is impossible ("" if possible)
+	slow   string // why int8 is possible but kept fp32 unless asked for (--layer-precision, a QDQ model)
 	fp16no string // why fp16 is impossible
 }
 
@@ -84,10 +86,24 @@ func weightedLayers(g *ir.Graph) []*weighted {
 		}
 		l := &weighted{n: n, base: b, x: n.Inputs[0]}
 		l.reason = int8Blocker(g, n, b, w)
+		if l.reason == "" && b == "Conv" && n.Int("group", 1) > 1 && w.Shape[1] == 1 {
+			l.slow = int8DepthwiseSlow
+		}
 		out = append(out, l)
 	}
 	return out
 }
+
+// int8DepthwiseSlow is why a depthwise convolution the int8 kernel takes
+// (kernel/q8 dw.go) stays fp32 by default: measured on the zoo's
+// MobileNetV3-Large (1 thread, thread CPU time, alternating plans),
+// its plan with the 15 depthwise layers in int8 (and 25 u8 edges) ran
+// about 20% slower than with them at fp32 (6 u8 edges): fp32's depthwise
+// kernels with their fused HardSwish are as fast per layer (per-layer
+// microbenchmarks: int8 faster on 56×56 and 28×28 maps, slower at
+// 112×112 stride 2 and on 7×7 maps). --layer-precision NAME=int8 and QDQ
+// models take it.
+const int8DepthwiseSlow = "depthwise convolution: int8 measured slower than fp32 here (--layer-precision NAME=int8 takes it)"
 
 // minInt8ConvK is the longest reduction (input channels a group × kernel
 // taps) of a convolution that int8 keeps at fp32: measured per layer on
@@ -122,7 +138,16 @@ func int8Blocker(g *ir.Graph, n *ir.Node, base string, w *tensor.Tensor) string 
 			return "int8 convolutions are 2-D"
 		}
 		if grp := n.Int("group", 1); grp > 1 && w.Shape[1] == 1 {
-			return "depthwise convolution: no int8 kernel"
+			// kernel/q8's depthwise path (dw.go).
+			st, dl := n.Ints("strides", []int64{1, 1}), n.Ints("dilations", []int64{1, 1})
+			if int(grp) != w.Shape[0] || len(st) != 2 || len(dl) != 2 ||
+				!q8.DepthwiseOK(w.Shape[2], w.Shape[3], int(st[0]), int(st[1]), int(dl[0]), int(dl[1])) {
+				return fmt.Sprintf("depthwise convolution: the int8 kernel takes kernels up to 8×8, strides 1 and 2, no dilation, one output channel a group (W %v)", w.Shape)
+			}
+			if w.Len()/w.Shape[0] > 131072 {
+				return "reduction too long for int32 accumulation"
+			}
+			return ""
 		} else if grp > 1 && w.Shape[0]/int(grp) < 8 {
 			// ResNeXt's groups of 4: the int8 direct kernels fill 16
 			// channels a lane block, at least half of it; below that
@@ -197,6 +222,10 @@ func precisionPass(s *state) error {
 		case p == "int8" && l.reason != "":
 			s.log.Info("precision", "kept-fp32", map[string]any{"layer": l.n.Name, "wanted": "int8", "reason": l.reason})
 			res.report.Layers = append(res.report.Layers, buildlog.LayerPrecision{Layer: l.n.Name, Precision: "fp32", Reason: l.reason})
+			p = "fp32"
+		case p == "int8" && l.slow != "" && why != "--layer-precision" && why != "QDQ model":
+			s.log.Info("precision", "kept-fp32", map[string]any{"layer": l.n.Name, "wanted": "int8", "reason": l.slow})
+			res.report.Layers = append(res.report.Layers, buildlog.LayerPrecision{Layer: l.n.Name, Precision: "fp32", Reason: l.slow})
 			p = "fp32"
 		case p == "fp16":
 			if r := fp16Blocker(s.g, l.n); r != "" {

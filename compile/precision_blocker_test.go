@@ -9,9 +9,11 @@ import (
 	"github.com/vouchml/vouch/tensor"
 )
 
-// TestInt8Blocker: which convolutions int8 keeps at fp32 (depthwise,
-// groups of fewer than 8 output channels, reductions of at most 16), and that SiLU layers
-// (EfficientNet's) no longer are among them.
+// TestInt8Blocker: which convolutions int8 keeps at fp32 (depthwise ones
+// the int8 depthwise kernel does not take, groups of fewer than 8 output
+// channels, reductions of at most 16), and that SiLU layers (EfficientNet's)
+// no longer are among them; the depthwise ones it takes stay fp32 unless
+// asked for (the slow reason).
 func TestInt8Blocker(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -21,7 +23,8 @@ func TestInt8Blocker(t *testing.T) {
 		want       string // a substring of the reason, "" for int8
 	}{
 		{"dense", 32, 16, 1, 0, "", ""},
-		{"depthwise", 32, 1, 32, 0, "", "depthwise"},
+		{"depthwise", 32, 1, 32, 0, "", ""},
+		{"depthwise 9x9", 32, 1, 32, 9, "", "depthwise"},
 		{"groups of 4", 128, 4, 32, 0, "", "4 output channels a group"},
 		{"groups of 8", 48, 8, 6, 0, "", ""},
 		{"groups of 16", 64, 16, 4, 0, "", ""},
@@ -48,6 +51,10 @@ func TestInt8Blocker(t *testing.T) {
 		got := int8Blocker(g, n, "Conv", g.Initializers["w"])
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s: reason %q, want %q", tc.name, got, tc.want)
+		}
+		g.Nodes = []*ir.Node{n}
+		if l := weightedLayers(g); len(l) != 1 || (l[0].slow != "") != (tc.name == "depthwise") {
+			t.Errorf("%s: weighted %+v, want the slow reason on the depthwise layer only", tc.name, l)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vouchml/vouch/buildlog"
@@ -19,12 +20,17 @@ import (
 
 // chainModel is a small fp32 CNN with int8 chains: x → conv 3×3 → Relu →
 // a → conv 3×3 stride 2 → Relu → b; b → conv 1×1 → Relu → c and b → conv
-// 3×3 → d (b has two int8 readers); c + d → Relu → conv 1×1 → out.
-func chainModel() *ir.Model {
+// 3×3 → d (b has two int8 readers); c + d → Relu → conv 1×1 → out. With
+// depthwise, a MobileNet-style chain of depthwise layers instead.
+func chainModel(depthwise bool) *ir.Model {
 	r := rand.New(rand.NewPCG(8, 9))
 	inits := map[string]*tensor.Tensor{}
 	var nodes []*ir.Node
 	conv := func(name, x, y string, cin, cout, k, stride int) {
+		group := 1
+		if cin < 0 { // depthwise
+			cin, group = 1, cout
+		}
 		w := make([]float32, cout*cin*k*k)
 		for i := range w {
 			w[i] = float32(r.NormFloat64() * 0.2)
@@ -39,21 +45,33 @@ func chainModel() *ir.Model {
 			Attrs: map[string]*ir.Attr{
 				"pads":    {Name: "pads", Kind: ir.AttrInts, Ints: []int64{p, p, p, p}},
 				"strides": {Name: "strides", Kind: ir.AttrInts, Ints: []int64{int64(stride), int64(stride)}},
+				"group":   {Name: "group", Kind: ir.AttrInt, I: int64(group)},
 			}})
 	}
 	relu := func(name, x, y string) {
 		nodes = append(nodes, &ir.Node{Name: name, OpType: "Relu", Version: 14, Inputs: []string{x}, Outputs: []string{y}, Attrs: map[string]*ir.Attr{}})
 	}
-	conv("c1", "x", "c1y", 8, 24, 3, 1)
-	relu("r1", "c1y", "a")
-	conv("c2", "a", "c2y", 24, 32, 3, 2)
-	relu("r2", "c2y", "b")
-	conv("c3", "b", "c3y", 32, 32, 1, 1)
-	relu("r3", "c3y", "c")
-	conv("c4", "b", "d", 32, 32, 3, 1)
-	nodes = append(nodes, &ir.Node{Name: "add", OpType: "Add", Version: 14, Inputs: []string{"c", "d"}, Outputs: []string{"e"}, Attrs: map[string]*ir.Attr{}})
-	relu("r5", "e", "f")
-	conv("c5", "f", "out", 32, 16, 1, 1)
+	if depthwise {
+		// x → conv 3×3 → Relu → a → depthwise 3×3 stride 2 → Relu → b →
+		// depthwise 5×5 → c → conv 1×1 → out
+		conv("c1", "x", "c1y", 8, 32, 3, 1)
+		relu("r1", "c1y", "a")
+		conv("dw1", "a", "dw1y", -1, 32, 3, 2)
+		relu("r2", "dw1y", "b")
+		conv("dw2", "b", "c", -1, 32, 5, 1)
+		conv("c5", "c", "out", 32, 16, 1, 1)
+	} else {
+		conv("c1", "x", "c1y", 8, 24, 3, 1)
+		relu("r1", "c1y", "a")
+		conv("c2", "a", "c2y", 24, 32, 3, 2)
+		relu("r2", "c2y", "b")
+		conv("c3", "b", "c3y", 32, 32, 1, 1)
+		relu("r3", "c3y", "c")
+		conv("c4", "b", "d", 32, 32, 3, 1)
+		nodes = append(nodes, &ir.Node{Name: "add", OpType: "Add", Version: 14, Inputs: []string{"c", "d"}, Outputs: []string{"e"}, Attrs: map[string]*ir.Attr{}})
+		relu("r5", "e", "f")
+		conv("c5", "f", "out", 32, 16, 1, 1)
+	}
 	g := &ir.Graph{Name: "chain", Nodes: nodes, Initializers: inits, Types: map[string]ir.Type{},
 		Inputs:  []*ir.Value{{Name: "x", Type: ir.Type{DType: tensor.Float32, RankKnown: true, Shape: []ir.Dim{{Param: "N"}, {Value: 8}, {Value: 12}, {Value: 14}}}}},
 		Outputs: []*ir.Value{{Name: "out"}}}
@@ -72,7 +90,14 @@ func normalBatch(r *rand.Rand, n int) *tensor.Tensor {
 // as u8 (the report lists them and the check that ran, the plan holds the
 // attributes), and its outputs have the bits of the same build without
 // the int8-chains pass at every level, 1 and 2 threads, batch 1 and 3.
-func TestInt8ChainsBuild(t *testing.T) {
+func TestInt8ChainsBuild(t *testing.T) { testInt8Chains(t, false) }
+
+// TestInt8DepthwiseBuild: the same with depthwise layers, which stay fp32
+// by default (the reason in the report) and run the int8 depthwise kernel
+// when --layer-precision asks, chained on both sides.
+func TestInt8DepthwiseBuild(t *testing.T) { testInt8Chains(t, true) }
+
+func testInt8Chains(t *testing.T, depthwise bool) {
 	r := rand.New(rand.NewPCG(10, 11))
 	o := compile.DefaultOptions()
 	o.Tactics = "heuristic"
@@ -83,7 +108,7 @@ func TestInt8ChainsBuild(t *testing.T) {
 	o.Quant.EvalData = []*tensor.Tensor{normalBatch(r, 1), normalBatch(r, 1), normalBatch(r, 1)}
 	buildWith := func(o compile.Options) (*compile.Result, *plan.Plan) {
 		t.Helper()
-		res, err := compile.Build(chainModel(), []byte("chain"), "chain", "test", o, builtin.Registry(), buildlog.New(nil))
+		res, err := compile.Build(chainModel(depthwise), []byte("chain"), "chain", "test", o, builtin.Registry(), buildlog.New(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,6 +117,19 @@ func TestInt8ChainsBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		return res, p
+	}
+	if depthwise {
+		d, _ := buildWith(o)
+		kept := 0
+		for _, l := range d.Report.Precision.Layers {
+			if strings.HasPrefix(l.Layer, "dw") && l.Precision == "fp32" && strings.Contains(l.Reason, "depthwise") {
+				kept++
+			}
+		}
+		if kept != 2 {
+			t.Fatalf("by default %d depthwise layers kept fp32 with the reason, want 2: %+v", kept, d.Report.Precision.Layers)
+		}
+		o.Quant.LayerPrecision = map[string]string{"dw1": "int8", "dw2": "int8"}
 	}
 	resA, pa := buildWith(o)
 	ob := o
@@ -106,11 +144,11 @@ func TestInt8ChainsBuild(t *testing.T) {
 	for _, x := range e.Edges {
 		tensors = append(tensors, x.Tensor)
 	}
-	if !slices.Contains(tensors, "a") || !slices.Contains(tensors, "b") {
-		t.Fatalf("int8 edges on %v, want a and b among them", tensors)
+	if !slices.Contains(tensors, "a") || !slices.Contains(tensors, "b") || (depthwise && !slices.Contains(tensors, "c")) {
+		t.Fatalf("int8 edges on %v, want a and b (and c) among them", tensors)
 	}
 	for _, x := range e.Edges {
-		if x.Tensor == "b" && len(x.Consumers) != 2 {
+		if x.Tensor == "b" && len(x.Consumers) != 2 && !depthwise {
 			t.Fatalf("b's consumers %v, want c3 and c4", x.Consumers)
 		}
 	}

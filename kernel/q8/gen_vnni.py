@@ -243,6 +243,100 @@ a('zq_done:')
 a('\tVZEROUPPER')
 a('\tRET')
 
+# dwBlocks: the int8 depthwise convolution (dw.go), four blocks of 16
+# outputs of one channel at a time. Block i's window starts at byte
+# offs[i] of the padded u8 plane x; tap dword t (a kernel row ky and four
+# columns 4kq..4kq+3) lies toff[t] bytes further. VPERMB picks each
+# lane's four bytes out of the 64 at the tap's address (lane j, byte e:
+# idx[4j+e] = stride*j + e), VPDPBUSD multiplies them with the tap's four
+# signed weights w[t] (broadcast; zero past the kernel's width) into the
+# lane's int32, which starts at init (the channel's -128·Σw). nb is a
+# multiple of 4; acc receives nb*16 sums.
+a('\n// func dwBlocks(nb int, x *uint8, offs *int, toff *int, w *int32, nt int, idx *uint8, init int32, acc *int32, aoffs *int)')
+a('TEXT ·dwBlocks(SB), NOSPLIT, $0-80')
+a('\tMOVQ nb+0(FP), CX')
+a('\tMOVQ offs+16(FP), SI')
+a('\tMOVQ toff+24(FP), R8')
+a('\tMOVQ w+32(FP), R9')
+a('\tMOVQ nt+40(FP), R10')
+a('\tMOVQ idx+48(FP), AX')
+a('\tVMOVDQU64 (AX), Z30')
+a('\tMOVL init+56(FP), DX')
+a('\tVPBROADCASTD DX, Z31')
+a('\tMOVQ acc+64(FP), DI')
+a('\tSHRQ $2, CX')
+a('\tJZ dw_done')
+a('dw_group:')
+for r, reg in enumerate(['AX', 'BX', 'R12', 'R13']):
+    a(f'\tMOVQ {8*r}(SI), {reg}')
+    a(f'\tADDQ x+8(FP), {reg}')
+    a(f'\tVMOVDQA64 Z31, Z{10+r}')
+a('\tXORQ R11, R11')
+a('dw_tap:')
+a('\tMOVQ (R8)(R11*8), DX')
+a('\tVPBROADCASTD (R9)(R11*4), Z5')
+for r, reg in enumerate(['AX', 'BX', 'R12', 'R13']):
+    a(f'\tVPERMB ({reg})(DX*1), Z30, Z{1+r}')
+for r in range(4):
+    a(f'\tVPDPBUSD Z5, Z{1+r}, Z{10+r}')
+a('\tINCQ R11')
+a('\tCMPQ R11, R10')
+a('\tJNE dw_tap')
+# Stored in block order at acc + 4·aoffs[i] (a row's blocks side by
+# side: a block's lanes past the row's end are overwritten by the next
+# row's first block, stored after it).
+a('\tMOVQ aoffs+72(FP), R11')
+for r in range(4):
+    a(f'\tMOVQ {8*r}(R11), DX')
+    a(f'\tVMOVDQU32 Z{10+r}, (DI)(DX*4)')
+a('\tADDQ $32, SI')
+a('\tADDQ $32, R11')
+a('\tMOVQ R11, aoffs+72(FP)')
+a('\tDECQ CX')
+a('\tJNZ dw_group')
+a('dw_done:')
+a('\tVZEROUPPER')
+a('\tRET')
+
+# copyRows: rows rows of n bytes from src (row stride lds) to dst (row
+# stride ldd), 64 bytes a move, the last partial move masked (AVX512BW).
+a('\n// func copyRows(dst *uint8, ldd int, src *uint8, lds int, n int, rows int)')
+a('TEXT ·copyRows(SB), NOSPLIT, $0-48')
+a('\tMOVQ dst+0(FP), DI')
+a('\tMOVQ src+16(FP), SI')
+a('\tMOVQ n+32(FP), R8')
+a('\tMOVQ rows+40(FP), R9')
+a('\tMOVQ R8, CX')
+a('\tANDQ $63, CX')
+a('\tMOVQ $1, AX')
+a('\tSHLQ CX, AX')
+a('\tDECQ AX')
+a('\tKMOVQ AX, K1')
+a('\tSHRQ $6, R8')
+a('\tTESTQ R9, R9')
+a('\tJZ cr_done')
+a('cr_row:')
+a('\tXORQ AX, AX')
+a('\tMOVQ R8, BX')
+a('\tTESTQ BX, BX')
+a('\tJZ cr_tail')
+a('cr_full:')
+a('\tVMOVDQU8 (SI)(AX*1), Z0')
+a('\tVMOVDQU8 Z0, (DI)(AX*1)')
+a('\tADDQ $64, AX')
+a('\tDECQ BX')
+a('\tJNZ cr_full')
+a('cr_tail:')
+a('\tVMOVDQU8.Z (SI)(AX*1), K1, Z0')
+a('\tVMOVDQU8 Z0, K1, (DI)(AX*1)')
+a('\tADDQ ldd+8(FP), DI')
+a('\tADDQ lds+24(FP), SI')
+a('\tDECQ R9')
+a('\tJNZ cr_row')
+a('cr_done:')
+a('\tVZEROUPPER')
+a('\tRET')
+
 
 # mulInPlace: x[i] *= h[i] over n (a multiple of 16) values, one VMULPS
 # rounding each (HardSwish's product: h is a NaN only where x is, with

@@ -38,6 +38,10 @@ func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) err
 		l.computeRows(pool, xd, y, p, sc, g.N, g.M, g.C)
 		return nil
 	}
+	if g != nil && g.depthwise() && !pool.f().noDWQ8 {
+		l.computeDW(pool, g, xd, y, p, sc)
+		return nil
+	}
 	// The quad tiles before the cols tiles, also for 1×1 convolutions:
 	// measured on the zoo's pointwise shapes (K 16..512, 7×7..112×112)
 	// they are as fast or faster (16→96 at 112×112: 236 vs 306 µs); the
@@ -417,7 +421,9 @@ func epilogueRow(c twins, y []float32, a []int32, m, b float32, res []float32, r
 type scratch struct {
 	xq, ap, bp, col []int16
 	ph              []int16 // strided im2col's phases, or the padded input
-	offs            []int   // the direct paths' row or k-pair offsets
+	offs            []int   // the direct paths' row or k-pair offsets, the depthwise blocks'
+	toff, aoffs     []int   // the depthwise taps' and sums' offsets
+	dwj             dwJob
 	zero            []float32
 	acc, acc2       []int32
 	pack            packJob

@@ -41,6 +41,8 @@ type forced struct {
 	// noQuadQ8 turns the direct convolution's quad tiles off (the pair
 	// tiles run).
 	noQuadQ8 bool
+	// noDWQ8 turns the depthwise path off (the grouped GEMM runs).
+	noDWQ8 bool
 }
 
 // machineOf reads c's pool and instruction set (c may be nil).

@@ -81,6 +81,8 @@ type layer struct {
 	qpack        [][]int8  // Conv through the quad tiles: packed weights per group
 	qinit        [][]int32 // and their corrections
 	qOnce        sync.Once
+	dwpack       *dwPack // Conv through the depthwise path (dw.go)
+	dwOnce       sync.Once
 	geomMu       sync.Mutex
 	geom         *geom2
 	geomX        []int // the last input shape, its geometry and output shape

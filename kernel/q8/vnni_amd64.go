@@ -76,3 +76,18 @@ func clipInPlace(y *float32, n int, lo, hi float32)
 //
 //go:noescape
 func zipQuad(dst, src *uint8, ld int, n int)
+
+// dwBlocks computes nb (a multiple of 4) blocks of 16 depthwise outputs of
+// one channel (dw.go; AVX512_VNNI and AVX512_VBMI): block i's window at
+// byte offs[i] of x, nt tap dwords at byte offsets toff with weights w,
+// lane bytes picked by idx, sums from init into acc at int32 offsets
+// aoffs[i] (in block order).
+//
+//go:noescape
+func dwBlocks(nb int, x *uint8, offs *int, toff *int, w *int32, nt int, idx *uint8, init int32, acc *int32, aoffs *int)
+
+// copyRows copies rows rows of n bytes from src (stride lds) to dst
+// (stride ldd), AVX512BW.
+//
+//go:noescape
+func copyRows(dst *uint8, ldd int, src *uint8, lds int, n int, rows int)

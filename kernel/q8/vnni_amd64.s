@@ -640,6 +640,103 @@ zq_done:
 	VZEROUPPER
 	RET
 
+// func dwBlocks(nb int, x *uint8, offs *int, toff *int, w *int32, nt int, idx *uint8, init int32, acc *int32, aoffs *int)
+TEXT ·dwBlocks(SB), NOSPLIT, $0-80
+	MOVQ nb+0(FP), CX
+	MOVQ offs+16(FP), SI
+	MOVQ toff+24(FP), R8
+	MOVQ w+32(FP), R9
+	MOVQ nt+40(FP), R10
+	MOVQ idx+48(FP), AX
+	VMOVDQU64 (AX), Z30
+	MOVL init+56(FP), DX
+	VPBROADCASTD DX, Z31
+	MOVQ acc+64(FP), DI
+	SHRQ $2, CX
+	JZ dw_done
+dw_group:
+	MOVQ 0(SI), AX
+	ADDQ x+8(FP), AX
+	VMOVDQA64 Z31, Z10
+	MOVQ 8(SI), BX
+	ADDQ x+8(FP), BX
+	VMOVDQA64 Z31, Z11
+	MOVQ 16(SI), R12
+	ADDQ x+8(FP), R12
+	VMOVDQA64 Z31, Z12
+	MOVQ 24(SI), R13
+	ADDQ x+8(FP), R13
+	VMOVDQA64 Z31, Z13
+	XORQ R11, R11
+dw_tap:
+	MOVQ (R8)(R11*8), DX
+	VPBROADCASTD (R9)(R11*4), Z5
+	VPERMB (AX)(DX*1), Z30, Z1
+	VPERMB (BX)(DX*1), Z30, Z2
+	VPERMB (R12)(DX*1), Z30, Z3
+	VPERMB (R13)(DX*1), Z30, Z4
+	VPDPBUSD Z5, Z1, Z10
+	VPDPBUSD Z5, Z2, Z11
+	VPDPBUSD Z5, Z3, Z12
+	VPDPBUSD Z5, Z4, Z13
+	INCQ R11
+	CMPQ R11, R10
+	JNE dw_tap
+	MOVQ aoffs+72(FP), R11
+	MOVQ 0(R11), DX
+	VMOVDQU32 Z10, (DI)(DX*4)
+	MOVQ 8(R11), DX
+	VMOVDQU32 Z11, (DI)(DX*4)
+	MOVQ 16(R11), DX
+	VMOVDQU32 Z12, (DI)(DX*4)
+	MOVQ 24(R11), DX
+	VMOVDQU32 Z13, (DI)(DX*4)
+	ADDQ $32, SI
+	ADDQ $32, R11
+	MOVQ R11, aoffs+72(FP)
+	DECQ CX
+	JNZ dw_group
+dw_done:
+	VZEROUPPER
+	RET
+
+// func copyRows(dst *uint8, ldd int, src *uint8, lds int, n int, rows int)
+TEXT ·copyRows(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+16(FP), SI
+	MOVQ n+32(FP), R8
+	MOVQ rows+40(FP), R9
+	MOVQ R8, CX
+	ANDQ $63, CX
+	MOVQ $1, AX
+	SHLQ CX, AX
+	DECQ AX
+	KMOVQ AX, K1
+	SHRQ $6, R8
+	TESTQ R9, R9
+	JZ cr_done
+cr_row:
+	XORQ AX, AX
+	MOVQ R8, BX
+	TESTQ BX, BX
+	JZ cr_tail
+cr_full:
+	VMOVDQU8 (SI)(AX*1), Z0
+	VMOVDQU8 Z0, (DI)(AX*1)
+	ADDQ $64, AX
+	DECQ BX
+	JNZ cr_full
+cr_tail:
+	VMOVDQU8.Z (SI)(AX*1), K1, Z0
+	VMOVDQU8 Z0, K1, (DI)(AX*1)
+	ADDQ ldd+8(FP), DI
+	ADDQ lds+24(FP), SI
+	DECQ R9
+	JNZ cr_row
+cr_done:
+	VZEROUPPER
+	RET
+
 // func mulInPlace(x, h *float32, n int)
 TEXT ·mulInPlace(SB), NOSPLIT, $0-24
 	MOVQ x+0(FP), DI

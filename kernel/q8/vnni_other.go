@@ -24,3 +24,11 @@ func mulInPlace(x, h *float32, n int) { panic("q8: no vector kernels") }
 func clipInPlace(y *float32, n int, lo, hi float32) { panic("q8: no vector kernels") }
 
 func zipQuad(dst, src *uint8, ld int, n int) { panic("q8: no vector kernels") }
+
+func dwBlocks(nb int, x *uint8, offs *int, toff *int, w *int32, nt int, idx *uint8, init int32, acc *int32, aoffs *int) {
+	panic("q8: no vector kernels")
+}
+
+func copyRows(dst *uint8, ldd int, src *uint8, lds int, n int, rows int) {
+	panic("q8: no vector kernels")
+}
