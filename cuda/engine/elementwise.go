@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/vouchml/vouch/cuda/exact"
@@ -287,24 +286,19 @@ func ownFusedAct(h fused.Layer) bool {
 	return true
 }
 
-var stripped sync.Map // *ir.Node -> *ir.Node
-
 // stripAct is a Fused node without its activation (the base and its Adds,
-// place.go's layer), made once per node.
+// place.go's layer). It is made on every call: an ExpandDepthwise layer's
+// parts are new nodes on every run, so a cache by node would only grow.
 func stripAct(n *ir.Node) *ir.Node {
-	if v, ok := stripped.Load(n); ok {
-		return v.(*ir.Node)
-	}
 	c := *n
-	c.Attrs = map[string]*ir.Attr{}
+	c.Attrs = make(map[string]*ir.Attr, len(n.Attrs))
 	for k, a := range n.Attrs {
 		if k == fused.AttrActivation || k == fused.AttrActVersion || strings.HasPrefix(k, fused.ActPrefix) {
 			continue
 		}
 		c.Attrs[k] = a
 	}
-	v, _ := stripped.LoadOrStore(n, &c)
-	return v.(*ir.Node)
+	return &c
 }
 
 // ewLayerKernel admits an Elementwise layer whose body nodes all have a
