@@ -10,7 +10,7 @@ import (
 
 func chainQ8(name, out string, scale float32, in ...string) *ir.Node {
 	return &ir.Node{Name: name, OpType: fused.OpQ8, Domain: fused.Domain, Inputs: in, Outputs: []string{out},
-		Attrs: map[string]*ir.Attr{"x_scale": {Name: "x_scale", Kind: ir.AttrFloat, F: scale}}}
+		Attrs: map[string]*ir.Attr{"x_scale": {Name: "x_scale", Kind: ir.AttrFloat, F: scale}, fused.AttrBase: {Name: fused.AttrBase, Kind: ir.AttrString, S: "Conv"}}}
 }
 
 // TestInt8Chains: an int8 output chains only where int8 layers alone read
