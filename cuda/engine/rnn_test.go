@@ -144,3 +144,44 @@ func TestPlaceRNNNodeTests(t *testing.T) {
 		}
 	}
 }
+
+// The zoo's recurrent models (PyTorch's exports, with -zoo): every LSTM
+// and GRU layer on the GPU; what stays on the CPU is their Squeeze (of
+// the direction axis), which has no GPU kernel.
+func TestPlaceZooRNN(t *testing.T) {
+	if *flagZoo == "" {
+		t.Skip("no -zoo directory")
+	}
+	found := 0
+	for _, name := range []string{"lstm_64x128", "lstm2_128x256", "bilstm_64x128", "bilstm2_256x512", "gru_64x128", "bigru2_128x256", "lstm_classifier"} {
+		path := filepath.Join(*flagZoo, name, "model.onnx")
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		found++
+		res := compileModel(t, path)
+		gpu, rec := 0, 0
+		for i, l := range Place(res.Graph, res.Graph.Types) {
+			n := res.Graph.Nodes[i]
+			switch {
+			case n.OpType == "LSTM" || n.OpType == "GRU":
+				rec++
+				if l.Backend != plan.BackendCUDA || !strings.Contains(l.Kernel, "vx_rnn_step") {
+					t.Errorf("%s: layer %s (%s) placed %s %q (%s)", name, l.Layer, n.OpType, l.Backend, l.Kernel, l.Reason)
+				}
+			case l.Backend == plan.BackendCPU && n.OpType != "Squeeze":
+				t.Errorf("%s: layer %s (%s) on the CPU: %s", name, l.Layer, n.OpType, l.Reason)
+			}
+			if l.Backend == plan.BackendCUDA {
+				gpu++
+			}
+		}
+		if rec == 0 {
+			t.Errorf("%s: no recurrent layer", name)
+		}
+		t.Logf("%s: %d of %d layers on the GPU", name, gpu, len(res.Graph.Nodes))
+	}
+	if found == 0 {
+		t.Skipf("no recurrent model in %s", *flagZoo)
+	}
+}
