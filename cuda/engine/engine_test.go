@@ -234,12 +234,18 @@ func TestPlaceOps(t *testing.T) {
 		{"matmul by a vector", "MatMul", 13, nil, []string{"x", "c"}, ""},
 		{"gather by ids", "Gather", 13, nil, []string{"x", "s"}, "vx_gather"},
 		{"gather ints", "Gather", 13, nil, []string{"s", "s"}, ""},
+		// Found by the ONNX node tests on the H200 (s3 run 2): integer
+		// pools and clips, a Gemm whose C is a single element.
+		{"maxpool ints", "MaxPool", 12, []*ir.Attr{attr("kernel_shape", 2, 2)}, []string{"s"}, ""},
+		{"clip ints", "Clip", 13, nil, []string{"s"}, ""},
+		{"relu", "Relu", 14, nil, []string{"x"}, "vx_unary"},
+		{"gemm scalar C", "Gemm", 13, nil, []string{"x", "x", "one"}, ""},
 	} {
 		n := &ir.Node{Name: c.name, OpType: c.op, Version: c.ver, Attrs: map[string]*ir.Attr{}, Inputs: c.inputs, Outputs: []string{"y"}}
 		for _, a := range c.attrs {
 			n.Attrs[a.Name] = a
 		}
-		g := &ir.Graph{Nodes: []*ir.Node{n}, Initializers: map[string]*tensor.Tensor{"c": tensor.From([]int64{0, 1}, 2), "sc": tensor.From([]float32{1, 1, 2, 2}, 4)}}
+		g := &ir.Graph{Nodes: []*ir.Node{n}, Initializers: map[string]*tensor.Tensor{"c": tensor.From([]int64{0, 1}, 2), "sc": tensor.From([]float32{1, 1, 2, 2}, 4), "one": tensor.From([]float32{1})}}
 		p := Place(g, map[string]ir.Type{"x": f4, "s": i2, "c": i2, "b": ir.StaticType(tensor.Float32, []int{3, 1, 1})})
 		l := p[0]
 		switch {

@@ -57,11 +57,27 @@ func kernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, chain bool) (k
 	if k, why, ok := extraKernel(n, g, types); ok {
 		return k, why
 	}
-	for _, a := range n.Attrs {
-		if a.G != nil || len(a.Graphs) > 0 {
-			if n.OpType != "ConvChain" && n.OpType != "Attention" {
-				return "", "a layer with a subgraph runs on the CPU"
-			}
+	switch n.OpType {
+	case "Clip", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "Conv", "Gemm", "MatMul", "Softmax", "LayerNormalization":
+		// These kernels take float32 only: an integer Clip or MaxPool
+		// stays on the CPU (found by the ONNX node tests on the GPU).
+		if t, ok := types[n.Input(0)]; ok && t.DType != tensor.Float32 {
+			return "", fmt.Sprintf("%s of %v (the GPU kernels take float32)", n.OpType, t.DType)
+		}
+	}
+	if n.OpType == "Gemm" && n.Input(2) != "" {
+		// The GPU adds C as a full [M, N] matrix or a row of N; a scalar
+		// or one-element C broadcast stays on the CPU.
+		t, ok := types[n.Input(2)]
+		if c := g.Initializers[n.Input(2)]; c != nil {
+			t, ok = ir.TensorType(c), true
+		}
+		single := ok && t.RankKnown && len(t.Shape) <= 2
+		for _, d := range t.Shape {
+			single = single && d.Known() && d.Value == 1
+		}
+		if single || !ok || !t.RankKnown {
+			return "", "Gemm whose C is a scalar, a single element or of unknown rank (the GPU adds C as [M, N] or a row of N)"
 		}
 	}
 	switch n.OpType {
