@@ -34,7 +34,7 @@ func TestZooInt8(t *testing.T) {
 	}
 	r := rep.Rows[0]
 	if r.Status != ZooOK || !r.AVX2Bits || r.Int8 != 1 || r.Weighted != 1 || r.FP32 <= 0 || r.Q8 <= 0 || r.ReportSamples != 4 || r.MaxAbs == 0 ||
-		r.Chains != "0/1; 1 graph output" ||
+		r.Chains != "0/1 as u8; 1 graph output" ||
 		math.Abs(rep.Geomean-r.Speedup) > 1e-9 {
 		t.Fatalf("row %+v, geomean %v", r, rep.Geomean)
 	}
