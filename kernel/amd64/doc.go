@@ -20,7 +20,8 @@
 //   - gen_gemmz.py: the AVX-512 GEMM tiles (GemmZ).
 //   - gen_rows.py: depthwise rows and planes, the row-streaming GEMV, the
 //     3x3/2 MaxPool row.
-//   - gen_pool.py: MaxPool over whole small planes (MaxFlatZ, MaxRowsZ).
+//   - gen_pool.py: MaxPool and depthwise convolutions over whole small
+//     planes (MaxFlatZ, MaxRowsZ, DwFlatKZ, DwRowsKZ).
 package amd64
 
 //go:generate python3 gen_asm.py

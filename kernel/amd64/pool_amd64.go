@@ -65,3 +65,51 @@ type MaxRows struct {
 //
 //go:noescape
 func MaxRowsZ(p *MaxRows)
+
+// DwK describes Planes planes of a float32 depthwise convolution for
+// DwFlatKZ and DwRowsKZ (offsets fixed: the assembly reads them and
+// advances W and B as it goes). Each plane's outputs are a flat run, 16 to
+// a vector, as MaxFlat's (DwFlatKZ) and MaxRows's (DwRowsKZ) are, and the
+// tables are theirs without the first-tap masks: DwFlatKZ's Tab holds per
+// vector N records {the lanes whose tap lies inside the input uint16, 2
+// bytes unused, the tap's offset int32 (floats, from output 16v)}, then
+// {the store's lanes uint16, 6 bytes unused}; DwRowsKZ's per vector and
+// kernel row {lo, hi int32; their load masks uint16 x2; per kernel column
+// {the lanes whose tap lies inside the input uint16, 2 bytes unused}},
+// then {the store's lanes uint16, 2 bytes unused, the vector's first
+// output int32}.
+type DwK struct {
+	X      uintptr // 0: plane 0's input
+	Y      uintptr // 8: plane 0's output
+	W      uintptr // 16: the weights: per group of four planes [tap][4], then per plane left [tap]
+	B      uintptr // 24: one bias per plane (-0 for none)
+	Planes int     // 32
+	XStep  int     // 40: floats from one input plane to the next
+	YStep  int     // 48: floats from one output plane to the next
+	N      int     // 56: DwFlatKZ: taps; DwRowsKZ: kernel rows
+	Tab    uintptr // 64: the vectors' records
+	TabEnd uintptr // 72: past the last
+	Idx    uintptr // 80: DwRowsKZ: per kernel column 16 int32 VPERMI2PS indices (0-31)
+	IdxEnd uintptr // 88
+	Lo, Hi float32 // 96, 100: the clamp
+	WPlane int     // 104: bytes of one plane's weights (4 x taps)
+}
+
+// DwFlatKZ (AVX-512F, where EnabledZ) computes p.Planes planes of a
+// depthwise convolution of unit strides whose output rows are as long as
+// the input's: each output the chain acc = FMA(tap, w[t], acc) over the
+// taps in row-major order from +0, a tap outside the input read as +0 (a
+// zero-masked load), then canon(acc) + bias, then lo > v ? lo : v and hi <
+// v ? hi : v: package nn's depthwiseInto chain and convF32's bias and
+// clamp, as DwS1P1FlatZ computes them for 3x3. Four planes share each
+// mask.
+//
+//go:noescape
+func DwFlatKZ(p *DwK)
+
+// DwRowsKZ is DwFlatKZ for any strides, each vector's taps taken from two
+// masked row loads by VPERMI2PS (zeroing the lanes outside the input), as
+// MaxRowsZ's are.
+//
+//go:noescape
+func DwRowsKZ(p *DwK)

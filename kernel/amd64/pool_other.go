@@ -19,3 +19,16 @@ type MaxRows struct {
 }
 
 func MaxRowsZ(p *MaxRows) { panic("amd64: not available") }
+
+// DwK is pool_amd64.go's (see there).
+type DwK struct {
+	X, Y, W, B               uintptr
+	Planes, XStep, YStep, N  int
+	Tab, TabEnd, Idx, IdxEnd uintptr
+	Lo, Hi                   float32
+	WPlane                   int
+}
+
+func DwFlatKZ(p *DwK) { panic("amd64: not available") }
+
+func DwRowsKZ(p *DwK) { panic("amd64: not available") }

@@ -23,6 +23,8 @@ type convSetup struct {
 	row    *convSetup // a 1-D convolution as a 2-D one of height 1 (conv1d.go)
 	// taps holds groupTaps' layout, once built (conv_grouped_taps.go).
 	taps atomic.Pointer[groupTapsGeom]
+	// dwk holds dwSmall's layout, once built (dw_small.go).
+	dwk atomic.Pointer[dwkTab]
 }
 
 func setupConv(n *ir.Node, x, w []int) (*convSetup, error) {

@@ -20,6 +20,9 @@ func convF32(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 	case dw && pool.fast && dw3x3Vec(s):
 		depthwise3x3(pool, s, x, w, bias, y, ep)
 		return
+	case dw && dwSmallOK(pool, s) && dwSmallWins(s.g):
+		dwSmall(pool, s, x, w, bias, y, ep)
+		return
 	case dw && dwAnyOK(pool, s):
 		dwAny(pool, s, x, w, bias, y, ep)
 		return

@@ -211,13 +211,7 @@ func (j *dwDirectJob) Run(lo0, hi0 int) {
 		} else {
 			amd64.DwS2P1Planes(&p)
 		}
-		if late {
-			for k := nc; k < e; k++ {
-				ep := j.ep.at(k * OH * OW)
-				ep.block(j.y[k*OH*OW:(k+1)*OH*OW], OH*OW, 1, OH*OW)
-			}
-		}
-		j.ep.activate(j.y[nc*OH*OW:e*OH*OW], (e-nc)*OH*OW, 1, (e-nc)*OH*OW)
+		j.ep.planesDone(j.y, nc, e, OH*OW, late)
 		nc = e
 	}
 	putF32(zbuf)
@@ -442,13 +436,7 @@ func (j *dwFlatJob) Run(lo0, hi0 int) {
 			p.Bias, p.BStep = addr(&j.bias[c]), 1
 		}
 		amd64.DwS1P1FlatZ(&p)
-		if late {
-			for k := nc; k < e; k++ {
-				ep := j.ep.at(k * HW)
-				ep.block(j.y[k*HW:(k+1)*HW], HW, 1, HW)
-			}
-		}
-		j.ep.activate(j.y[nc*HW:e*HW], (e-nc)*HW, 1, (e-nc)*HW)
+		j.ep.planesDone(j.y, nc, e, HW, late)
 		nc = e
 	}
 }
@@ -534,13 +522,7 @@ func (j *dwFlatS2Job) Run(lo0, hi0 int) {
 			p.Bias, p.BStep = addr(&j.bias[c]), 1
 		}
 		amd64.DwS2P1FlatZ(&p)
-		if late {
-			for k := nc; k < e; k++ {
-				ep := j.ep.at(k * OHW)
-				ep.block(j.y[k*OHW:(k+1)*OHW], OHW, 1, OHW)
-			}
-		}
-		j.ep.activate(j.y[nc*OHW:e*OHW], (e-nc)*OHW, 1, (e-nc)*OHW)
+		j.ep.planesDone(j.y, nc, e, OHW, late)
 		nc = e
 	}
 }
@@ -613,13 +595,7 @@ func (j *dwDirectJob) runZ(lo0, hi0 int, zero *float32) {
 			p.Bias, p.BStep = addr(&j.bias[c]), 1
 		}
 		amd64.DwS2P1PlanesZ(&p, &m)
-		if late {
-			for k := nc; k < e; k++ {
-				ep := j.ep.at(k * OH * OW)
-				ep.block(j.y[k*OH*OW:(k+1)*OH*OW], OH*OW, 1, OH*OW)
-			}
-		}
-		j.ep.activate(j.y[nc*OH*OW:e*OH*OW], (e-nc)*OH*OW, 1, (e-nc)*OH*OW)
+		j.ep.planesDone(j.y, nc, e, OH*OW, late)
 		nc = e
 	}
 }

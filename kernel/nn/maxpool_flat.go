@@ -134,17 +134,26 @@ func maxTapMasks(g *geom, oy, ox, l int, m []uint16) {
 
 // newMaxRowsTab is newMaxFlatTab for MaxRowsZ (maxRowsPer(g) > 0).
 func newMaxRowsTab(g *geom) *maxFlatTab {
+	t := &maxFlatTab{taps: g.k[0] * g.k[1], kh: g.k[0], in: prod(g.in), out: prod(g.out)}
+	t.tab, t.idx, t.nv, t.rows = rowsTab(g, true)
+	return t
+}
+
+// rowsTab builds amd64.MaxRowsZ's records (first: with the first-tap
+// masks) or DwRowsKZ's (without) and the VPERMI2PS indices for g
+// (maxRowsPer(g) = R > 0 rows per vector), and returns the vector count.
+func rowsTab(g *geom, first bool) (tab []uint16, idx []int32, nv, R int) {
 	H, W, OH, OW := g.in[0], g.in[1], g.out[0], g.out[1]
 	kh, kw := g.k[0], g.k[1]
-	R := maxRowsPer(g)
-	t := &maxFlatTab{taps: kh * kw, rows: R, kh: kh, nv: (OH + R - 1) / R, in: H * W, out: OH * OW}
+	R = maxRowsPer(g)
+	nv = (OH + R - 1) / R
 	col := func(ox, kx int) int { return ox*g.stride[1] + kx*g.dil[1] - g.padB[1] }
-	t.idx = make([]int32, 16*kw)
+	idx = make([]int32, 16*kw)
 	for kx := 0; kx < kw; kx++ {
 		for l := 0; l < R*OW; l++ {
 			r, ox := l/OW, l%OW
 			if c := col(ox, kx); c >= 0 && c < 32/R {
-				t.idx[16*kx+l] = int32(16*r + c)
+				idx[16*kx+l] = int32(16*r + c)
 			}
 		}
 	}
@@ -155,16 +164,20 @@ func newMaxRowsTab(g *geom) *maxFlatTab {
 		}
 		return m
 	}
-	rec := 6 + 2*kw // uint16s per kernel row
-	t.tab = make([]uint16, 0, t.nv*(kh*rec+4))
-	tm := make([]uint16, 2*t.taps)
-	for v := 0; v < t.nv; v++ {
+	tab = make([]uint16, 0, nv*(kh*(6+2*kw)+4))
+	tm := make([]uint16, 2*kh*kw)
+	for v := 0; v < nv; v++ {
 		clear(tm)
 		var store uint16
 		for l := 0; l < R*OW; l++ {
 			if oy := v*R + l/OW; oy < OH {
 				store |= 1 << l
 				maxTapMasks(g, oy, l%OW, l, tm)
+			}
+		}
+		if !first {
+			for i := 1; i < len(tm); i += 2 {
+				tm[i] = 0
 			}
 		}
 		for ky := 0; ky < kh; ky++ {
@@ -179,13 +192,13 @@ func newMaxRowsTab(g *geom) *maxFlatTab {
 					off[s], m[s] = int32(iy*W+c0), colMask(c0)
 				}
 			}
-			t.tab = append(t.tab, uint16(off[0]), uint16(uint32(off[0])>>16), uint16(off[1]), uint16(uint32(off[1])>>16), m[0], m[1])
-			t.tab = append(t.tab, tm[2*ky*kw:2*(ky+1)*kw]...)
+			tab = append(tab, uint16(off[0]), uint16(uint32(off[0])>>16), uint16(off[1]), uint16(uint32(off[1])>>16), m[0], m[1])
+			tab = append(tab, tm[2*ky*kw:2*(ky+1)*kw]...)
 		}
 		o := v * R * OW
-		t.tab = append(t.tab, store, 0, uint16(o), uint16(uint32(o)>>16))
+		tab = append(tab, store, 0, uint16(o), uint16(uint32(o)>>16))
 	}
-	return t
+	return tab, idx, nv, R
 }
 
 // maxFlatTabFor returns the maxFlat layout of node n's geometry g where

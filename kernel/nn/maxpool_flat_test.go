@@ -114,7 +114,7 @@ func TestMaxFlatTwin(t *testing.T) {
 }
 
 // BenchmarkMaxPoolSmall is GoogLeNet's MaxPools over small planes, one
-// worker, Into.
+// worker, Into (thread CPU time: cpuLoop).
 func BenchmarkMaxPoolSmall(b *testing.B) {
 	for _, c := range []struct {
 		ch, hw, k, s, p int
@@ -140,11 +140,11 @@ func BenchmarkMaxPoolSmall(b *testing.B) {
 			p := parallel.New(1)
 			defer p.Close()
 			ctx := &kernel.Ctx{Pool: p, State: new(kernel.State)}
-			for b.Loop() {
+			cpuLoop(b, func() {
 				if err := intoMaxPool(ctx, n, []*tensor.Tensor{x}, []*tensor.Tensor{y}); err != nil {
 					b.Fatal(err)
 				}
-			}
+			})
 		})
 	}
 }

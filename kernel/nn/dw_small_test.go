@@ -1,0 +1,195 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/kernel/vmath"
+	"github.com/vouchml/vouch/tensor"
+)
+
+// TestDwSmallTwin checks dwSmall (amd64.DwFlatKZ and DwRowsKZ) against
+// depthwiseInto, bit for bit, at 1 and 3 workers: the zoo's small-plane
+// layers (3x3 and 5x5 on 7x7 to 28x28, strides 1 and 2) and random
+// geometries (kernels 1-7, strides 1-3, dilations, uneven pads, channel
+// counts that leave 1-3 planes after the groups of four, batches),
+// inputs and weights with zeros of both signs, infinities and NaNs;
+// without a bias, and with a bias and the epilogue (a clamp; a residual
+// before it; an activation after it) against convF32's passes.
+func TestDwSmallTwin(t *testing.T) {
+	pool := machineOf((*kernel.Ctx)(nil).WithISA(kernel.ISAAVX512))
+	if !pool.z {
+		t.Skip("no AVX-512 on this CPU: dwSmall does not run here")
+	}
+	r := rand.New(rand.NewSource(23))
+	type tc struct{ n, c, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr int }
+	cases := []tc{
+		{1, 9, 7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 6, 14, 14, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+		{1, 7, 14, 14, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2}, {1, 5, 28, 28, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},
+		{1, 4, 28, 28, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {1, 10, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+		{2, 5, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 6, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+		{1, 3, 28, 28, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, {1, 3, 14, 14, 5, 5, 2, 2, 1, 1, 1, 2, 2, 1},
+		{1, 2, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 3, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+	}
+	for i := 0; i < 60; i++ {
+		kh, kw := 1+r.Intn(7), 1+r.Intn(7)
+		c := tc{n: 1 + r.Intn(2), c: 1 + r.Intn(11), kh: kh, kw: kw, sh: 1 + r.Intn(3), sw: 1 + r.Intn(3), dh: 1 + r.Intn(2), dw: 1 + r.Intn(2),
+			pt: r.Intn(kh), pl: r.Intn(kw), pb: r.Intn(kh), pr: r.Intn(kw)}
+		if i%2 == 0 {
+			c.sh, c.sw, c.dw = 1, 1, 1
+			c.pr = kw - 1 - c.pl // output rows as long as the input's
+		}
+		c.h, c.w = (kh-1)*c.dh+1+r.Intn(20), (kw-1)*c.dw+1+r.Intn(20)
+		cases = append(cases, c)
+	}
+	fired := 0
+	for i, c := range cases {
+		n := &ir.Node{OpType: "Conv", Attrs: map[string]*ir.Attr{
+			"group":     {Name: "group", Kind: ir.AttrInt, I: int64(c.c)},
+			"strides":   {Name: "strides", Kind: ir.AttrInts, Ints: []int64{int64(c.sh), int64(c.sw)}},
+			"dilations": {Name: "dilations", Kind: ir.AttrInts, Ints: []int64{int64(c.dh), int64(c.dw)}},
+			"pads":      {Name: "pads", Kind: ir.AttrInts, Ints: []int64{int64(c.pt), int64(c.pl), int64(c.pb), int64(c.pr)}},
+		}}
+		xs, ws := []int{c.n, c.c, c.h, c.w}, []int{c.c, 1, c.kh, c.kw}
+		s, err := setupConv(n, xs, ws)
+		if err != nil {
+			t.Fatalf("case %d %+v: %v", i, c, err)
+		}
+		if !dwSmallOK(pool, s) {
+			continue
+		}
+		fired++
+		what := fmt.Sprintf("case %d (x %v, k %v s %v d %v pads %v %v, out %v)", i, xs, s.g.k, s.g.stride, s.g.dil, s.g.padB, s.g.padE, s.g.out)
+		x, w := specialF32(r, prod(xs), true), specialF32(r, prod(ws), i%3 == 0)
+		if i%3 != 0 {
+			for j := range w {
+				w[j] = float32(r.NormFloat64())
+			}
+			w[len(w)-1] = float32(math.Copysign(0, -1))
+		}
+		P := prod(s.g.out)
+		want := make([]float32, c.n*c.c*P)
+		depthwiseInto(machine{}, s, x, w, want)
+		bias := make([]float32, c.c)
+		for j := range bias {
+			bias[j] = float32(r.NormFloat64())
+		}
+		bias[0] = float32(math.Copysign(0, -1))
+		res := randF32(r, len(want))
+		half := func(_ vmath.Vec, dst, src []float32) {
+			for k, v := range src {
+				dst[k] = v * 0.5
+			}
+		}
+		for _, workers := range []int{1, 3} {
+			pl := parallel.New(workers)
+			m := pool
+			m.Pool = pl
+			for mode := 0; mode < 4; mode++ {
+				w2 := append([]float32{}, want...)
+				var b []float32
+				var ep epi
+				if mode > 0 {
+					b = bias
+					addBias(w2, bias, c.c, P)
+					ep = epi{lo: -0.5, hi: 0.75, on: true, fast: pool.fast, vec: pool.vec}
+					if mode >= 2 {
+						ep.r = res
+					}
+					if mode == 3 {
+						ep.act = half
+					}
+					ep.all(w2)
+				}
+				got := make([]float32, len(want))
+				for j := range got {
+					got[j] = 12345 // every output must be written
+				}
+				dwSmall(m, s, x, w, b, got, ep)
+				if d := sameF32(got, w2); d >= 0 {
+					t.Fatalf("%s, %d workers, mode %d: y[%d] = %v (%#x), want %v (%#x)", what, workers, mode, d, got[d], math.Float32bits(got[d]), w2[d], math.Float32bits(w2[d]))
+				}
+			}
+			pl.Close()
+		}
+	}
+	if fired < 50 {
+		t.Fatalf("only %d cases took dwSmall", fired)
+	}
+}
+
+// TestDwSmallLevels: the zoo's small-plane depthwise layers through Conv's
+// Into give the same bits at every ISA level (dwSmall on AVX-512, the
+// other kernels below it) and at 1 and 2 workers, with a bias, at batches
+// 1 and 3.
+func TestDwSmallLevels(t *testing.T) {
+	r := rand.New(rand.NewSource(31))
+	pools := []*parallel.Pool{parallel.New(1), parallel.New(2)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	for _, c := range []struct{ ch, hw, k, s int }{
+		{40, 7, 5, 1}, {21, 14, 5, 2}, {18, 14, 3, 1}, {13, 28, 5, 2}, {9, 28, 3, 2}, {17, 7, 3, 1}, {10, 14, 3, 2},
+	} {
+		for _, N := range []int{1, 3} {
+			p := int64(c.k / 2)
+			n := node("Conv", ints("strides", int64(c.s), int64(c.s)), ints("pads", p, p, p, p), intAttr("group", int64(c.ch)))
+			oh := (c.hw+2*int(p)-c.k)/c.s + 1
+			x := tensor.From(specialF32(r, N*c.ch*c.hw*c.hw, true), N, c.ch, c.hw, c.hw)
+			w := tensor.From(randF32(r, c.ch*c.k*c.k), c.ch, 1, c.k, c.k)
+			bias := tensor.From(randF32(r, c.ch), c.ch)
+			var want []float32
+			for _, isa := range kernel.ISAs() {
+				for _, pl := range pools {
+					y := tensor.New(tensor.Float32, N, c.ch, oh, oh)
+					if err := intoConv(ctxAt(pl, isa, nil), n, []*tensor.Tensor{x, w, bias}, []*tensor.Tensor{y}); err != nil {
+						t.Fatal(err)
+					}
+					got := y.Data.([]float32)
+					if want == nil {
+						want = got
+						continue
+					}
+					if d := sameF32(got, want); d >= 0 {
+						t.Fatalf("c%d hw%d k%d s%d batch %d, %v, %d workers: y[%d] = %#x, want %#x", c.ch, c.hw, c.k, c.s, N, isa, pl.Workers(), d, math.Float32bits(got[d]), math.Float32bits(want[d]))
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkDwSmall is the zoo's small-plane depthwise layers (EfficientNet-B0,
+// MnasNet, MobileNetV3: bias, one worker, Into; thread CPU time: cpuLoop).
+func BenchmarkDwSmall(b *testing.B) {
+	for _, c := range []struct{ ch, hw, k, s int }{
+		{1152, 7, 5, 1}, {672, 14, 5, 1}, {672, 14, 5, 2}, {240, 28, 5, 1}, {144, 56, 5, 2}, {120, 28, 5, 2},
+		{480, 14, 3, 1}, {1152, 7, 3, 1}, {240, 28, 3, 2}, {576, 14, 3, 2}, {960, 7, 3, 1},
+	} {
+		b.Run(fmt.Sprintf("c%dhw%dk%ds%d", c.ch, c.hw, c.k, c.s), func(b *testing.B) {
+			r := rand.New(rand.NewSource(1))
+			p := int64(c.k / 2)
+			n := node("Conv", ints("strides", int64(c.s), int64(c.s)), ints("pads", p, p, p, p), intAttr("group", int64(c.ch)))
+			oh := (c.hw+2*int(p)-c.k)/c.s + 1
+			x := tensor.From(randF32(r, c.ch*c.hw*c.hw), 1, c.ch, c.hw, c.hw)
+			w := tensor.From(randF32(r, c.ch*c.k*c.k), c.ch, 1, c.k, c.k)
+			bias := tensor.From(randF32(r, c.ch), c.ch)
+			y := tensor.New(tensor.Float32, 1, c.ch, oh, oh)
+			pl := parallel.New(1)
+			defer pl.Close()
+			ctx := &kernel.Ctx{Pool: pl, State: new(kernel.State)}
+			cpuLoop(b, func() {
+				if err := intoConv(ctx, n, []*tensor.Tensor{x, w, bias}, []*tensor.Tensor{y}); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}
