@@ -9,10 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
@@ -28,31 +26,7 @@ import (
 // the CPU's two chains differ (-0); the outputs must be kernel/nn's bits.
 // Skipped without g++ or with -short.
 func TestConvTKernelsEmulated(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++")
-	}
-	dir := t.TempDir()
-	src := emuPrelude + convtEmuPrelude
-	for _, f := range kernels.Sources {
-		if f.Name == "exact.cu" || f.Name == "convt.cu" {
-			src += "#line 1 \"" + f.Name + "\"\n" + f.Text
-		}
-	}
-	src += "#line 1 \"driver\"\n" + convtEmuDriver
-	cpp, bin := filepath.Join(dir, "emu.cpp"), filepath.Join(dir, "emu")
-	if err := os.WriteFile(cpp, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-o", bin, cpp).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "convt.cu:") || strings.Contains(string(out), "driver:") {
-			t.Fatalf("convt.cu does not compile: %s", out)
-		}
-		t.Skipf("exact.cu uses builtins the emulation lacks: %s", out)
-	}
+	dir, bin := buildEmu(t, "convt.cu", emuPrelude+convtEmuPrelude, convtEmuDriver)
 	r := rand.New(rand.NewSource(3))
 	cases := []emuConvT{
 		{x: []int{1, 1, 1, 1}, w: []int{1, 1, 2, 2}, st: []int{2, 2}, x0: []float32{-1e-30}, w0: []float32{1e-30, 1, 1, -1}},

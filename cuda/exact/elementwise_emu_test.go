@@ -9,10 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
@@ -29,31 +27,7 @@ import (
 // cuda/engine.) A NaN must meet a NaN; its payload is not compared.
 // Skipped without g++ or with -short.
 func TestElementwiseKernelsEmulated(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++")
-	}
-	dir := t.TempDir()
-	src := emuPrelude + ewEmuPrelude
-	for _, f := range kernels.Sources {
-		if f.Name == "exact.cu" || f.Name == "elementwise.cu" {
-			src += "#line 1 \"" + f.Name + "\"\n" + f.Text
-		}
-	}
-	src += "#line 1 \"driver\"\n" + ewEmuDriver
-	cpp, bin := filepath.Join(dir, "emu.cpp"), filepath.Join(dir, "emu")
-	if err := os.WriteFile(cpp, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-o", bin, cpp).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "elementwise.cu:") || strings.Contains(string(out), "driver:") {
-			t.Fatalf("elementwise.cu does not compile: %s", out)
-		}
-		t.Skipf("exact.cu uses builtins the emulation lacks: %s", out)
-	}
+	dir, bin := buildEmu(t, "elementwise.cu", emuPrelude+ewEmuPrelude, ewEmuDriver)
 	r := rand.New(rand.NewSource(5))
 	run := func(name string, in []byte, n int) []float32 {
 		t.Helper()

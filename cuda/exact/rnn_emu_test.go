@@ -24,31 +24,7 @@ import (
 // (grid-stride loops capped at three blocks) on 40 random nodes. The outputs must be
 // kernel/rnn's bits. Skipped without g++ (C++20) or with -short.
 func TestRNNKernelsEmulated(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++")
-	}
-	dir := t.TempDir()
-	src := emuPrelude
-	for _, f := range kernels.Sources {
-		if f.Name == "exact.cu" || f.Name == "rnn.cu" {
-			src += "#line 1 \"" + f.Name + "\"\n" + f.Text
-		}
-	}
-	src += "#line 1 \"driver\"\n" + emuDriver
-	cpp, bin := filepath.Join(dir, "emu.cpp"), filepath.Join(dir, "emu")
-	if err := os.WriteFile(cpp, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-o", bin, cpp).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "rnn.cu:") || strings.Contains(string(out), "driver:") {
-			t.Fatalf("rnn.cu does not compile: %s", out)
-		}
-		t.Skipf("exact.cu uses builtins the emulation lacks: %s", out)
-	}
+	dir, bin := buildEmu(t, "rnn.cu", emuPrelude, emuDriver)
 	r := rand.New(rand.NewSource(77))
 	for i := 0; i < 40; i++ {
 		c := randomRNN(r)
@@ -279,3 +255,39 @@ int main(int argc, char** argv) {
 	return 0;
 }
 `
+
+// buildEmu compiles exact.cu and the family's file cu with the host C++
+// compiler under prelude, then driver, into a program in a temporary
+// directory (returned with the program's path). It skips the test with
+// -short, without g++, or when exact.cu needs builtins the emulation
+// lacks; a compile error in cu or the driver fails it.
+func buildEmu(t *testing.T, cu, prelude, driver string) (dir, bin string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++")
+	}
+	dir = t.TempDir()
+	src := prelude
+	for _, f := range kernels.Sources {
+		if f.Name == "exact.cu" || f.Name == cu {
+			src += "#line 1 \"" + f.Name + "\"\n" + f.Text
+		}
+	}
+	src += "#line 1 \"driver\"\n" + driver
+	cpp := filepath.Join(dir, "emu.cpp")
+	bin = filepath.Join(dir, "emu")
+	if err := os.WriteFile(cpp, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-o", bin, cpp).CombinedOutput(); err != nil {
+		if strings.Contains(string(out), cu+":") || strings.Contains(string(out), "driver:") {
+			t.Fatalf("%s does not compile: %s", cu, out)
+		}
+		t.Skipf("exact.cu uses builtins the emulation lacks: %s", out)
+	}
+	return dir, bin
+}
