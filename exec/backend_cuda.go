@@ -29,8 +29,11 @@ func openCUDA(p *plan.Plan, d Device, ex *Executor) (Program, error) {
 // cpuLayer runs one top-level layer of a GPU plan that the plan keeps on
 // the CPU, with the executor's kernels and kernel context (subgraph
 // runner, worker pool) under its limits, as a CPU run of the plan would.
-func (e *Executor) cpuLayer(ctx context.Context, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func (e *Executor) cpuLayer(ctx context.Context, n *ir.Node, in []*tensor.Tensor, outer map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
 	r := newRun(e.limits)
 	r.ctx = ctx
-	return e.runNode(n, in, map[string]*tensor.Tensor{}, r, false)
+	if outer == nil {
+		outer = map[string]*tensor.Tensor{}
+	}
+	return e.runNode(n, in, outer, r, false)
 }

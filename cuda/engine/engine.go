@@ -60,8 +60,11 @@ func DeviceName(info cuda.DeviceInfo, release string) string {
 }
 
 // CPULayer runs one layer with vouch's CPU kernels, as the CPU engine
-// would (its kernel context: subgraph runner, worker pool, limits).
-type CPULayer func(ctx context.Context, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error)
+// would (its kernel context: subgraph runner, worker pool, limits). outer
+// holds the values of the enclosing graph that the layer's subgraphs (a
+// Loop's or an If's body) read without taking them as inputs; it is empty
+// for a layer without subgraphs.
+type CPULayer func(ctx context.Context, n *ir.Node, in []*tensor.Tensor, outer map[string]*tensor.Tensor) ([]*tensor.Tensor, error)
 
 // Program is a GPU plan loaded on one device: its kernels, its weights in
 // device memory, its placement, and per input shape the buffers of a run
@@ -650,7 +653,11 @@ func (s *state) cpu(n *ir.Node) (err error) {
 			return err
 		}
 	}
-	outs, err := s.pr.cpu(s.ctx, n, in)
+	outer, err := s.captured(n)
+	if err != nil {
+		return err
+	}
+	outs, err := s.pr.cpu(s.ctx, n, in, outer)
 	if err != nil {
 		return err
 	}
@@ -664,6 +671,39 @@ func (s *state) cpu(n *ir.Node) (err error) {
 		s.vals[name] = &val{shape: outs[i].Shape, host: outs[i]}
 	}
 	return nil
+}
+
+// captured gathers, on the host, the values of this graph that n's
+// subgraphs read from the enclosing scope: a CPU Loop or If whose body
+// reads a value a GPU layer produced finds it downloaded, as the CPU
+// engine's scope would hold it. A name this graph does not hold is left
+// out: the subgraph runner reports it, naming the subgraph.
+func (s *state) captured(n *ir.Node) (map[string]*tensor.Tensor, error) {
+	outer := map[string]*tensor.Tensor{}
+	for _, a := range n.Attrs {
+		subs := a.Graphs
+		if a.G != nil {
+			subs = append([]*ir.Graph{a.G}, subs...)
+		}
+		for _, sg := range subs {
+			for _, name := range ir.FreeVars(sg) {
+				if _, done := outer[name]; done {
+					continue
+				}
+				if s.vals[name] == nil {
+					if _, ok := s.g.Initializers[name]; !ok {
+						continue
+					}
+				}
+				t, err := s.host(name)
+				if err != nil {
+					return nil, fmt.Errorf("subgraph %q of %s reads %q: %w", a.Name, n.Label(), name, err)
+				}
+				outer[name] = t
+			}
+		}
+	}
+	return outer, nil
 }
 
 func ints(n *ir.Node, name string, def ...int) []int {

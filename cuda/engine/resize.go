@@ -67,7 +67,7 @@ func (s *state) resize(n *ir.Node) error {
 				return err
 			}
 		}
-		run := func(n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) { return s.pr.cpu(s.ctx, n, in) }
+		run := func(n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) { return s.pr.cpu(s.ctx, n, in, nil) }
 		if m, out, err = ResizeMap(n, sh, consts, run); err != nil {
 			return err
 		}
