@@ -226,6 +226,9 @@ func runConv(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, 
 }
 
 func addBias[F kernel.Float](y, b []F, M, P int) {
+	if P == 0 {
+		return // an empty output: nothing to add to
+	}
 	for i := 0; i < len(y)/P; i++ {
 		bv := b[i%M]
 		row := y[i*P : (i+1)*P]

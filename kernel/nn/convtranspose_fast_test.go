@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/vouchml/vouch/ir"
@@ -180,6 +181,30 @@ func TestConvTransposeInto(t *testing.T) {
 		}
 		if err := intoConvTranspose(ctx, n, in, []*tensor.Tensor{tensor.New(tensor.Float32, 3)}); err == nil {
 			t.Errorf("case %d: an output of 3 elements was accepted", i)
+		}
+	}
+}
+
+// TestConvTransposeEmptyOutputWithBias: pads that leave no output pixels
+// (1x1 input, 2x2 kernel, pads 1 on every side) with a bias give an empty
+// output (or a clear error), never a division by zero in the bias pass.
+func TestConvTransposeEmptyOutputWithBias(t *testing.T) {
+	p := parallel.New(1)
+	defer p.Close()
+	n := node("ConvTranspose", ints("pads", 1, 1, 1, 1))
+	for _, x := range []*tensor.Tensor{tensor.From([]float32{1, 2}, 1, 2, 1, 1), tensor.From([]float64{1, 2}, 1, 2, 1, 1)} {
+		w := tensor.New(x.DType, 2, 3, 2, 2)
+		b := tensor.New(x.DType, 3)
+		ctx := &kernel.Ctx{Pool: p, State: &kernel.State{}}
+		out, err := runConvTranspose(ctx, n, []*tensor.Tensor{x, w, b})
+		if err != nil {
+			if !strings.Contains(err.Error(), "ConvTranspose") && !strings.Contains(err.Error(), "output") {
+				t.Fatalf("%v: the error does not say what is wrong: %v", x.DType, err)
+			}
+			continue
+		}
+		if got := tensor.NumElems(out[0].Shape); got != 0 {
+			t.Fatalf("%v: output %v has %d elements, want none", x.DType, out[0].Shape, got)
 		}
 	}
 }
