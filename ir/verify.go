@@ -146,6 +146,14 @@ func nodeRefs(n *Node) []string {
 			refs = append(refs, in)
 		}
 	}
+	return append(refs, Captures(n)...)
+}
+
+// Captures lists the outer-scope names n's subgraphs (a Loop's or an If's
+// bodies) read without n taking them as inputs, per subgraph in first-use
+// order; a name read by two subgraphs appears twice.
+func Captures(n *Node) []string {
+	var refs []string
 	for _, a := range n.Attrs {
 		subs := a.Graphs
 		if a.G != nil {

@@ -680,28 +680,20 @@ func (s *state) cpu(n *ir.Node) (err error) {
 // out: the subgraph runner reports it, naming the subgraph.
 func (s *state) captured(n *ir.Node) (map[string]*tensor.Tensor, error) {
 	outer := map[string]*tensor.Tensor{}
-	for _, a := range n.Attrs {
-		subs := a.Graphs
-		if a.G != nil {
-			subs = append([]*ir.Graph{a.G}, subs...)
+	for _, name := range ir.Captures(n) {
+		if _, done := outer[name]; done {
+			continue
 		}
-		for _, sg := range subs {
-			for _, name := range ir.FreeVars(sg) {
-				if _, done := outer[name]; done {
-					continue
-				}
-				if s.vals[name] == nil {
-					if _, ok := s.g.Initializers[name]; !ok {
-						continue
-					}
-				}
-				t, err := s.host(name)
-				if err != nil {
-					return nil, fmt.Errorf("subgraph %q of %s reads %q: %w", a.Name, n.Label(), name, err)
-				}
-				outer[name] = t
+		if s.vals[name] == nil {
+			if _, ok := s.g.Initializers[name]; !ok {
+				continue
 			}
 		}
+		t, err := s.host(name)
+		if err != nil {
+			return nil, fmt.Errorf("a subgraph of %s reads %q: %w", n.Label(), name, err)
+		}
+		outer[name] = t
 	}
 	return outer, nil
 }
