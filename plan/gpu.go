@@ -33,6 +33,26 @@ import (
 // kernel, named) or "cpu" (vouch's CPU kernel inside the same plan, with
 // the reason). Exact mode performs the CPU contract's arithmetic in the
 // same order, so the CPU layers of the same plan replay a GPU run's bits.
+//
+// # Fast mode
+//
+// A fast plan (gpu.mode "fast") is a GPU plan whose placement names fast
+// kernels for some layers: tensor-core kernels "fast.<precision>.<op>"
+// (precision fp16, bf16 or int8; op e.g. conv, gemm, matmul, attention),
+// each placement carrying that precision in its "precision" field. Every
+// other layer keeps its exact GPU kernel or its CPU placement, and an
+// exact or CPU placement has no "precision" (it computes in what its
+// layer's kind says: fp32 for the layers a GPU build starts from). The
+// mode is "fast" exactly when some placement is fast; Decode and AddGPU
+// refuse a mode, or a placement's precision, that the kernels contradict.
+//
+// A fast plan's contract is not the CPU's: its outputs are batch-invariant
+// and run-to-run deterministic, and their bits are pinned to the plan and
+// the GPU architecture (gpu.arch). The header states it in gpu.contract,
+// the FastContract sentence for that architecture; an exact plan has no
+// contract field (its contract is the CPU's bits), so exact plans are the
+// bytes they were before fast mode existed. The header's precision label
+// of any GPU plan is GPULabel over its layers and placement.
 
 // FormatVersionGPU is the format of plans with a GPU section.
 const FormatVersionGPU = 2
@@ -46,14 +66,18 @@ const maxGPUImage = 256 << 20
 type GPU struct {
 	// Device is the device kind: "cuda".
 	Device string `json:"device"`
-	// Mode is "exact": the CPU's bits, replayable on any CPU.
+	// Mode is ModeExact (the CPU's bits, replayable on any CPU) when no
+	// placement is fast, ModeFast when any is.
 	Mode string `json:"mode"`
 	// Arch is the architecture the cubin was compiled for ("sm_90"); a
 	// device of another architecture refuses the plan.
-	Arch    string      `json:"arch"`
-	Build   GPUEnv      `json:"build"`
-	Kernels GPUKernels  `json:"kernels"`
-	Layers  []Placement `json:"layers"`
+	Arch string `json:"arch"`
+	// Contract is a fast plan's stated contract, FastContract(Arch),
+	// filled in by AddGPU; empty in an exact plan.
+	Contract string      `json:"contract,omitempty"`
+	Build    GPUEnv      `json:"build"`
+	Kernels  GPUKernels  `json:"kernels"`
+	Layers   []Placement `json:"layers"`
 	// Image is the GPU section's bytes: set by Decode, written by AddGPU.
 	Image []byte `json:"-"`
 }
@@ -83,7 +107,10 @@ type Placement struct {
 	Layer   string `json:"layer"`
 	Backend string `json:"backend"`          // "cuda" or "cpu"
 	Kernel  string `json:"kernel,omitempty"` // for "cuda": the GPU kernel
-	Reason  string `json:"reason,omitempty"` // for "cpu": why not on the GPU
+	// Precision is a fast kernel's precision (the kernel name's
+	// precision component); empty for exact and CPU layers.
+	Precision Precision `json:"precision,omitempty"`
+	Reason    string    `json:"reason,omitempty"` // for "cpu": why not on the GPU
 }
 
 // Backends of a Placement.
@@ -91,6 +118,52 @@ const (
 	BackendCUDA = "cuda"
 	BackendCPU  = "cpu"
 )
+
+// Modes of a GPU plan.
+const (
+	ModeExact = "exact"
+	ModeFast  = "fast"
+)
+
+// fastPrefix begins the kernel name of every fast layer.
+const fastPrefix = "fast."
+
+// FastKernel is the kernel name of a fast layer: "fast.<precision>.<op>".
+func FastKernel(p Precision, op string) string { return fastPrefix + string(p) + "." + op }
+
+// ParseFastKernel splits a fast kernel name into its precision and op; ok
+// is false for an exact kernel's name (no "fast." prefix) and for a
+// malformed fast one (a precision other than fp16, bf16 or int8, or no op).
+func ParseFastKernel(kernel string) (p Precision, op string, ok bool) {
+	rest, fast := strings.CutPrefix(kernel, fastPrefix)
+	if !fast {
+		return "", "", false
+	}
+	ps, op, _ := strings.Cut(rest, ".")
+	switch p = Precision(ps); p {
+	case FP16, BF16, Int8:
+		if op != "" {
+			return p, op, true
+		}
+	}
+	return "", "", false
+}
+
+// Fast reports whether the layer runs a fast GPU kernel.
+func (p Placement) Fast() bool {
+	_, _, ok := ParseFastKernel(p.Kernel)
+	return p.Backend == BackendCUDA && ok
+}
+
+// FastContract is the contract a fast plan for GPUs of architecture arch
+// states in its header.
+func FastContract(arch string) string {
+	return "fast mode: batch-invariant and run-to-run deterministic; the outputs' bits are pinned to this plan and " + arch +
+		" GPUs: a bit-for-bit replay needs an " + arch + " GPU, any CPU compares them with the exact plan within a tolerance"
+}
+
+// Fast reports whether the plan is a fast-mode plan.
+func (g *GPU) Fast() bool { return g.Mode == ModeFast }
 
 // GPULayers counts the layers placed on the GPU.
 func (g *GPU) GPULayers() int {
@@ -105,8 +178,11 @@ func (g *GPU) GPULayers() int {
 
 // AddGPU turns an encoded CPU plan into a GPU plan: the same layers,
 // weights and options, the header's "gpu" object from gpu (whose image
-// digests are filled in from image) and image as the GPU section. The CPU
-// plan is decoded first, so a malformed one is refused.
+// digests are filled in from image, and a fast plan's contract from its
+// architecture) and image as the GPU section. The header's precision label
+// becomes GPULabel over the layers and gpu's placement. The CPU plan is
+// decoded first, so a malformed one is refused, and so is a mode or a
+// placement precision that the placement's kernels contradict.
 func AddGPU(cpu []byte, gpu GPU, image []byte) ([]byte, error) {
 	p, err := Decode(cpu)
 	if err != nil {
@@ -121,9 +197,16 @@ func AddGPU(cpu []byte, gpu GPU, image []byte) ([]byte, error) {
 	sum := sha256.Sum256(image)
 	gpu.Kernels.ImageSHA256, gpu.Kernels.ImageBytes = hex.EncodeToString(sum[:]), int64(len(image))
 	gpu.Image = nil
+	gpu.Layers = append([]Placement(nil), gpu.Layers...)
+	if gpu.Mode == ModeFast {
+		gpu.Contract = FastContract(gpu.Arch)
+	}
 	hdr := p.Header
 	hdr.FormatVersion = FormatVersionGPU
 	hdr.GPU = &gpu
+	if len(gpu.Layers) == len(hdr.Graph.Layers) {
+		hdr.Precision = GPULabel(hdr.Graph.Layers, gpu.Layers)
+	}
 	if err := checkGPU(&hdr); err != nil {
 		return nil, err
 	}
@@ -206,8 +289,8 @@ func checkGPU(hdr *Header) error {
 	if g.Device != "cuda" {
 		return bad("device %q (this vouch knows \"cuda\")", g.Device)
 	}
-	if g.Mode != "exact" {
-		return bad("mode %q (this vouch runs \"exact\")", g.Mode)
+	if g.Mode != ModeExact && g.Mode != ModeFast {
+		return bad("mode %q (this vouch runs %q and %q)", g.Mode, ModeExact, ModeFast)
 	}
 	if num, ok := strings.CutPrefix(g.Arch, "sm_"); !ok || num == "" || len(num) > 4 || strings.Trim(num, "0123456789a") != "" {
 		return bad("architecture %q, want sm_XX", g.Arch)
@@ -235,6 +318,54 @@ func checkGPU(hdr *Header) error {
 		default:
 			return bad("layer %q: backend %q kernel %q (want cuda with a kernel, or cpu)", p.Layer, p.Backend, p.Kernel)
 		}
+		if err := checkPlacementPrecision(p); err != nil {
+			return bad("%v", err)
+		}
+	}
+	return checkMode(hdr)
+}
+
+// checkPlacementPrecision checks a placement's precision against its
+// kernel: a fast kernel's precision, nothing for any other.
+func checkPlacementPrecision(p Placement) error {
+	want, _, ok := ParseFastKernel(p.Kernel)
+	switch {
+	case p.Backend == BackendCUDA && strings.HasPrefix(p.Kernel, fastPrefix) && !ok:
+		return fmt.Errorf("layer %q: fast kernel %q, want %s<fp16|bf16|int8>.<op>", p.Layer, p.Kernel, fastPrefix)
+	case p.Backend == BackendCPU && p.Precision != "":
+		return fmt.Errorf("layer %q: a CPU layer with precision %q (a CPU layer computes in what its kind says)", p.Layer, p.Precision)
+	case p.Backend == BackendCUDA && !ok && p.Precision != "":
+		return fmt.Errorf("layer %q: exact kernel %q with precision %q (an exact kernel computes in what its layer's kind says)", p.Layer, p.Kernel, p.Precision)
+	case p.Backend == BackendCUDA && ok && p.Precision != want:
+		return fmt.Errorf("layer %q: kernel %q computes in %s, its placement says precision %q", p.Layer, p.Kernel, want, p.Precision)
+	}
+	return nil
+}
+
+// checkMode checks the mode, the contract and the precision label against
+// the placement (already matched to the layers).
+func checkMode(hdr *Header) error {
+	g := hdr.GPU
+	var first *Placement
+	for i := range g.Layers {
+		if g.Layers[i].Fast() {
+			first = &g.Layers[i]
+			break
+		}
+	}
+	switch {
+	case g.Mode == ModeExact && first != nil:
+		return fmt.Errorf("%w: gpu: mode %q, but layer %q runs fast kernel %q", ErrFormat, g.Mode, first.Layer, first.Kernel)
+	case g.Mode == ModeFast && first == nil:
+		return fmt.Errorf("%w: gpu: mode %q, but no layer runs a fast kernel", ErrFormat, g.Mode)
+	case g.Mode == ModeFast && g.Contract != FastContract(g.Arch):
+		return fmt.Errorf("%w: gpu: a fast plan's contract %q, want %q", ErrFormat, g.Contract, FastContract(g.Arch))
+	case g.Mode == ModeExact && g.Contract != "":
+		return fmt.Errorf("%w: gpu: an exact plan with a contract %q (its contract is the CPU's bits)", ErrFormat, g.Contract)
+	}
+	label := GPULabel(hdr.Graph.Layers, g.Layers)
+	if (hdr.Precision != "" || g.Mode == ModeFast) && hdr.Precision != label {
+		return fmt.Errorf("%w: header claims precision %q; its layers and their placement are %s", ErrFormat, hdr.Precision, label)
 	}
 	return nil
 }

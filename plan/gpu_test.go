@@ -141,8 +141,10 @@ func TestGPUHeaderChecks(t *testing.T) {
 
 func FuzzDecodeGPU(f *testing.F) {
 	cpu, gpu := gpuPlan(f)
+	_, _, fast := fastPlan(f)
 	f.Add(gpu)
 	f.Add(cpu)
+	f.Add(fast)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := Decode(b)
 		if err != nil {
@@ -151,6 +153,9 @@ func FuzzDecodeGPU(f *testing.F) {
 		if p.Header.FormatVersion == FormatVersionGPU {
 			if p.Header.GPU == nil || int64(len(p.Header.GPU.Image)) != p.Header.GPU.Kernels.ImageBytes {
 				t.Fatal("a GPU plan decoded without its section")
+			}
+			if p.Header.GPU.Fast() && p.Header.Precision != p.Precision() {
+				t.Fatalf("a fast plan labelled %q decoded; its layers are %s", p.Header.Precision, p.Precision())
 			}
 		} else if p.Header.GPU != nil {
 			t.Fatal("a CPU plan decoded with a GPU section")
