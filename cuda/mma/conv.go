@@ -82,28 +82,25 @@ func (e Epilogue) apply(v float32, m int, o int) float32 {
 	return v
 }
 
-// operand is a decoded 16-bit input: sig × 2^exp, ref its exponent for
-// alignment (the exponent field's value; a subnormal's is the least
-// normal one); special marks an infinity or a NaN (v its value).
+// operand is a decoded 16-bit input: its exact value v, ref its exponent
+// for alignment (the exponent field's value; a subnormal's is the least
+// normal one; zeros have v 0); special marks an infinity or a NaN.
 type operand struct {
-	sig     uint32
-	exp     int32
-	ref     int32
-	neg     bool
-	special bool
 	v       float64
+	ref     int32
+	special bool
 }
 
 func decodeOperand(f Format, h uint16) operand {
 	t, ok := decode16(f, h)
 	if !ok {
-		return operand{special: true, v: Value(f, h)}
+		return operand{v: Value(f, h), special: true}
 	}
-	mbits := int32(10)
+	mbits := 10
 	if f == BF16 {
 		mbits = 7
 	}
-	return operand{sig: uint32(t.sig), exp: int32(t.exp), ref: int32(t.exp) + mbits, neg: t.neg}
+	return operand{v: Value(f, h), ref: int32(t.exp + mbits)}
 }
 
 // chain is Dot for decoded operands of the fitted model family (block 16,
@@ -112,86 +109,60 @@ func decodeOperand(f Format, h uint16) operand {
 func (m Model) chain(a, b []operand, c float32) float32 {
 	acc := c
 	for k := 0; k < len(a); k += 16 {
-		acc = m.chainStep(a[k:k+16], b[k:k+16], acc)
+		acc = m.chainStep((*[16]operand)(a[k:k+16]), (*[16]operand)(b[k:k+16]), acc)
 	}
 	return acc
 }
 
-func (m Model) chainStep(a, b []operand, c float32) float32 {
-	var sig [16]uint64
-	var exp [16]int32
-	var neg [16]bool
-	n := 0
-	emax := int32(math.MinInt32)
+// chainStep is one step in float64, exactly: a product of two 16-bit
+// values is exact in a float64, so is its scaling by a power of two and
+// the truncation to the alignment grid, and the sum of 17 truncated terms
+// of at most Frac+2 bits (Frac ≤ 45) stays below 2^53.
+func (m Model) chainStep(a, b *[16]operand, c float32) float32 {
+	const none = math.MinInt32
+	emax := int32(none)
 	for i := 0; i < 16; i++ {
-		x, y := a[i], b[i]
+		x, y := &a[i], &b[i]
 		if x.special || y.special {
-			return specialStep(a, b, c)
+			return specialStep(a[:], b[:], c)
 		}
-		if x.sig == 0 || y.sig == 0 {
-			continue
+		if x.v != 0 && y.v != 0 {
+			emax = max(emax, x.ref+y.ref)
 		}
-		sig[n] = uint64(x.sig) * uint64(y.sig)
-		exp[n] = x.exp + y.exp
-		neg[n] = x.neg != y.neg
-		emax = max(emax, x.ref+y.ref)
-		n++
 	}
-	ct, ok := decode32(c)
-	if !ok {
-		return specialStep(a, b, c)
-	}
-	if ct.sig != 0 {
-		emax = max(emax, int32(ct.lead()))
-	} else if n == 0 {
+	cv := float64(c)
+	if cv != 0 {
+		if math.IsInf(cv, 0) || cv != cv {
+			return specialStep(a[:], b[:], c)
+		}
+		emax = max(emax, int32(math.Ilogb(cv)))
+	} else if emax == none {
 		return c
 	}
-	lsb := emax - int32(m.Frac)
-	var sum int64
-	add := func(s uint64, e int32, ng bool) {
-		sh := e - lsb
-		var v uint64
-		switch {
-		case sh >= 0:
-			v = s << uint(sh)
-		case sh > -64:
-			v = s >> uint(-sh)
-		}
-		if ng {
-			sum -= int64(v)
-		} else {
-			sum += int64(v)
-		}
+	lsb := int(emax) - m.Frac
+	scale := math.Ldexp(1, -lsb)
+	sum := math.Trunc(cv * scale)
+	for i := 0; i < 16; i++ {
+		sum += math.Trunc(a[i].v * b[i].v * scale)
 	}
-	if ct.sig != 0 {
-		add(ct.sig, int32(ct.exp), ct.neg)
+	v := math.Ldexp(sum, lsb)
+	r := float32(v) // to nearest; then toward zero
+	if math.Abs(float64(r)) > math.Abs(v) {
+		r = math.Nextafter32(r, 0)
 	}
-	for i := 0; i < n; i++ {
-		add(sig[i], exp[i], neg[i])
-	}
-	return round32(sum, int(lsb), TowardZero)
+	return r
 }
 
 // specialStep is a step with an infinite or NaN operand or accumulator:
 // IEEE 754's rules for the exact sum (a NaN operand, ∞·0 or ∞ − ∞ give
 // NaN; otherwise the infinities' sign), the finite terms not mattering.
 func specialStep(a, b []operand, c float32) float32 {
-	val := func(o operand) float64 {
-		if o.special {
-			return o.v
-		}
-		v := math.Ldexp(float64(o.sig), int(o.exp))
-		if o.neg {
-			v = -v
-		}
-		return v
-	}
 	s := float64(c)
 	if !math.IsInf(s, 0) && s == s {
 		s = 0
 	}
 	for i := range a {
-		p := val(a[i]) * val(b[i])
+		p := a[i].v * b[i].v
 		if math.IsInf(p, 0) || p != p {
 			s += p
 		}

@@ -174,3 +174,53 @@ func TestConv2DRefusals(t *testing.T) {
 		t.Error("a 2^32-element input accepted")
 	}
 }
+
+// BenchmarkConv2DResNet is the emulation's speed on a ResNet-50 layer
+// (layer2's 3×3, 128 → 128 channels on 28×28): 115.6 M multiply-adds.
+func BenchmarkConv2DResNet(b *testing.B) {
+	g := ConvGeom{N: 1, C: 128, H: 28, W: 28, M: 128, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1}
+	x, w, bias := randConv(rand.New(rand.NewPCG(1, 1)), g)
+	m, _ := ModelFor("sm_90", FP16)
+	y := make([]float32, 128*28*28)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := m.Conv2D(FP16, g, x, w, Epilogue{Bias: bias}, y); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(115.6e6*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+}
+
+// The decoded float64 step gives Dot's bits on every probe problem, the
+// edge problems (subnormals, zeros, signed zeros) included.
+func TestChainMatchesDot(t *testing.T) {
+	for _, f := range []Format{FP16, BF16} {
+		m, _ := ModelFor("sm_90", f)
+		for _, pr := range []*Problems{NewProblems(f, 60, 3), NewEdgeProblems(f, 60, 3)} {
+			a, b := make([]operand, 16), make([]operand, 16)
+			col := make([]uint16, 16)
+			for q := 0; q < pr.P; q++ {
+				for n := 0; n < 8; n++ {
+					for k := 0; k < 16; k++ {
+						col[k] = pr.B[q*128+k*8+n]
+						b[k] = decodeOperand(f, col[k])
+					}
+					for r := 0; r < 16; r++ {
+						row := pr.A[q*256+r*16 : q*256+r*16+16]
+						for k := range a {
+							a[k] = decodeOperand(f, row[k])
+						}
+						c := pr.C[q*128+r*8+n]
+						want, err := m.Dot(f, row, col, c)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got := m.chain(a, b, c); math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("%v problem %d (%d, %d): chain %g (%#x), Dot %g (%#x)", f, q, r, n, got, math.Float32bits(got), want, math.Float32bits(want))
+						}
+					}
+				}
+			}
+		}
+	}
+}
