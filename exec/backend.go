@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vouchml/vouch/cuda/emu"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
@@ -23,6 +24,10 @@ import (
 //	                 device's architecture; its layers placed on "cuda"
 //	                 run with the exact kernels, the others on the CPU,
 //	                 and the outputs have the CPU's bits
+//	"emu"            the CPU, running a fast-mode GPU plan with the bits
+//	                 the GPU gives: its fast layers through the emulated
+//	                 tensor-core arithmetic of the plan's architecture
+//	                 (cuda/emu), the others through the CPU kernels
 //
 // A device is chosen by the caller, never by the plan or the machine: a
 // GPU plan asked to run on the CPU runs on the CPU, a CPU plan asked to
@@ -31,6 +36,9 @@ import (
 
 // DeviceCUDA is the CUDA backend's device kind.
 const DeviceCUDA = "cuda"
+
+// DeviceEmu is the emulation backend's device kind.
+const DeviceEmu = "emu"
 
 // ErrDevice wraps every refusal to run a plan on the device asked for.
 var ErrDevice = errors.New("exec: device")
@@ -49,6 +57,8 @@ func ParseDevice(s string) (Device, error) {
 	switch s {
 	case "", DeviceCPU:
 		return Device{Kind: DeviceCPU}, nil
+	case DeviceEmu:
+		return Device{Kind: DeviceEmu}, nil
 	case DeviceCUDA:
 		return Device{Kind: DeviceCUDA}, nil
 	}
@@ -59,13 +69,16 @@ func ParseDevice(s string) (Device, error) {
 			return Device{Kind: DeviceCUDA, Ordinal: n}, nil
 		}
 	}
-	return Device{}, fmt.Errorf("%w: unknown device %q (want cpu, cuda or cuda:N)", ErrDevice, s)
+	return Device{}, fmt.Errorf("%w: unknown device %q (want cpu, cuda, cuda:N or emu)", ErrDevice, s)
 }
 
 // String is the canonical name: "cpu" or "cuda:N".
 func (d Device) String() string {
-	if d.Kind == DeviceCUDA {
+	switch d.Kind {
+	case DeviceCUDA:
 		return fmt.Sprintf("%s:%d", DeviceCUDA, d.Ordinal)
+	case DeviceEmu:
+		return DeviceEmu
 	}
 	return DeviceCPU
 }
@@ -93,8 +106,11 @@ func NewPlanEngine(p *plan.Plan, reg *kernel.Registry, o Options) (*Engine, erro
 	}
 	cpu := o
 	cpu.Device = DeviceCPU
-	if d.Kind == DeviceCPU {
+	switch d.Kind {
+	case DeviceCPU:
 		return NewEngine(p.Graph, reg, cpu)
+	case DeviceEmu:
+		return newEmuEngine(p, reg, cpu)
 	}
 	if p.Header.GPU == nil {
 		return nil, fmt.Errorf("%w: the plan was built for the CPU, it has no GPU kernels: rebuild it with vouch build --device %s", ErrDevice, d)
@@ -124,6 +140,9 @@ func (e *Engine) Backend() string {
 	if e.dev != nil {
 		return e.dev.Backend()
 	}
+	if e.emuArch != "" {
+		return emu.Backend(e.emuArch)
+	}
 	return DeviceCPU
 }
 
@@ -133,7 +152,25 @@ func (e *Engine) DeviceName() string {
 	if e.dev != nil {
 		return e.dev.Device()
 	}
+	if e.emuArch != "" {
+		return "cpu (emulating " + e.emuArch + " tensor cores)"
+	}
 	return DeviceCPU
+}
+
+// newEmuEngine runs fast plan p on the CPU with its GPU's bits (cuda/emu).
+func newEmuEngine(p *plan.Plan, reg *kernel.Registry, o Options) (*Engine, error) {
+	g, err := emu.Rewrite(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrDevice, DeviceEmu, err)
+	}
+	e, err := NewEngine(g, reg.With(emu.Domain, emu.Ops(reg)), o)
+	if err != nil {
+		return nil, err
+	}
+	e.emuArch = p.Header.GPU.Arch
+	e.opts.Device = DeviceEmu
+	return e, nil
 }
 
 // DeviceTime is the device time of the latest run's layers when the

@@ -57,6 +57,9 @@ type Engine struct {
 	opts  Options
 	bound sync.Map // input-shape key -> *sync.Pool of *Bound
 	dev   Program  // a device program (backend.go); nil on the CPU
+	// emuArch is the architecture whose tensor cores an emulating engine
+	// (device "emu") emulates; "" otherwise.
+	emuArch string
 }
 
 // NewEngine prepares g to run with the kernels of reg under o. It fails if

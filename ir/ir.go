@@ -198,6 +198,19 @@ func (n *Node) Ints(name string, def []int64) []int64 {
 	return def
 }
 
+// IntList returns attribute name as []int, or def when absent.
+func (n *Node) IntList(name string, def ...int) []int {
+	v := n.Ints(name, nil)
+	if v == nil {
+		return def
+	}
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = int(x)
+	}
+	return out
+}
+
 // Floats returns attribute name as []float32, or def when absent.
 func (n *Node) Floats(name string, def []float32) []float32 {
 	if a, ok := n.Attrs[name]; ok {

@@ -225,6 +225,17 @@ func (r *Registry) Add(domain string, t Table) {
 	}
 }
 
+// With returns a copy of r with t registered under domain as well (r is
+// not changed).
+func (r *Registry) With(domain string, t Table) *Registry {
+	c := &Registry{ops: make(map[string]*Op, len(r.ops)+len(t))}
+	for k, op := range r.ops {
+		c.ops[k] = op
+	}
+	c.Add(domain, t)
+	return c
+}
+
 func key(domain, op string) string {
 	if domain == "ai.onnx" {
 		domain = ""

@@ -698,17 +698,7 @@ func (s *state) captured(n *ir.Node) (map[string]*tensor.Tensor, error) {
 	return outer, nil
 }
 
-func ints(n *ir.Node, name string, def ...int) []int {
-	v := n.Ints(name, nil)
-	if v == nil {
-		return def
-	}
-	out := make([]int, len(v))
-	for i, x := range v {
-		out[i] = int(x)
-	}
-	return out
-}
+func ints(n *ir.Node, name string, def ...int) []int { return n.IntList(name, def...) }
 
 // gpu runs a layer placed on cuda.
 func (s *state) gpu(n *ir.Node) error {

@@ -176,17 +176,7 @@ func (s *suite) newVal(vals map[string]*gt, name string, shape []int) (*gt, erro
 	return v, nil
 }
 
-func attrInts(n *ir.Node, name string, def ...int) []int {
-	v := n.Ints(name, nil)
-	if v == nil {
-		return def
-	}
-	out := make([]int, len(v))
-	for i, x := range v {
-		out[i] = int(x)
-	}
-	return out
-}
+func attrInts(n *ir.Node, name string, def ...int) []int { return n.IntList(name, def...) }
 
 // gpuNode runs n on the GPU when an exact kernel covers it, and reports
 // whether it did.
