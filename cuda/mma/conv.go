@@ -150,6 +150,9 @@ func (m Model) chainStep(a, b *[16]operand, c float32) float32 {
 	if math.Abs(float64(r)) > math.Abs(v) {
 		r = math.Nextafter32(r, 0)
 	}
+	if r == 0 {
+		return 0 // a sum that underflows is +0, whatever its sign
+	}
 	return r
 }
 

@@ -217,6 +217,31 @@ func TestSM90Recorded(t *testing.T) {
 			}
 		}
 	}
+	// The edge problems of seed 99 (subnormals, zeros, signed zeros; a
+	// sum that underflows is +0): the first 200 of the second device run.
+	for _, f := range []Format{FP16, BF16} {
+		b, err := os.ReadFile(filepath.Join("testdata", "h200_"+f.String()+"-edge_seed99.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hw := make([]float32, len(b)/4)
+		for i := range hw {
+			hw[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		m, _ := ModelFor("sm_90", f)
+		// The device drew 2,000 (TestProbe's -problems 8000 / 4); the
+		// operands are drawn array by array, so draw as many and keep 200.
+		all := NewEdgeProblems(f, 2000, 99)
+		q := len(hw) / 128
+		pr := &Problems{F: f, P: q, A: all.A[:q*256], B: all.B[:q*128], C: all.C[:q*128]}
+		fits, err := pr.FitModels(hw, []Model{m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fits[0].Differ != 0 {
+			t.Errorf("%v edge problems: the sm_90 model differs from the H200 on %d of %d outputs", f, fits[0].Differ, len(hw))
+		}
+	}
 	if _, ok := ModelFor("sm_80", FP16); ok {
 		t.Error("sm_80 has a model nobody fitted")
 	}
