@@ -183,6 +183,10 @@ type Act struct {
 	Lo, Hi       float32
 }
 
+// Code is the activation as the kernels' act argument (bit 0 Relu, 1 a
+// lower bound, 2 an upper bound).
+func (a Act) Code() int32 { return a.code() }
+
 func (a Act) code() int32 {
 	c := int32(0)
 	if a.Relu {
