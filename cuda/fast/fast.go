@@ -231,6 +231,16 @@ func Mode(g exact.ConvGeom) int {
 	return kernels.FastGather
 }
 
+// gemmMode reads a Gemm's rows as k-contiguous float4s when it can (K a
+// multiple of 4, x 16-byte aligned), else as 1x1 images. The two modes
+// stage the same values: the choice never changes the bits.
+func gemmMode(k int, x uint64) int {
+	if k%4 == 0 && x%16 == 0 {
+		return kernels.FastRows
+	}
+	return kernels.Fast1x1
+}
+
 // Engine launches the fast kernels of a loaded module.
 type Engine struct {
 	fn map[string]*cuda.Function
@@ -286,35 +296,50 @@ func (e *Engine) GEMM(s *cuda.Stream, p plan.Precision, t Tile, rows, n, k int, 
 	if err := Geom(g); err != nil {
 		return err
 	}
-	mode := kernels.Fast1x1
-	if k%4 == 0 && x%16 == 0 {
-		mode = kernels.FastRows
-	}
-	return e.launch(s, p, mode, t, g, x, w, bias, 0, act, y)
+	return e.launch(s, p, gemmMode(k, x), t, g, x, w, bias, 0, act, y)
 }
 
 func (e *Engine) launch(s *cuda.Stream, p plan.Precision, mode int, t Tile, g exact.ConvGeom, x, w, bias, res uint64, act exact.Act, y uint64) error {
-	kp, ok := kernelPrec(p)
-	if !ok {
-		return fmt.Errorf("%w: precision %q", ErrArgs, p)
-	}
 	if w%16 != 0 {
 		return fmt.Errorf("%w: packed weights not 16-byte aligned", ErrArgs)
 	}
-	name := kernels.FastKernel(kp, mode, t.BM, t.BN)
-	f := e.fn[name]
+	l, err := planLaunch(p, mode, t, g)
+	if err != nil {
+		return err
+	}
+	f := e.fn[l.kernel]
 	if f == nil {
-		return fmt.Errorf("%w: no kernel %s", ErrArgs, name)
+		return fmt.Errorf("%w: no kernel %s", ErrArgs, l.kernel)
+	}
+	args := new(cuda.Args).Struct(l.geom[:]...).Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(act.Code()).F32(act.Lo).F32(act.Hi).Ptr(y)
+	return f.Launch(s, cuda.D3(l.grid[0], l.grid[1], 1), cuda.D3(256, 1, 1), 0, args)
+}
+
+// launchPlan is one kernel launch: the entry point, fast.cu's vf_geom and
+// the grid (column blocks, channel blocks) of 256-thread blocks.
+type launchPlan struct {
+	kernel string
+	geom   [16]int32
+	grid   [2]uint32
+}
+
+func planLaunch(p plan.Precision, mode int, t Tile, g exact.ConvGeom) (launchPlan, error) {
+	kp, ok := kernelPrec(p)
+	if !ok {
+		return launchPlan{}, fmt.Errorf("%w: precision %q", ErrArgs, p)
+	}
+	if _, err := ParseTile(t.String()); err != nil {
+		return launchPlan{}, err
 	}
 	_, Kp := PackedLen(g.M, g.C*g.KH*g.KW)
 	NP := int64(g.N) * int64(g.OH*g.OW)
 	bx := (NP + int64(t.BN) - 1) / int64(t.BN)
 	by := (g.M + t.BM - 1) / t.BM
 	if bx >= 1<<31 || by >= 1<<16 {
-		return fmt.Errorf("%w: a grid of %d x %d blocks", ErrArgs, bx, by)
+		return launchPlan{}, fmt.Errorf("%w: a grid of %d x %d blocks", ErrArgs, bx, by)
 	}
-	args := new(cuda.Args).Struct(int32(g.C), int32(g.H), int32(g.W), int32(g.M), int32(g.OH), int32(g.OW), int32(g.KH), int32(g.KW),
-		int32(g.SH), int32(g.SW), int32(g.PH), int32(g.PW), int32(g.DH), int32(g.DW), int32(g.N), int32(Kp)).
-		Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(act.Code()).F32(act.Lo).F32(act.Hi).Ptr(y)
-	return f.Launch(s, cuda.D3(uint32(bx), uint32(by), 1), cuda.D3(256, 1, 1), 0, args)
+	return launchPlan{kernel: kernels.FastKernel(kp, mode, t.BM, t.BN),
+		geom: [16]int32{int32(g.C), int32(g.H), int32(g.W), int32(g.M), int32(g.OH), int32(g.OW), int32(g.KH), int32(g.KW),
+			int32(g.SH), int32(g.SW), int32(g.PH), int32(g.PW), int32(g.DH), int32(g.DW), int32(g.N), int32(Kp)},
+		grid: [2]uint32{uint32(bx), uint32(by)}}, nil
 }
