@@ -43,7 +43,7 @@ func (pr *Program) openFast(g *ir.Graph, layers []plan.Placement) error {
 	if len(pr.fast) == 0 {
 		return nil
 	}
-	fe, err := fast.Load(pr.e.Mod)
+	fe, err := fast.Load(pr.e)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPlan, err)
 	}

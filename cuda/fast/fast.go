@@ -244,16 +244,18 @@ func gemmMode(k int, x uint64) int {
 // Engine launches the fast kernels of a loaded module.
 type Engine struct {
 	fn map[string]*cuda.Function
+	ex *exact.Engine // its tap tables
 }
 
 // ErrArgs wraps a launch's refusal of its operands.
 var ErrArgs = errors.New("fast: bad operands")
 
-// Load finds fast.cu's entry points in m (a fast plan's module).
-func Load(m *cuda.Module) (*Engine, error) {
-	e := &Engine{fn: map[string]*cuda.Function{}}
+// Load finds fast.cu's entry points in ex's module (a fast plan's image:
+// the exact kernels and fast.cu's), whose tap tables mode 0 shares.
+func Load(ex *exact.Engine) (*Engine, error) {
+	e := &Engine{fn: map[string]*cuda.Function{}, ex: ex}
 	for _, n := range kernels.FastKernels {
-		f, err := m.Function(n)
+		f, err := ex.Mod.Function(n)
 		if err != nil {
 			return nil, fmt.Errorf("fast: the image lacks %s (not a fast plan's image?): %w", n, err)
 		}
@@ -307,11 +309,17 @@ func (e *Engine) launch(s *cuda.Stream, p plan.Precision, mode int, t Tile, g ex
 	if err != nil {
 		return err
 	}
+	var taps uint64
+	if mode == kernels.FastGather {
+		if taps, err = e.ex.Taps(g); err != nil {
+			return err
+		}
+	}
 	f := e.fn[l.kernel]
 	if f == nil {
 		return fmt.Errorf("%w: no kernel %s", ErrArgs, l.kernel)
 	}
-	args := new(cuda.Args).Struct(l.geom[:]...).Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(act.Code()).F32(act.Lo).F32(act.Hi).Ptr(y)
+	args := new(cuda.Args).Struct(l.geom[:]...).Ptr(x).Ptr(w).Ptr(taps).Ptr(bias).Ptr(res).I32(act.Code()).F32(act.Lo).F32(act.Hi).Ptr(y)
 	return f.Launch(s, cuda.D3(l.grid[0], l.grid[1], 1), cuda.D3(256, 1, 1), 0, args)
 }
 

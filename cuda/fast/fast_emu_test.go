@@ -58,6 +58,7 @@ dim3 blockDim, gridDim;
 struct float4 { float x, y, z, w; };
 struct uint4 { unsigned x, y, z, w; };
 struct uint2 { unsigned x, y; };
+struct int4 { int x, y, z, w; };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
@@ -168,8 +169,8 @@ int main(int argc, char** argv) {
 	vf_geom g; rd(&g, sizeof g);
 	unsigned grid[2]; rd(grid, 8);
 	int act; float lo, hi; rd(&act, 4); rd(&lo, 4); rd(&hi, 4);
-	bool px, pw, pb, pr;
-	auto x = arr<float>(&px); auto w = arr<unsigned short>(&pw); auto bias = arr<float>(&pb); auto res = arr<float>(&pr);
+	bool px, pw, pt, pb, pr;
+	auto x = arr<float>(&px); auto w = arr<unsigned short>(&pw); auto taps = arr<int4>(&pt); auto bias = arr<float>(&pb); auto res = arr<float>(&pr);
 	long long ny; rd(&ny, 8);
 	fclose(in);
 	std::vector<float> y(ny, __int_as_float(0x7fbadbad));
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
 	bool ok = false;
 `)
 	for _, k := range kernels.FastKernels {
-		fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch({grid[0], grid[1], 1}, {256, 1, 1}, [&] { %s(g, x.data(), w.data(), bp, rp, act, lo, hi, y.data()); }); }\n", k, k)
+		fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch({grid[0], grid[1], 1}, {256, 1, 1}, [&] { %s(g, x.data(), w.data(), pt ? taps.data() : nullptr, bp, rp, act, lo, hi, y.data()); }); }\n", k, k)
 	}
 	b.WriteString(`	if (!ok) { fprintf(stderr, "no kernel %s\n", name); return 3; }
 	FILE* out = fopen(argv[2], "wb");
@@ -258,6 +259,21 @@ func runEmu(t *testing.T, dir, bin string, c emuCase) []float32 {
 	}
 	w(int64(len(pw)))
 	w(pw)
+	if c.mode == kernels.FastGather {
+		// exact's tap table: {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw, 0}.
+		var taps []int32
+		for ci := range c.g.C {
+			for kh := range c.g.KH {
+				for kw := range c.g.KW {
+					taps = append(taps, int32(ci*c.g.H*c.g.W+kh*c.g.DH*c.g.W+kw*c.g.DW), int32(kh*c.g.DH), int32(kw*c.g.DW), 0)
+				}
+			}
+		}
+		w(int64(len(taps) / 4))
+		w(taps)
+	} else {
+		w(int64(-1))
+	}
 	for _, a := range [][]float32{c.bias, c.res} {
 		if a == nil {
 			w(int64(-1))

@@ -127,7 +127,7 @@ func RunFast(cfg FastConfig, w io.Writer) (*FastReport, error) {
 		return nil, err
 	}
 	defer e.Close()
-	fe, err := fast.Load(e.Mod)
+	fe, err := fast.Load(e)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,8 @@
 // 16-bit values (Mp a multiple of 128, Kp of 32, zero padded); B gathered
 // from the NCHW float32 input (mode 0: any kernel, mode 1: 1x1 without
 // padding, mode 2: rows of k-contiguous floats, a Gemm's input with K a
-// multiple of 4). 256 threads: 8 warps as 2 (m) x 4 (col), each warp a
+// multiple of 4); mode 0 decodes a reduction index with the exact kernels'
+// tap table). 256 threads: 8 warps as 2 (m) x 4 (col), each warp a
 // (BM/2) x (BN/4) block of m16n8 tiles. Shared memory holds A as [m][k]
 // and B as [col][k] (k contiguous: a 32-bit word is the pair of 16-bit
 // values k, k+1 that one fragment register takes), double buffered: the
@@ -92,7 +93,7 @@ __device__ __forceinline__ float vf_act(float v, int act, float lo, float hi) {
 
 template <int BM, int BN, int MODE, bool BF>
 __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restrict__ x, const unsigned short* __restrict__ w,
-	const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) {
+	const int4* __restrict__ taps, const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) {
 	constexpr int WM = BM / 2, WN = BN / 4;  // a warp's block
 	constexpr int MI = WM / 16, NI = WN / 8; // its m16n8 tiles
 	constexpr int LA = BM * 4 / 256;         // 16-byte A chunks per thread per k block
@@ -104,7 +105,7 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int wm = warp & 1, wn = warp >> 1;
 	const int gid = lane >> 2, tig = lane & 3;
-	const int K = g.C * g.KH * g.KW, P = g.OH * g.OW, KHW = g.KH * g.KW;
+	const int K = g.C * g.KH * g.KW, P = g.OH * g.OW;
 	const long long HW = (long long)g.H * g.W;
 	const long long NP = (long long)g.N * P;
 	const int m0 = blockIdx.y * BM;
@@ -119,7 +120,8 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 	const int bp = jok ? (int)(jc - (long long)bn * P) : 0;
 	const int oh = bp / g.OW, ow = bp - oh * g.OW;
 	const int ih0 = oh * g.SH - g.PH, iw0 = ow * g.SW - g.PW;
-	const float* xb = x + (long long)bn * g.C * HW + (MODE == 1 ? (long long)ih0 * g.W + iw0 : 0);
+	const int xo = ih0 * g.W + iw0;
+	const float* xb = x + (long long)bn * g.C * HW + (MODE == 1 ? xo : 0);
 
 	unsigned ra[LA][4];
 	unsigned rb[MODE == 2 ? LR * 2 : LB];
@@ -157,9 +159,11 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 					if (MODE == 1) {
 						v[h] = xb[(long long)kk * HW];
 					} else {
-						int c = kk / KHW, r = kk - c * KHW, kh = r / g.KW, kw = r - kh * g.KW;
-						int ih = ih0 + kh * g.DH, iw = iw0 + kw * g.DW;
-						if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) v[h] = xb[(long long)c * HW + (long long)ih * g.W + iw];
+						// taps[k] = {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw}: one
+						// load, the same for every thread of the warp.
+						const int4 t = taps[kk];
+						int ih = ih0 + t.y, iw = iw0 + t.z;
+						if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) v[h] = xb[t.x + xo];
 					}
 				}
 				rb[l] = vf_pack<BF>(v[0], v[1]);
@@ -248,9 +252,9 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 
 #define VF_ENTRY(NAME, BM, BN, MODE, BF) \
 	extern "C" __global__ void __launch_bounds__(256) NAME(const vf_geom g, const float* __restrict__ x, \
-		const unsigned short* __restrict__ w, const float* __restrict__ bias, const float* __restrict__ res, int act, \
-		float lo, float hi, float* __restrict__ y) { \
-		vf_tile<BM, BN, MODE, BF>(g, x, w, bias, res, act, lo, hi, y); \
+		const unsigned short* __restrict__ w, const int4* __restrict__ taps, const float* __restrict__ bias, \
+		const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) { \
+		vf_tile<BM, BN, MODE, BF>(g, x, w, taps, bias, res, act, lo, hi, y); \
 	}
 
 #define VF_TILES(P, MODE, BF) \
