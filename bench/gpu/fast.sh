@@ -1,9 +1,11 @@
 #!/bin/bash
 # bench/gpu/fast.sh: issue 19's fast-mode run, in one device call.
 #
-#   here:       bench/gpu/fast.sh prepare    (builds .gpucarry-fastk/: the test
-#               binaries with CGO_ENABLED=0, gzipped, and the shared models)
-#   on the GPU: OUT=... bench/gpu/fast.sh    (the device tool, carry .gpucarry-fastk)
+#   here:       C=DIR bench/gpu/fast.sh prepare  (builds DIR, default .gpucarry-fastk/:
+#               the test binaries with CGO_ENABLED=0, gzipped, the shared models,
+#               this script and torch_fast.py; DIR must be an ignored folder of the
+#               checkout the device tool copies)
+#   on the GPU: OUT=... .gpucarry-fastk/fast.sh  (the device tool, carry .gpucarry-fastk)
 #
 # It regenerates the fast golden PTX (cuda/kernels/testdata/fast.ptx -> $OUT;
 # the exact golden is checked unchanged), exports torchvision's ResNet-50
@@ -16,13 +18,14 @@
 # call. Fast plans are built in memory through engine.FastSection until
 # `vouch build --precision` lands. Logs: $OUT/fast.log, $OUT/torch.log.
 set -u
-C=.gpucarry-fastk
 if [ "${1:-}" = prepare ]; then
 	set -e
+	C=${C:-.gpucarry-fastk}
 	rm -rf $C && mkdir -p $C/models
 	CGO_ENABLED=0 go test -c -tags cuda -o $C/gputest.test ./cuda/gputest
 	CGO_ENABLED=0 go test -c -tags cuda -o $C/kernels.test ./cuda/kernels
 	gzip -9 $C/gputest.test $C/kernels.test
+	cp bench/gpu/fast.sh bench/gpu/torch_fast.py $C/
 	for m in ${MODELS:-breast_cancer_mlp digits_cnn mobilenet_v2}; do
 		[ -d ../shared/models/$m ] && cp -r ../shared/models/$m $C/models/
 	done
@@ -30,6 +33,7 @@ if [ "${1:-}" = prepare ]; then
 	exit 0
 fi
 : "${OUT:?set OUT}"
+C=$(cd "$(dirname "$0")" && pwd)
 T=/tmp/fastk
 rm -rf $T && mkdir -p $T
 for f in gputest.test kernels.test; do
@@ -38,8 +42,9 @@ done
 exec > >(tee "$OUT/fast.log") 2>&1
 date -u
 nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.sm,clocks.max.sm,memory.total --format=csv
-(cd cuda/kernels && $T/kernels.test -test.run 'TestFastGolden$' -test.v -update && cp testdata/fast.ptx "$OUT/fast.ptx" &&
-	$T/kernels.test -test.run 'MatchesSource' -test.v 2>&1 | grep -E "^(---|ok|FAIL|PASS)")
+# The golden of fast.cu (embedded in the test binary), made in a scratch
+# directory: the checkout there need not be this branch's.
+mkdir -p $T/k/testdata && (cd $T/k && $T/kernels.test -test.run 'TestFastGolden$' -test.v -update && cp testdata/fast.ptx "$OUT/fast.ptx")
 PYTHONUNBUFFERED=1 python3 - >$T/export.log 2>&1 <<'PY' &
 import os, torch, torchvision
 torch.manual_seed(0)
@@ -68,6 +73,6 @@ echo "suite exit $?"
 grep -E "^(bench|accuracy|model|fast:|kernel|FAIL)|fast suite|panic|^---|^ok" "$OUT/suite.log" | head -150
 echo "invariance lines: $(grep -c "^invariant" "$OUT/suite.log")"
 if [ -z "${NO_TORCH:-}" ]; then
-	PYTHONUNBUFFERED=1 timeout "${TORCH_S:-90}" python3 bench/gpu/torch_fast.py --batches 1,256 --inv-batch 64 2>&1 | tee "$OUT/torch.log"
+	PYTHONUNBUFFERED=1 timeout "${TORCH_S:-90}" python3 $C/torch_fast.py --batches 1,256 --inv-batch 64 2>&1 | tee "$OUT/torch.log"
 fi
 date -u
