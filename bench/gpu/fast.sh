@@ -70,7 +70,7 @@ done
 timeout "${SUITE_S:-200}" $T/gputest.test -test.run 'TestFast$' -test.v -fast-models "${models#,}" -fast-bench resnet50 \
 	-fast-bench-batches "${BATCHES:-1,256}" -fast-precisions "${PRECS:-fp16,bf16}" -fast-runs "${RUNS:-100}" >"$OUT/suite.log" 2>&1
 echo "suite exit $?"
-grep -E "^(bench|accuracy|model|fast:|kernel|FAIL)|fast suite|panic|^---|^ok" "$OUT/suite.log" | head -150
+grep -E "^(bench|accuracy model|model|fast:|kernel|FAIL|time)|fast suite|panic|^---|^ok" "$OUT/suite.log" | grep -v "not run" | head -150
 echo "invariance lines: $(grep -c "^invariant" "$OUT/suite.log")"
 if [ -z "${NO_TORCH:-}" ]; then
 	PYTHONUNBUFFERED=1 timeout "${TORCH_S:-90}" python3 $C/torch_fast.py --batches 1,256 --inv-batch 64 2>&1 | tee "$OUT/torch.log"

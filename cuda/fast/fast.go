@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -223,9 +224,13 @@ func Round(f float32, p plan.Precision) float32 {
 	return HalfFloat(HalfBits(f))
 }
 
-// Mode is how a kernel reads its input (fast.cu's MODE).
-func Mode(g exact.ConvGeom) int {
+// Mode is how a kernel of tile t reads g's input at x (fast.cu's MODE).
+// Every mode stages the same values: the choice never changes the bits.
+func Mode(g exact.ConvGeom, t Tile, x uint64) int {
 	if g.KH == 1 && g.KW == 1 && g.PH == 0 && g.PW == 0 {
+		if g.SH == 1 && g.SW == 1 && (g.H*g.W)%4 == 0 && x%16 == 0 && t.BN >= 64 {
+			return kernels.FastWide
+		}
 		return kernels.Fast1x1
 	}
 	return kernels.FastGather
@@ -287,7 +292,7 @@ func (e *Engine) Conv(s *cuda.Stream, p plan.Precision, t Tile, g exact.ConvGeom
 	if err := Geom(g); err != nil {
 		return err
 	}
-	return e.launch(s, p, Mode(g), t, g, x, w, bias, res, act, y)
+	return e.launch(s, p, Mode(g, t, x), t, g, x, w, bias, res, act, y)
 }
 
 // GEMM sets y[r][j] (rows x n) to the chain over k of x[r][k] (rows x k,
@@ -336,8 +341,8 @@ func planLaunch(p plan.Precision, mode int, t Tile, g exact.ConvGeom) (launchPla
 	if !ok {
 		return launchPlan{}, fmt.Errorf("%w: precision %q", ErrArgs, p)
 	}
-	if _, err := ParseTile(t.String()); err != nil {
-		return launchPlan{}, err
+	if !slices.Contains(kernels.FastModeTiles(mode), [2]int{t.BM, t.BN}) {
+		return launchPlan{}, fmt.Errorf("%w: no mode %d kernel of tile %s", ErrArgs, mode, t)
 	}
 	_, Kp := PackedLen(g.M, g.C*g.KH*g.KW)
 	NP := int64(g.N) * int64(g.OH*g.OW)

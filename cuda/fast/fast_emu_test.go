@@ -147,6 +147,21 @@ static void emu_mma(float* c, const unsigned* a, const unsigned* b, bool bf) {
 	}
 	emu_yield(); // every thread has read the tables
 }
+// ldmatrix: lane 8*j + r deposits the address of row r of matrix j; lane
+// l's register j is then row l/4, elements 2*(l%4), +1 of matrix j.
+static const unsigned short* emu_rows[32][32];
+static void emu_ldm(unsigned* d, const unsigned short* p, int n) {
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	emu_rows[w][lane] = p;
+	emu_yield();
+	for (int j = 0; j < n; j++) {
+		const unsigned short* row = emu_rows[w][8 * j + lane / 4];
+		d[j] = row[2 * (lane % 4)] | (unsigned)row[2 * (lane % 4) + 1] << 16;
+	}
+	emu_yield();
+}
+inline void vf_ldm4(unsigned* d, const unsigned short* p) { emu_ldm(d, p, 4); }
+inline void vf_ldm2(unsigned* d, const unsigned short* p) { emu_ldm(d, p, 2); }
 inline void vf_mma_f16(float* c, const unsigned* a, const unsigned* b) { emu_mma(c, a, b, false); }
 inline void vf_mma_bf16(float* c, const unsigned* a, const unsigned* b) { emu_mma(c, a, b, true); }
 `
@@ -364,6 +379,10 @@ func reference(c emuCase, round bool) (y, scale []float64) {
 func randCase(r *rand.Rand, p plan.Precision, t Tile, mode int) emuCase {
 	var g exact.ConvGeom
 	switch mode {
+	case kernels.FastWide:
+		h := 1 + r.Intn(8)
+		w := 4 * (1 + r.Intn(3)) / gcd(h, 4)
+		g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(40), H: h, W: w, M: 1 + r.Intn(140), KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1}
 	case kernels.FastRows, kernels.Fast1x1:
 		if mode == kernels.FastRows || r.Intn(2) == 0 {
 			// A Gemm: rows of K (a multiple of 4 for the rows mode).
@@ -430,8 +449,8 @@ func TestKernelsEmulated(t *testing.T) {
 	dir, bin := buildEmu(t)
 	r := rand.New(rand.NewSource(19))
 	for _, p := range []plan.Precision{plan.FP16, BF16} {
-		for _, mode := range []int{kernels.FastGather, kernels.Fast1x1, kernels.FastRows} {
-			for _, tt := range kernels.FastTiles {
+		for _, mode := range kernels.FastModes {
+			for _, tt := range kernels.FastModeTiles(mode) {
 				tile := Tile{tt[0], tt[1]}
 				for range 2 {
 					c := randCase(r, p, tile, mode)
@@ -469,4 +488,11 @@ func TestKernelsEmulated(t *testing.T) {
 			}
 		}
 	}
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/vouchml/vouch/cuda/engine"
 	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/cuda/fast"
+	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/onnx"
@@ -301,6 +302,9 @@ func (s *fastSuite) kernels() error {
 					s.same(fmt.Sprintf("%s: images %d..%d as a batch of %d == in the batch of %d", name, at, at+n-1, n, g.N), part[:n*oimg], full[at*oimg:(at+n)*oimg])
 				}
 			}
+			if err := s.timeConv(name, pr, g, x, wb, bias, res, act, ye); err != nil {
+				return err
+			}
 			if cc.name == "resnet50 layer3 1x1 1024->256" || cc.name == "odd 5->70 3x3 pad 1" {
 				if err := s.repeat(name, pr, tile, g, x, wb, bias, res, act, full); err != nil {
 					return err
@@ -313,6 +317,61 @@ func (s *fastSuite) kernels() error {
 		if err := s.gemms(pr); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// timeConv prints each tile's median time of 10 event-timed launches of
+// g at its batch and at batch 1.
+func (s *fastSuite) timeConv(name string, pr plan.Precision, g exact.ConvGeom, x, wb, bias, res *cuda.Buffer, act exact.Act, y *cuda.Buffer) error {
+	st, err := s.c.NewStream()
+	if err != nil {
+		return err
+	}
+	defer st.Destroy()
+	e0, err := s.c.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e0.Destroy()
+	e1, err := s.c.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e1.Destroy()
+	for _, n := range []int{g.N, 1} {
+		gn := g
+		gn.N = n
+		line := fmt.Sprintf("time %s N=%d:", name, n)
+		for _, t := range kernels.FastModeTiles(fast.Mode(gn, fast.Tile{BM: 128, BN: 128}, x.Ptr)) {
+			tile := fast.Tile{BM: t[0], BN: t[1]}
+			var ms []float64
+			for i := 0; i < 12; i++ {
+				if err := e0.Record(st); err != nil {
+					return err
+				}
+				if err := s.fe.Conv(st, pr, tile, gn, x.Ptr, wb.Ptr, bias.Ptr, res.Ptr, act, y.Ptr); err != nil {
+					return err
+				}
+				if err := e1.Record(st); err != nil {
+					return err
+				}
+				if err := st.Synchronize(); err != nil {
+					return err
+				}
+				v, err := e0.Elapsed(e1)
+				if err != nil {
+					return err
+				}
+				if i >= 2 {
+					ms = append(ms, v)
+				}
+			}
+			m := median(ms)
+			fl := 2 * float64(gn.OutLen()) * float64(g.C*g.KH*g.KW)
+			line += fmt.Sprintf(" %s %.4f ms (%.1f TFLOP/s)", tile, m, fl/m/1e9)
+		}
+		fmt.Fprintln(s.w, line)
 	}
 	return nil
 }
