@@ -179,6 +179,16 @@ func (c *Context) UploadInt32(dst *Buffer, v []int32) error {
 	return c.Upload(dst, f)
 }
 
+// UploadUint16 copies an even number of 16-bit values (packed FP16/BF16
+// weights) to the device and waits.
+func (c *Context) UploadUint16(dst *Buffer, v []uint16) error {
+	if len(v)%2 != 0 {
+		return fmt.Errorf("cuda: upload of %d 16-bit values (want an even number)", len(v))
+	}
+	f := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(v))), len(v)/2)
+	return c.Upload(dst, f)
+}
+
 // Download copies len(v) float32s from the device through pinned memory.
 func (c *Context) Download(v []float32, src *Buffer) error {
 	n := uint64(len(v)) * 4

@@ -183,6 +183,10 @@ type Act struct {
 	Lo, Hi       float32
 }
 
+// Code is the activation as the kernels' act argument (bit 0 Relu, 1 a
+// lower bound, 2 an upper bound).
+func (a Act) Code() int32 { return a.code() }
+
 func (a Act) code() int32 {
 	c := int32(0)
 	if a.Relu {
@@ -398,6 +402,15 @@ func (e *Engine) launchTile(s *cuda.Stream, kn string, bm, bn int, g ConvGeom, g
 	args := new(cuda.Args).Struct(geom...).I32(int32(g.N)).Ptr(x).Ptr(w).Ptr(taps).Ptr(bias).Ptr(res).I32(act.code()).F32(act.Lo).F32(act.Hi).Ptr(y)
 	grid := cuda.D3(uint32(bx), uint32((g.M/g.G+bm-1)/bm), uint32(g.G))
 	return e.fn[kn].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
+}
+
+// Taps returns g's reduction-index decoding table for one group (see
+// tapTable), uploaded once per geometry and kept by the engine.
+func (e *Engine) Taps(g ConvGeom) (uint64, error) {
+	if g.G < 1 || g.C%g.G != 0 {
+		return 0, fmt.Errorf("exact: Conv2D geometry %+v invalid", g)
+	}
+	return e.tapTable(tapKey{g.C / g.G, g.H, g.W, g.KH, g.KW, g.DH, g.DW})
 }
 
 // tapTable returns (uploading once) the table that decodes a reduction

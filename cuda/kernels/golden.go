@@ -20,7 +20,13 @@ const goldenPrefix = "// vouch golden PTX: "
 //
 // and then the PTX (a trailing NUL dropped).
 func FormatGolden(nvrtc, arch string, ptx []byte) []byte {
-	h := fmt.Sprintf("%snvrtc %s %s source %s sha256 %s\n", goldenPrefix, nvrtc, arch, Name, Digest())
+	return FormatGoldenOf(nvrtc, arch, Name, Digest(), ptx)
+}
+
+// FormatGoldenOf is FormatGolden for the source name with digest (fast.cu's
+// golden names FastName and FastDigest).
+func FormatGoldenOf(nvrtc, arch, name, digest string, ptx []byte) []byte {
+	h := fmt.Sprintf("%snvrtc %s %s source %s sha256 %s\n", goldenPrefix, nvrtc, arch, name, digest)
 	return append([]byte(h), bytes.TrimRight(ptx, "\x00")...)
 }
 

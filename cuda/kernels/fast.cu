@@ -1,0 +1,315 @@
+// fast.cu: vouch's fast-mode tensor-core kernels (issue 19). Not the CPU's
+// bits: each output is a chain of mma.sync m16n8k16 steps (FP16 or BF16
+// operands, FP32 accumulation), but the same chain whatever the batch, the
+// tile, the grid or the stream:
+//
+//   - an output element's reduction is the sequence of k16 steps
+//     k = 0, 16, 32, ... of the layer's padded reduction length Kp, each
+//     one mma.sync into the same FP32 accumulator, in that order; no
+//     split-K, no atomics, no reduction across threads;
+//   - the operands of a step are the layer's weights (converted once, at
+//     upload, round to nearest even) and the input values converted with
+//     cvt.rn when staged into shared memory: a value's conversion depends
+//     on the value alone;
+//   - the epilogue is FP32 and elementwise: acc (NaN canonical), + bias,
+//     + residual, then the activation, as the exact kernels order them.
+//
+// So a row computed alone and the same row in a batch of any size have the
+// same bits, and so do two runs. The tile (BM x BN) is chosen per layer at
+// build time (package cuda/fast); it changes which block computes an
+// output, never the output's chain.
+//
+// Layout: C[m][col] = sum_k A[m][k] * B[k][col], m an output channel (or
+// a Gemm's output feature), col an (image, output pixel) pair of the
+// batch-folded convolution (or a Gemm's row); A the weights as [Mp][Kp]
+// 16-bit values (Mp a multiple of 128, Kp of 32, zero padded); B gathered
+// from the NCHW float32 input (mode 0: any kernel, mode 1: 1x1 without
+// padding, mode 3: 1x1 with stride 1 and H*W a multiple of 4, four
+// columns per 16-byte load; mode 2: rows of k-contiguous floats, a Gemm's input with K a
+// multiple of 4); mode 0 decodes a reduction index with the exact kernels'
+// tap table). 256 threads: 8 warps as 2 (m) x 4 (col), each warp a
+// (BM/2) x (BN/4) block of m16n8 tiles. Shared memory holds A as [m][k]
+// and B as [col][k] (k contiguous: a 32-bit word is the pair of 16-bit
+// values k, k+1 that one fragment register takes), double buffered: the
+// next k block is loaded into registers while the current one is
+// multiplied.
+
+#define VF_BK 32
+#define VF_LD (VF_BK + 8) // row stride of the shared tiles, in 16-bit values
+
+// The fragment helpers: cvt packs two floats into 16-bit pairs (lo in the
+// low half, the first of a fragment register's two elements), mma is one
+// m16n8k16 step c += a * b. The CPU emulation test defines VF_EMU and its
+// own versions.
+#ifndef VF_EMU
+__device__ __forceinline__ unsigned vf_pack_f16(float lo, float hi) {
+	unsigned r;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+__device__ __forceinline__ unsigned vf_pack_bf16(float lo, float hi) {
+	unsigned r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+__device__ __forceinline__ void vf_mma_f16(float* c, const unsigned* a, const unsigned* b) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void vf_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// ldmatrix: four (x4) or two (x2) 8x8 matrices of 16-bit values from
+// shared memory, lane 8*j + r giving row r of matrix j; register j of lane
+// l holds row l/4, elements 2*(l%4) and +1 of matrix j: an mma fragment.
+__device__ __forceinline__ void vf_ldm4(unsigned* d, const unsigned short* p) {
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a));
+}
+__device__ __forceinline__ void vf_ldm2(unsigned* d, const unsigned short* p) {
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "r"(a));
+}
+#endif
+
+template <bool BF>
+__device__ __forceinline__ unsigned vf_pack(float lo, float hi) {
+	return BF ? vf_pack_bf16(lo, hi) : vf_pack_f16(lo, hi);
+}
+
+template <bool BF>
+__device__ __forceinline__ void vf_mma(float* c, const unsigned* a, const unsigned* b) {
+	if (BF)
+		vf_mma_bf16(c, a, b);
+	else
+		vf_mma_f16(c, a, b);
+}
+
+// vf_geom: the batch-folded convolution. A Gemm is the 1x1 convolution of
+// N images of C = K channels and one pixel.
+struct vf_geom {
+	int C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW;
+	int N;  // images (a Gemm's rows)
+	int Kp; // the weights' row length: C*KH*KW rounded up to VF_BK
+};
+
+__device__ __forceinline__ float vf_act(float v, int act, float lo, float hi) {
+	if ((act & 1) && v < 0.0f) v = 0.0f;
+	if ((act & 2) && v < lo) v = lo;
+	if ((act & 4) && v > hi) v = hi;
+	return v;
+}
+
+template <int BM, int BN, int MODE, bool BF>
+__device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restrict__ x, const unsigned short* __restrict__ w,
+	const int4* __restrict__ taps, const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) {
+	constexpr int WM = BM / 2, WN = BN / 4;  // a warp's block
+	constexpr int MI = WM / 16, NI = WN / 8; // its m16n8 tiles
+	constexpr int LA = BM * 4 / 256;         // 16-byte A chunks per thread per k block
+	constexpr int TR = 256 / BN;             // mode 0/1: thread rows over a B block's k pairs
+	constexpr int LB = (VF_BK / 2) / TR;     // mode 0/1: k pairs per thread
+	constexpr int LR = BN * 8 / 256;         // mode 2: float4 chunks per thread
+	constexpr int VG = BN / 4;               // mode 3: groups of 4 columns
+	constexpr int VR = 256 / VG;             // mode 3: thread rows over the k pairs
+	constexpr int LV = VR >= 16 ? 1 : 16 / VR; // mode 3: k pairs per thread
+	static_assert(MODE != 3 || BN >= 64, "mode 3 takes 64 columns or more");
+	__shared__ __align__(16) unsigned short As[2][BM][VF_LD];
+	__shared__ __align__(16) unsigned short Bs[2][BN][VF_LD];
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int wm = warp & 1, wn = warp >> 1;
+	const int gid = lane >> 2, tig = lane & 3;
+	const int K = g.C * g.KH * g.KW, P = g.OH * g.OW;
+	const long long HW = (long long)g.H * g.W;
+	const long long NP = (long long)g.N * P;
+	const int m0 = blockIdx.y * BM;
+	const long long c0 = (long long)blockIdx.x * BN;
+	const unsigned short* wb = w + (long long)m0 * g.Kp;
+
+	// Modes 0 and 1: this thread's column and the k pairs tid/BN + TR*l.
+	const int bcol = tid % BN, bkp = tid / BN;
+	const long long jc = c0 + bcol;
+	const bool jok = jc < NP;
+	const int bn = jok ? (int)(jc / P) : 0;
+	const int bp = jok ? (int)(jc - (long long)bn * P) : 0;
+	const int oh = bp / g.OW, ow = bp - oh * g.OW;
+	const int ih0 = oh * g.SH - g.PH, iw0 = ow * g.SW - g.PW;
+	const int xo = ih0 * g.W + iw0;
+	const float* xb = x + (long long)bn * g.C * HW + (MODE == 1 ? xo : 0);
+
+	unsigned ra[LA][4];
+	// Mode 3 (1x1, stride 1, H*W a multiple of 4): four adjacent columns
+	// of one image are four adjacent floats of a channel.
+	const int vcol = (tid % VG) * 4, vkp = tid / VG;
+	const long long vj = c0 + vcol;
+	const bool vok = MODE == 3 && vj < NP && vkp < 16;
+	const int vn = vok ? (int)(vj / P) : 0;
+	const float* vb = x + (long long)vn * g.C * HW + (vj - (long long)vn * P);
+	unsigned rb[MODE == 2 ? LR * 2 : MODE == 3 ? LV * 4 : LB];
+
+	auto load = [&](int k0) {
+#pragma unroll
+		for (int l = 0; l < LA; l++) {
+			int e = tid + l * 256, r = e >> 2, ch = e & 3;
+			const uint4 v = *(const uint4*)(wb + (long long)r * g.Kp + k0 + ch * 8);
+			ra[l][0] = v.x;
+			ra[l][1] = v.y;
+			ra[l][2] = v.z;
+			ra[l][3] = v.w;
+		}
+		if (MODE == 3) {
+#pragma unroll
+			for (int l = 0; l < LV; l++) {
+				int k = k0 + 2 * (vkp + VR * l);
+				float4 u = make_float4(0.0f, 0.0f, 0.0f, 0.0f), v = u;
+				if (vok && k < K) u = *(const float4*)(vb + (long long)k * HW);
+				if (vok && k + 1 < K) v = *(const float4*)(vb + (long long)(k + 1) * HW);
+				rb[4 * l] = vf_pack<BF>(u.x, v.x);
+				rb[4 * l + 1] = vf_pack<BF>(u.y, v.y);
+				rb[4 * l + 2] = vf_pack<BF>(u.z, v.z);
+				rb[4 * l + 3] = vf_pack<BF>(u.w, v.w);
+			}
+		} else if (MODE == 2) {
+#pragma unroll
+			for (int l = 0; l < LR; l++) {
+				int e = tid + l * 256, r = e >> 3, ch = e & 7;
+				long long row = c0 + r;
+				int k = k0 + ch * 4;
+				float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+				if (row < NP && k < K) v = *(const float4*)(x + row * K + k);
+				rb[2 * l] = vf_pack<BF>(v.x, v.y);
+				rb[2 * l + 1] = vf_pack<BF>(v.z, v.w);
+			}
+		} else {
+#pragma unroll
+			for (int l = 0; l < LB; l++) {
+				int k = k0 + 2 * (bkp + TR * l);
+				float v[2] = {0.0f, 0.0f};
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					int kk = k + h;
+					if (!jok || kk >= K) continue;
+					if (MODE == 1) {
+						v[h] = xb[(long long)kk * HW];
+					} else {
+						// taps[k] = {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw}: one
+						// load, the same for every thread of the warp.
+						const int4 t = taps[kk];
+						int ih = ih0 + t.y, iw = iw0 + t.z;
+						if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) v[h] = xb[t.x + xo];
+					}
+				}
+				rb[l] = vf_pack<BF>(v[0], v[1]);
+			}
+		}
+	};
+	auto store = [&](int buf) {
+#pragma unroll
+		for (int l = 0; l < LA; l++) {
+			int e = tid + l * 256, r = e >> 2, ch = e & 3;
+			*(uint4*)&As[buf][r][ch * 8] = make_uint4(ra[l][0], ra[l][1], ra[l][2], ra[l][3]);
+		}
+		if (MODE == 3) {
+			if (vkp < 16) {
+#pragma unroll
+				for (int l = 0; l < LV; l++)
+#pragma unroll
+					for (int c = 0; c < 4; c++) *(unsigned*)&Bs[buf][vcol + c][2 * (vkp + VR * l)] = rb[4 * l + c];
+			}
+		} else if (MODE == 2) {
+#pragma unroll
+			for (int l = 0; l < LR; l++) {
+				int e = tid + l * 256, r = e >> 3, ch = e & 7;
+				*(uint2*)&Bs[buf][r][ch * 4] = make_uint2(rb[2 * l], rb[2 * l + 1]);
+			}
+		} else {
+#pragma unroll
+			for (int l = 0; l < LB; l++) *(unsigned*)&Bs[buf][bcol][2 * (bkp + TR * l)] = rb[l];
+		}
+	};
+
+	float acc[MI][NI][4];
+#pragma unroll
+	for (int i = 0; i < MI; i++)
+#pragma unroll
+		for (int j = 0; j < NI; j++)
+#pragma unroll
+			for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
+
+	const int KT = g.Kp / VF_BK;
+	load(0);
+	store(0);
+	__syncthreads();
+	for (int kt = 0; kt < KT; kt++) {
+		const int cur = kt & 1;
+		if (kt + 1 < KT) load((kt + 1) * VF_BK);
+#pragma unroll
+		for (int kk = 0; kk < VF_BK; kk += 16) {
+			// ldmatrix: A's matrices (rows 0-7, k 0-7), (8-15, 0-7),
+			// (0-7, 8-15), (8-15, 8-15) are fragment registers a0..a3;
+			// B's (columns 0-7, k 0-7), (0-7, 8-15) of tile j, then j + 1.
+			unsigned a[MI][4], b[NI][2];
+			const int lr = lane & 7, lj = lane >> 3;
+#pragma unroll
+			for (int i = 0; i < MI; i++) vf_ldm4(a[i], &As[cur][wm * WM + i * 16 + lr + (lj & 1) * 8][kk + (lj >> 1) * 8]);
+#pragma unroll
+			for (int j = 0; j + 1 < NI; j += 2) vf_ldm4(&b[j][0], &Bs[cur][wn * WN + (j + (lj >> 1)) * 8 + lr][kk + (lj & 1) * 8]);
+			if (NI & 1) vf_ldm2(b[NI - 1], &Bs[cur][wn * WN + (NI - 1) * 8 + lr][kk + (lj & 1) * 8]);
+#pragma unroll
+			for (int i = 0; i < MI; i++)
+#pragma unroll
+				for (int j = 0; j < NI; j++) vf_mma<BF>(acc[i][j], a[i], b[j]);
+		}
+		if (kt + 1 < KT) store(cur ^ 1);
+		__syncthreads();
+	}
+
+	// Epilogue: c0, c1 are row gid, columns 2*tig and 2*tig + 1 of the
+	// m16n8 tile; c2, c3 the same columns of row gid + 8.
+#pragma unroll
+	for (int i = 0; i < MI; i++)
+#pragma unroll
+		for (int j = 0; j < NI; j++)
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				int m = m0 + wm * WM + i * 16 + gid + (q >> 1) * 8;
+				long long col = c0 + wn * WN + j * 8 + tig * 2 + (q & 1);
+				if (m >= g.M || col >= NP) continue;
+				int n = (int)(col / P);
+				long long o = ((long long)n * g.M + m) * P + (col - (long long)n * P);
+				float v = acc[i][j][q];
+				if (v != v) v = __int_as_float(0x7fc00000);
+				if (bias) v = v + bias[m];
+				if (res) v = v + res[o];
+				y[o] = vf_act(v, act, lo, hi);
+			}
+}
+
+#define VF_ENTRY(NAME, BM, BN, MODE, BF) \
+	extern "C" __global__ void __launch_bounds__(256) NAME(const vf_geom g, const float* __restrict__ x, \
+		const unsigned short* __restrict__ w, const int4* __restrict__ taps, const float* __restrict__ bias, \
+		const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) { \
+		vf_tile<BM, BN, MODE, BF>(g, x, w, taps, bias, res, act, lo, hi, y); \
+	}
+
+#define VF_WIDE(P, MODE, BF) \
+	VF_ENTRY(vf_##P##_m##MODE##_128x128, 128, 128, MODE, BF) \
+	VF_ENTRY(vf_##P##_m##MODE##_128x64, 128, 64, MODE, BF) \
+	VF_ENTRY(vf_##P##_m##MODE##_64x64, 64, 64, MODE, BF)
+
+#define VF_TILES(P, MODE, BF) \
+	VF_ENTRY(vf_##P##_m##MODE##_128x128, 128, 128, MODE, BF) \
+	VF_ENTRY(vf_##P##_m##MODE##_128x64, 128, 64, MODE, BF) \
+	VF_ENTRY(vf_##P##_m##MODE##_64x64, 64, 64, MODE, BF) \
+	VF_ENTRY(vf_##P##_m##MODE##_64x32, 64, 32, MODE, BF)
+
+VF_TILES(f16, 0, false)
+VF_TILES(f16, 1, false)
+VF_TILES(f16, 2, false)
+VF_WIDE(f16, 3, false)
+VF_TILES(bf16, 0, true)
+VF_TILES(bf16, 1, true)
+VF_TILES(bf16, 2, true)
+VF_WIDE(bf16, 3, true)
