@@ -280,9 +280,9 @@ func logPlacement(log *buildlog.Log, sec *plan.GPU, arch string) {
 	log.Info("gpu-placement", "kernels", k)
 }
 
-// printFast says what a fast build made.
-func printFast(w io.Writer, d exec.Device, p *plan.Plan, rep *buildlog.GPUReport) {
-	g := p.Header.GPU
+// fastCounts says how many layers run fast kernels, by precision: ", fast:
+// fp16 40, int8 8", or "" for none.
+func fastCounts(g *plan.GPU) string {
 	by := map[plan.Precision]int{}
 	for _, l := range g.Layers {
 		if l.Fast() {
@@ -295,15 +295,20 @@ func printFast(w io.Writer, d exec.Device, p *plan.Plan, rep *buildlog.GPUReport
 			parts = append(parts, fmt.Sprintf("%s %d", pr, by[pr]))
 		}
 	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ", fast: " + strings.Join(parts, ", ")
+}
+
+// printFast says what a fast build made.
+func printFast(w io.Writer, d exec.Device, p *plan.Plan, rep *buildlog.GPUReport) {
+	g := p.Header.GPU
 	gpuName := g.Build.GPU
 	if gpuName == "" {
 		gpuName = "no GPU here"
 	}
-	fast := "none fast"
-	if len(parts) > 0 {
-		fast = "fast: " + strings.Join(parts, ", ")
-	}
-	fmt.Fprintf(w, "gpu     %s %s %s (%s, NVRTC %s): %d of %d layers on the GPU, %s; label %s\n", d, g.Arch, g.Mode, gpuName, g.Build.NVRTC, g.GPULayers(), len(g.Layers), fast, p.Precision())
+	fmt.Fprintf(w, "gpu     %s %s %s (%s, NVRTC %s): %d of %d layers on the GPU%s; label %s\n", d, g.Arch, g.Mode, gpuName, g.Build.NVRTC, g.GPULayers(), len(g.Layers), fastCounts(g), p.Precision())
 	if len(rep.Notes) > 0 {
 		fmt.Fprintf(w, "exact   %d layers asked for fast stay exact (the report's gpu.notes say why)\n", len(rep.Notes))
 	}
