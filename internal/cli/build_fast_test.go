@@ -280,6 +280,10 @@ func TestFastWithoutGPU(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "pinned to its GPU architecture") || !strings.Contains(errs, "run it with --device cuda:N on a sm_90 GPU") {
 		t.Errorf("run of a fast plan on the CPU: exit %d, stderr %q", code, errs)
 	}
+	code, _, errs = vouch(t, "replay", "0123", "--output", "y=out.pb")
+	if code != 2 || !strings.Contains(errs, "give --against EXACT.vouch too") {
+		t.Errorf("replay --output without --against: exit %d, stderr %q", code, errs)
+	}
 	code, out, errs := vouch(t, "inspect", fastPlan)
 	if code != 0 || !strings.Contains(out, "label    fp16 (from the layers)") || !strings.Contains(out, "gpu      cuda sm_90 fast: ") || !strings.Contains(out, "contract fast mode: batch-invariant") {
 		t.Errorf("inspect of a fast plan: exit %d, %s%s", code, out, errs)

@@ -111,6 +111,9 @@ and --check, or NOT-within-tolerance; never a claim of equal bits.`)
 		return err
 	}
 	o.LogKeys, o.Inputs, o.Outputs, o.DataDir = logKeys, inputs, outputs, o.Audit.DataDir
+	if len(o.Outputs) > 0 && o.Against == "" {
+		return fmt.Errorf("%w: --output gives a fast-mode trace's served output to compare with the exact plan: give --against EXACT.vouch too", ErrUsage)
+	}
 	if o.Since, err = parseWhen(*since); err != nil {
 		return err
 	}
@@ -225,9 +228,6 @@ func (m *Main) replay(ctx context.Context, o ReplayOptions) error {
 		ro.Input = in
 	}
 	if len(o.Outputs) > 0 {
-		if o.Against == "" {
-			return fmt.Errorf("%w: --output compares a fast-mode trace's served output with the exact plan: give --against EXACT.vouch", ErrUsage)
-		}
 		out, err := readInputFiles(o.Outputs)
 		if err != nil {
 			return err
