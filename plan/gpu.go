@@ -160,7 +160,7 @@ func (p Placement) Fast() bool {
 // states in its header.
 func FastContract(arch string) string {
 	return "fast mode: batch-invariant and run-to-run deterministic; the outputs' bits are pinned to this plan and " + arch +
-		" GPUs: a bit-for-bit replay needs an " + arch + " GPU, any CPU compares them with the exact plan within a tolerance"
+		" GPUs: they replay bit for bit on an " + arch + " GPU (or through an emulation of its tensor cores' arithmetic), and any CPU compares them with the exact plan within a tolerance"
 }
 
 // Fast reports whether the plan is a fast-mode plan.

@@ -13,7 +13,8 @@ import (
 
 // Fast-mode traces (issue 19). A fast plan's bits are pinned to the plan
 // and its GPU architecture: Replay proves such a trace bit for bit only on
-// a GPU of that architecture, and refuses elsewhere (PinnedError). On any
+// a GPU of that architecture or the emulation of its arithmetic (device
+// "emu"), and refuses on the CPU (PinnedError). On any
 // machine, Against with the exact plan of the same model compares the
 // served output with the exact plan's output, computed on the CPU, and
 // says whether it is within the tolerance: never that the bits are equal.
@@ -31,12 +32,13 @@ type PinnedError struct {
 }
 
 func (e *PinnedError) Error() string {
-	return fmt.Sprintf("replay %s: this trace was served by a fast-mode plan whose bits are pinned to %s GPUs; replay it on one (--device cuda:N), or compare it with the exact plan: vouch replay --against EXACT.vouch %s", e.Trace, e.Arch, e.Trace)
+	return fmt.Sprintf("replay %s: this trace was served by a fast-mode plan whose bits are pinned to %s GPUs; replay it on one (--device cuda:N) or on the emulation of its tensor cores (--device emu), or compare it with the exact plan: vouch replay --against EXACT.vouch %s", e.Trace, e.Arch, e.Trace)
 }
 
 func (e *PinnedError) Unwrap() error { return plan.ErrPinned }
 
-// onGPU reports whether o runs plans on a GPU.
+// onGPU reports whether o runs plans on a device that gives a fast plan's
+// bits: a GPU, or the emulation of one (exec's "emu").
 func (o Options) onGPU() bool {
 	d, err := exec.ParseDevice(o.Device)
 	return err == nil && d.Kind != exec.DeviceCPU

@@ -101,7 +101,7 @@ func TestFastTrace(t *testing.T) {
 
 	_, err = Replay(f.ctx, "trace-fast", opts)
 	var pe *PinnedError
-	want := "this trace was served by a fast-mode plan whose bits are pinned to sm_90 GPUs; replay it on one (--device cuda:N), or compare it with the exact plan: vouch replay --against EXACT.vouch trace-fast"
+	want := "this trace was served by a fast-mode plan whose bits are pinned to sm_90 GPUs; replay it on one (--device cuda:N) or on the emulation of its tensor cores (--device emu), or compare it with the exact plan: vouch replay --against EXACT.vouch trace-fast"
 	if !errors.As(err, &pe) || !errors.Is(err, plan.ErrPinned) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Replay of a fast trace on the CPU: %v", err)
 	}

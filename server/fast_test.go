@@ -61,7 +61,7 @@ func TestFastPlanOnCPU(t *testing.T) {
 		t.Fatalf("fast plan labelled %q", fast.Precision())
 	}
 	_, err := NewPlanRunner(fast, "sha256:"+strings.Repeat("ab", 32), "fast.plan", PlanOptions{})
-	if !errors.Is(err, plan.ErrPinned) || !strings.Contains(err.Error(), "serve it with --device cuda:N on a sm_90 GPU") {
+	if !errors.Is(err, plan.ErrPinned) || !strings.Contains(err.Error(), "serve it with --device cuda:N on a sm_90 GPU or --device emu") {
 		t.Fatalf("a fast plan served on the CPU: %v", err)
 	}
 	exact := gpuPlan(t, "breast_cancer_mlp", "vx_sgemm", "")

@@ -117,7 +117,7 @@ func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunne
 		// A record of a fast plan served on the CPU would name the fast
 		// plan and its label over the exact plan's bits.
 		if err := p.CheckCPU(); err != nil {
-			return nil, fmt.Errorf("server: %s: %w (serve it with --device cuda:N on a %s GPU, or serve the exact plan of the same model)", path, err, p.Pinned())
+			return nil, fmt.Errorf("server: %s: %w (serve it with --device cuda:N on a %s GPU or --device emu, or serve the exact plan of the same model)", path, err, p.Pinned())
 		}
 	}
 	eng, err := exec.NewPlanEngine(p, builtin.Registry(), exec.Options{Device: o.Device})

@@ -277,7 +277,7 @@ func TestFastWithoutGPU(t *testing.T) {
 	}
 	input := "../../../shared/models/digits_cnn/test_data_set_0/input_0.pb"
 	code, _, errs := vouch(t, "run", fastPlan, "--input", input)
-	if code != 1 || !strings.Contains(errs, "pinned to its GPU architecture") || !strings.Contains(errs, "run it with --device cuda:N on a sm_90 GPU") {
+	if code != 1 || !strings.Contains(errs, "pinned to its GPU architecture") || !strings.Contains(errs, "run it with --device cuda:N on a sm_90 GPU or --device emu") {
 		t.Errorf("run of a fast plan on the CPU: exit %d, stderr %q", code, errs)
 	}
 	code, _, errs = vouch(t, "replay", "0123", "--output", "y=out.pb")

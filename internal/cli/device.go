@@ -133,7 +133,7 @@ func newEngine(g *ir.Graph, p *plan.Plan, reg *kernel.Registry, device string, c
 	if d.Kind == exec.DeviceCPU {
 		if p != nil {
 			if err := p.CheckCPU(); err != nil {
-				return nil, fmt.Errorf("%w (run it with --device cuda:N on a %s GPU, or run the exact plan of the same model: vouch build --device cuda without --precision)", err, p.Pinned())
+				return nil, fmt.Errorf("%w (run it with --device cuda:N on a %s GPU or --device emu (the emulation of its tensor cores), or run the exact plan of the same model: vouch build --device cuda without --precision)", err, p.Pinned())
 			}
 		}
 		return exec.NewEngine(g, reg, exec.Options{CPU: cpu})
