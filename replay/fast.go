@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/exec"
@@ -78,24 +77,10 @@ func againstExact(ctx context.Context, rec *audit.Record, inputs map[string]*ten
 	if err != nil {
 		return nil, fmt.Errorf("replay: running the exact plan %s: %w", exact.Source, err)
 	}
-	c := &Comparison{TraceID: rec.TraceID, Pass: true, Served: source, Reference: exact.Source + " on " + ranOn,
+	c := &Comparison{TraceID: rec.TraceID, Served: source, Reference: exact.Source + " on " + ranOn,
 		Pinned: base.Plan.Pinned(), Precision: string(base.Plan.Precision())}
-	names := make([]string, 0, len(ref))
-	for n := range ref {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		g, ok := served[n]
-		if !ok {
-			return nil, fmt.Errorf("replay %s: the served output has no %q", rec.TraceID, n)
-		}
-		s, err := Compare(n, ref[n], g, crit)
-		if err != nil {
-			return nil, err
-		}
-		c.Outputs = append(c.Outputs, s)
-		c.Pass = c.Pass && s.Pass
+	if err := c.compare(ref, served, crit, "the served output of "+rec.TraceID); err != nil {
+		return nil, err
 	}
 	c.Verdict = NotWithinTolerance
 	if c.Pass {

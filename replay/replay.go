@@ -303,23 +303,33 @@ func Against(ctx context.Context, trace string, other *Engine, crit Criteria, o 
 	if err != nil {
 		return nil, fmt.Errorf("replay: running %s: %w", other.Source, err)
 	}
-	c := &Comparison{TraceID: trace, Pass: true}
+	c := &Comparison{TraceID: trace}
+	if err := c.compare(ref, got, crit, other.Source); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// compare fills c with the statistics of every output of got against ref
+// (in name order); what names got in an error.
+func (c *Comparison) compare(ref, got map[string]*tensor.Tensor, crit Criteria, what string) error {
 	names := make([]string, 0, len(ref))
 	for n := range ref {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	c.Pass = true
 	for _, n := range names {
 		g, ok := got[n]
 		if !ok {
-			return nil, fmt.Errorf("replay: %s has no output %q", other.Source, n)
+			return fmt.Errorf("replay: %s has no output %q", what, n)
 		}
 		s, err := Compare(n, ref[n], g, crit)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.Outputs = append(c.Outputs, s)
 		c.Pass = c.Pass && s.Pass
 	}
-	return c, nil
+	return nil
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/vouchml/vouch/buildlog"
@@ -13,6 +12,7 @@ import (
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/quant"
 )
 
 // FastBuild are the fast-mode settings of `vouch build --device cuda
@@ -134,7 +134,7 @@ func fastBuild(d exec.Device, arch string, env engine.Env, n *cuda.NVRTC, f *Fas
 		if err != nil {
 			return fmt.Errorf("vouch build --device %s --precision %s: %w", d, f.Precision, err)
 		}
-		for _, name := range sortedKeys(skipped) {
+		for _, name := range quant.SortedNames(skipped) {
 			log.Info("gpu-fast", "no-int8-input", map[string]any{"layer": name, "reason": skipped[name]})
 		}
 		fo.Scales = in.Scales
@@ -327,13 +327,4 @@ func printFast(w io.Writer, d exec.Device, p *plan.Plan, rep *buildlog.GPUReport
 	if g.Contract != "" {
 		fmt.Fprintf(w, "contract %s\n", g.Contract)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
