@@ -48,7 +48,7 @@ const (
 // The JSON member names, in the order in which they are encoded, are
 //
 //	access          object  Access, only for kind "access"
-//	backend         string  execution backend ("go", "amd64")
+//	backend         string  execution backend ("go", "amd64", "cuda-exact", "cuda-fast")
 //	bundle_digest   string  "sha256:" + hex of the signed bundle
 //	code            integer HTTP status code of the response
 //	confidence      number  confidence of output_label, when declared
@@ -67,7 +67,7 @@ const (
 //	output_label    string  label of row 0's top class, when declared
 //	outputs         array   per-tensor [TensorDigest]s, sorted by name
 //	plan_digest     string  "sha256:" + hex of the engine plan
-//	precision       string  "fp32", "fp16", "int8", …
+//	precision       string  the plan's label, computed from its layers (and a GPU plan's placement): "fp32", "fp16", "bf16", "int8", "mixed"
 //	principal       string  authenticated caller
 //	profile         string  build profile
 //	request_id      string  the request's "id" as sent by the client

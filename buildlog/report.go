@@ -23,6 +23,9 @@ type Report struct {
 	// shapes) by what they run: nothing (their inputs are written in
 	// place), a copy of some inputs, or of all; nil when the graph has none.
 	Concats *ConcatReport `json:"concats,omitempty"`
+	// GPU is a GPU plan's placement and, for a fast plan, its accuracy
+	// against the exact plan (gpu.go); nil for a CPU plan.
+	GPU *GPUReport `json:"gpu,omitempty"`
 }
 
 // ConcatReport counts a plan's Concats by what they run (exec.ConcatStats).

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -159,11 +160,34 @@ func (p Placement) Fast() bool {
 // states in its header.
 func FastContract(arch string) string {
 	return "fast mode: batch-invariant and run-to-run deterministic; the outputs' bits are pinned to this plan and " + arch +
-		" GPUs: a bit-for-bit replay needs an " + arch + " GPU, any CPU compares them with the exact plan within a tolerance"
+		" GPUs: they replay bit for bit on an " + arch + " GPU (or through an emulation of its tensor cores' arithmetic), and any CPU compares them with the exact plan within a tolerance"
 }
 
 // Fast reports whether the plan is a fast-mode plan.
 func (g *GPU) Fast() bool { return g.Mode == ModeFast }
+
+// ErrPinned is wrapped by the error of running a fast plan where its bits
+// are not defined: on a CPU (whose kernels are the exact plan's).
+var ErrPinned = errors.New("plan: a fast-mode plan's bits are pinned to its GPU architecture")
+
+// Pinned is the GPU architecture a fast plan's bits are pinned to, or ""
+// for an exact GPU plan and a CPU plan (whose bits any CPU reproduces).
+func (p *Plan) Pinned() string {
+	if g := p.Header.GPU; g != nil && g.Fast() {
+		return g.Arch
+	}
+	return ""
+}
+
+// CheckCPU refuses a fast plan on the CPU: its CPU layers are the exact
+// plan's, so a CPU run would give the exact plan's bits under the fast
+// plan's digest and label.
+func (p *Plan) CheckCPU() error {
+	if a := p.Pinned(); a != "" {
+		return fmt.Errorf("%w: this plan's outputs are those of its fast kernels on %s GPUs; on a CPU its layers would give the exact plan's bits instead", ErrPinned, a)
+	}
+	return nil
+}
 
 // GPULayers counts the layers placed on the GPU.
 func (g *GPU) GPULayers() int {

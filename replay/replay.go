@@ -17,7 +17,9 @@
 //
 // Against runs the same recorded inputs through a second plan (a rebuilt or
 // quantized engine) and reports Polygraphy-style error statistics per
-// output. Reports are JSON (signable as a DSSE envelope), self-contained
+// output. A trace served by a fast-mode GPU plan (issue 19) replays bit
+// for bit only on a GPU of the plan's architecture; Against compares it
+// with the exact plan of the same model on any CPU, within a tolerance. Reports are JSON (signable as a DSSE envelope), self-contained
 // HTML, and a terminal summary.
 package replay
 
@@ -92,6 +94,10 @@ type Options struct {
 	// instead (a file the caller holds).
 	Inputs Inputs
 	Input  map[string]*tensor.Tensor
+	// Output is the served output, when the caller holds it (the
+	// response): Against compares a fast-mode trace's served output with
+	// the exact plan, after checking its digest is the record's.
+	Output map[string]*tensor.Tensor
 	// Device re-runs the plan there: "" or "cpu" (any plan, a GPU plan's
 	// CPU kernels included), or "cuda:N" (a GPU plan; exec.NewPlanEngine).
 	Device string
@@ -155,6 +161,9 @@ func Replay(ctx context.Context, trace string, o Options) (*Report, error) {
 	}
 	if rec.BundleDigest != "" && eng.BundleDigest != "" && eng.BundleDigest != rec.BundleDigest {
 		return nil, fmt.Errorf("%w: bundle %s has digest %s, the record names %s", ErrPlan, eng.Source, eng.BundleDigest, rec.BundleDigest)
+	}
+	if arch := eng.Plan.Pinned(); arch != "" && !o.onGPU() {
+		return nil, &PinnedError{Trace: trace, Arch: arch}
 	}
 	r.Engine = engineInfo(eng)
 	outs, ranOn, err := runOn(eng.Plan, inputs, o.exec())
@@ -258,7 +267,11 @@ func runOn(p *plan.Plan, inputs map[string]*tensor.Tensor, eo exec.Options) (map
 
 // Against runs the recorded inputs of trace through the record's own plan
 // and through other, and compares the two per output with the statistics
-// of Compare. It needs the inputs (captured or given).
+// of Compare. It needs the inputs (captured or given). When the record's
+// plan is a fast-mode plan, other must be the exact plan of the same
+// model: it runs on the CPU and is compared with the served output
+// (o.Output, or the fast plan recomputed on o's GPU), and the comparison's
+// verdict says whether they agree within crit (fast.go).
 func Against(ctx context.Context, trace string, other *Engine, crit Criteria, o Options) (*Comparison, error) {
 	inc, err := o.Records.Show(ctx, trace)
 	if err != nil {
@@ -276,6 +289,12 @@ func Against(ctx context.Context, trace string, other *Engine, crit Criteria, o 
 	if err != nil {
 		return nil, fmt.Errorf("%w for %s: %w", ErrPlan, trace, err)
 	}
+	if base.PlanDigest != "" && base.PlanDigest != rec.PlanDigest {
+		return nil, fmt.Errorf("%w: %s has digest %s, the record names %s", ErrPlan, base.Source, base.PlanDigest, rec.PlanDigest)
+	}
+	if base.Plan.Pinned() != "" {
+		return againstExact(ctx, rec, inputs, base, other, crit, o)
+	}
 	ref, _, err := runOn(base.Plan, inputs, o.exec())
 	if err != nil {
 		return nil, err
@@ -284,23 +303,33 @@ func Against(ctx context.Context, trace string, other *Engine, crit Criteria, o 
 	if err != nil {
 		return nil, fmt.Errorf("replay: running %s: %w", other.Source, err)
 	}
-	c := &Comparison{TraceID: trace, Pass: true}
+	c := &Comparison{TraceID: trace}
+	if err := c.compare(ref, got, crit, other.Source); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// compare fills c with the statistics of every output of got against ref
+// (in name order); what names got in an error.
+func (c *Comparison) compare(ref, got map[string]*tensor.Tensor, crit Criteria, what string) error {
 	names := make([]string, 0, len(ref))
 	for n := range ref {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	c.Pass = true
 	for _, n := range names {
 		g, ok := got[n]
 		if !ok {
-			return nil, fmt.Errorf("replay: %s has no output %q", other.Source, n)
+			return fmt.Errorf("replay: %s has no output %q", what, n)
 		}
 		s, err := Compare(n, ref[n], g, crit)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.Outputs = append(c.Outputs, s)
 		c.Pass = c.Pass && s.Pass
 	}
-	return c, nil
+	return nil
 }

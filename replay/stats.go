@@ -57,6 +57,15 @@ type Comparison struct {
 	TraceID string  `json:"trace_id"`
 	Outputs []Stats `json:"outputs"`
 	Pass    bool    `json:"pass"`
+	// For a fast-mode trace compared with the exact plan (fast.go): where
+	// the served output came from, what the exact one ran on, the GPU
+	// architecture the served bits are pinned to, the fast plan's label,
+	// and WithinTolerance or NotWithinTolerance (never bit equality).
+	Served    string `json:"served,omitempty"`
+	Reference string `json:"reference,omitempty"`
+	Pinned    string `json:"pinned_to,omitempty"`
+	Precision string `json:"precision,omitempty"`
+	Verdict   string `json:"verdict,omitempty"`
 }
 
 // Compare computes the statistics of got against ref.

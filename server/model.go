@@ -113,6 +113,13 @@ func LoadPlan(path string, o PlanOptions) (*PlanRunner, error) {
 // NewPlanRunner prepares a decoded plan; digest is its "sha256:" digest and
 // path names it in errors and as the fallback model name.
 func NewPlanRunner(p *plan.Plan, digest, path string, o PlanOptions) (*PlanRunner, error) {
+	if d, err := exec.ParseDevice(o.Device); err == nil && d.Kind == exec.DeviceCPU {
+		// A record of a fast plan served on the CPU would name the fast
+		// plan and its label over the exact plan's bits.
+		if err := p.CheckCPU(); err != nil {
+			return nil, fmt.Errorf("server: %s: %w (serve it with --device cuda:N on a %s GPU or --device emu, or serve the exact plan of the same model)", path, err, p.Pinned())
+		}
+	}
 	eng, err := exec.NewPlanEngine(p, builtin.Registry(), exec.Options{Device: o.Device})
 	if err != nil {
 		return nil, fmt.Errorf("server: %s: %w", path, err)

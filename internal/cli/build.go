@@ -49,8 +49,11 @@ type BuildOptions struct {
 	Labels         string // class labels, one a line (kept in the bundle: they name each decision)
 	LabelOutput    string // the output the labels name (default: the first with one class a label)
 
-	// GPU: --device cuda builds a GPU plan (device.go).
+	// GPU: --device cuda builds a GPU plan (device.go), with fast kernels
+	// when --precision asks for them (build_fast.go).
 	GPU GPUBuild
+
+	maxKL, maxRelError float64 // --max-kl, --max-rel-error (FastBuild)
 }
 
 func runBuild(ctx context.Context, m *Main, args []string) error {
@@ -83,9 +86,11 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	fs.IntVar(&o.Compile.TuneReps, "tune-reps", o.Compile.TuneReps, "timed runs per tactic candidate (the fastest is kept)")
 	fs.IntVar(&o.Compile.TuneThreads, "tune-threads", 0, "worker threads to time tactics with (0: GOMAXPROCS); choose the deployment's")
 	fs.StringVar(&o.TimingCache, "timing-cache", "", "read timings from FILE if it exists and write them back: rebuilding with the same cache gives a byte-identical plan")
-	fs.StringVar(&o.Compile.Precision, "precision", o.Compile.Precision, "layer precision: fp32, fp16 (weights stored as float16), int8 (post-training quantization, needs --calib or --calib-cache) or best (int8, falling back to fp32 until within --max-accuracy-drop)")
-	layerPrec := map[string]string{}
-	fs.Func("layer-precision", "NAME=fp32|fp16|int8: override one layer's precision (repeatable)", func(v string) error { return compile.ParseLayerPrecision(layerPrec, v) })
+	fs.StringVar(&o.Compile.Precision, "precision", o.Compile.Precision, "layer precision: fp32, fp16 (weights stored as float16), int8 (post-training quantization, needs --calib or --calib-cache) or best (int8, falling back to fp32 until within --max-accuracy-drop); with --device cuda: fp16, bf16, int8 or best select the GPU's fast tensor-core kernels (docs/gpu-fast.md), the CPU layers stay fp32")
+	fs.Float64Var(&o.maxKL, "max-kl", DefaultMaxKL, "--device cuda --precision best: the largest mean KL divergence of the outputs against the exact plan")
+	fs.Float64Var(&o.maxRelError, "max-rel-error", DefaultMaxRelError, "--device cuda --precision best, for outputs of one value a row: the largest mean relative error against the exact plan")
+	var layerPrec multiFlag
+	fs.Var(&layerPrec, "layer-precision", "NAME=fp32|fp16|int8 (with --device cuda also bf16): override one layer's precision (repeatable)")
 	fs.StringVar(&o.Calib, "calib", "", "int8 calibration data: a .pb/.npy batch file or a directory of them")
 	fs.StringVar(&o.CalibCache, "calib-cache", "", "calibration cache: read scales from FILE if it exists (skipping calibration for the tensors it holds); int8 builds write it (default PLAN.calib.txt)")
 	fs.StringVar(&o.Compile.Quant.Calibrator, "calibrator", o.Compile.Quant.Calibrator, "activation calibrator: minmax, entropy (TensorRT style) or percentile")
@@ -114,8 +119,8 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 		return fmt.Errorf("%w: want exactly one MODEL argument", ErrUsage)
 	}
 	o.Model, o.Profiles, o.Compile.DisabledPasses = pos[0], profiles, disable
-	if len(layerPrec) > 0 {
-		o.Compile.Quant.LayerPrecision = layerPrec
+	if err := o.splitPrecision(layerPrec); err != nil {
+		return err
 	}
 	if o.Out == "" {
 		o.Out = strings.TrimSuffix(filepath.Base(o.Model), filepath.Ext(o.Model)) + ".plan"
@@ -183,6 +188,11 @@ func (m *Main) build(o BuildOptions) error {
 	}
 	if err := loadQuantData(&o, log); err != nil {
 		return err
+	}
+	if f := o.GPU.Fast; f != nil {
+		// The data goes to the fast build; the CPU layers are the exact
+		// plan's, built without it.
+		f.Quant, o.Compile.Quant = o.Compile.Quant, compile.DefaultOptions().Quant
 	}
 	var bar *progressbar.ProgressBar
 	o.Compile.Progress = func(done, total int) {

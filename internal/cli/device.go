@@ -46,6 +46,9 @@ type GPUBuild struct {
 	Arch   string // the target architecture ("sm_90"); default: the device's
 	// Libraries, "" searching the usual places.
 	Driver, NVRTC string
+	// Fast is set for a fast-mode build (build_fast.go): --device cuda
+	// with --precision fp16|bf16|int8|best or --layer-precision.
+	Fast *FastBuild
 }
 
 func (g *GPUBuild) flags(fs *flag.FlagSet) {
@@ -73,6 +76,8 @@ func gpuBuild(o GPUBuild, res *compile.Result, log *buildlog.Log, w io.Writer) e
 	}
 	arch := o.Arch
 	switch {
+	case derr != nil && o.Fast != nil && (arch == "" || o.Fast.Precision == "best"):
+		return fmt.Errorf("vouch build --device %s --precision %s: %w: a fast plan's accuracy against the exact plan (and best's per-layer sensitivity) is measured on the build GPU; build on a machine with a GPU of the plan's architecture (or give --arch sm_XX to build without the accuracy evidence, which the report then records as missing; best cannot)", d, o.Fast.Precision, derr)
 	case derr != nil && arch == "":
 		return fmt.Errorf("vouch build --device %s: %w (give --arch sm_XX to build without the GPU)", d, derr)
 	case derr != nil:
@@ -87,24 +92,19 @@ func gpuBuild(o GPUBuild, res *compile.Result, log *buildlog.Log, w io.Writer) e
 	if err != nil {
 		return fmt.Errorf("vouch build --device %s: %w", d, err)
 	}
+	if o.Fast != nil {
+		return fastBuild(d, arch, env, n, o.Fast, res, log, w)
+	}
 	b, sec, err := engine.Build(res.Plan, res.Graph, res.Graph.Types, n, arch, env)
 	if err != nil {
 		return fmt.Errorf("vouch build --device %s: %w", d, err)
 	}
-	for _, l := range sec.Layers {
-		f := map[string]any{"layer": l.Layer, "backend": l.Backend}
-		if l.Kernel != "" {
-			f["kernel"] = l.Kernel
-		}
-		if l.Reason != "" {
-			f["reason"] = l.Reason
-		}
-		log.Info("gpu-placement", "layer", f)
-	}
-	log.Info("gpu-placement", "kernels", map[string]any{"arch": arch, "gpu": sec.Build.GPU, "driver": sec.Build.Driver, "cuda": sec.Build.CUDA,
-		"nvrtc": sec.Build.NVRTC, "ptx_sha256": sec.Kernels.PTXSHA256, "cubin_sha256": sec.Kernels.CubinSHA256, "image_bytes": sec.Kernels.ImageBytes})
+	logPlacement(log, sec, arch)
 	res.Plan, res.Digest = b, plan.Digest(b)
 	res.Report.PlanSHA256 = res.Digest
+	if p, err := plan.Decode(b); err == nil {
+		res.Report.GPU = &buildlog.GPUReport{Mode: sec.Mode, Arch: arch, Layers: reportLayers(p)}
+	}
 	gpuName := sec.Build.GPU
 	if gpuName == "" {
 		gpuName = "no GPU here"
@@ -131,6 +131,11 @@ func newEngine(g *ir.Graph, p *plan.Plan, reg *kernel.Registry, device string, c
 		return nil, err
 	}
 	if d.Kind == exec.DeviceCPU {
+		if p != nil {
+			if err := p.CheckCPU(); err != nil {
+				return nil, fmt.Errorf("%w (run it with --device cuda:N on a %s GPU or --device emu (the emulation of its tensor cores), or run the exact plan of the same model: vouch build --device cuda without --precision)", err, p.Pinned())
+			}
+		}
 		return exec.NewEngine(g, reg, exec.Options{CPU: cpu})
 	}
 	if p == nil {

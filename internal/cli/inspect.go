@@ -71,6 +71,12 @@ fused plan (render it with: dot -Tsvg FILE -o plan.svg).`)
 		fmt.Fprintf(m.Stdout, "profile  %d: %s\n", i, strings.Join(parts, "; "))
 	}
 	fmt.Fprintf(m.Stdout, "label    %s (from the layers)\nrequires %s\n", p.Precision(), strings.Join(h.RequiredFeatures, ","))
+	if g := h.GPU; g != nil {
+		fmt.Fprintf(m.Stdout, "gpu      %s %s %s: %d of %d layers on the GPU%s\n", g.Device, g.Arch, g.Mode, g.GPULayers(), len(g.Layers), fastCounts(g))
+		if g.Contract != "" {
+			fmt.Fprintf(m.Stdout, "contract %s\n", g.Contract)
+		}
+	}
 	fmt.Fprintln(m.Stdout)
 	total := printLayers(m, h.Graph.Layers)
 	fmt.Fprintf(m.Stdout, "\n%d layers, %.3g FLOPs at the first profile's opt shapes\n", len(h.Graph.Layers), float64(total))

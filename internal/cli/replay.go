@@ -27,6 +27,7 @@ type ReplayOptions struct {
 	Keys        string   // trusted bundle keys
 	LogKeys     []string // trusted audit-log verifier keys (default: DIR/audit/log.pub)
 	Inputs      []string // NAME=FILE: the request's input, when not captured
+	Outputs     []string // NAME=FILE: the served output (a fast-mode trace --against the exact plan)
 	Plan        string   // a plan or bundle to use instead of the registry's
 	Against     string   // a second engine to compare with
 	Since       time.Time
@@ -70,13 +71,25 @@ with --sign KEY, report.dsse.json (the JSON in a DSSE envelope signed by you).
 quantized one) and reports error statistics per output (max, mean, median,
 p99 of absolute and relative error, KL divergence, top-1 agreement) with
 pass/fail under --atol, --rtol and --check elemwise|max|mean|quantile; over
-a time range with --since and --until (RFC 3339 or a duration like 24h).`)
+a time range with --since and --until (RFC 3339 or a duration like 24h).
+
+A trace served by a fast-mode GPU plan (vouch build --device cuda
+--precision fp16|bf16|int8|best) has bits pinned to the plan and its GPU
+architecture: it replays VERIFIED only on a GPU of that architecture
+(--device cuda:N). Anywhere else, --against EXACT.vouch (the exact plan of
+the same model) runs the input on the exact plan on the CPU and compares
+it with the served output (--output NAME=FILE, the response's outputs,
+whose digest must be the record's; or, on such a GPU, the fast plan's
+output recomputed there): VERIFIED-within-tolerance under --atol, --rtol
+and --check, or NOT-within-tolerance; never a claim of equal bits.`)
 	o.Audit.register(fs)
 	fs.StringVar(&o.Keys, "key", "", "trusted public key(s) of bundle signers")
 	var logKeys multiFlag
 	fs.Var(&logKeys, "log-key", "trusted audit-log verifier key (default: DIR/audit/log.pub); repeatable")
 	var inputs multiFlag
 	fs.Var(&inputs, "input", "the request's input as NAME=FILE (.pb or .npy) when it was not captured; repeat")
+	var outputs multiFlag
+	fs.Var(&outputs, "output", "with --against, for a fast-mode trace: the served output as NAME=FILE (.pb or .npy; its digest must be the record's); repeat")
 	fs.StringVar(&o.Plan, "plan", "", "replay with this plan or bundle instead of the registry's (its digest must be the record's)")
 	fs.StringVar(&o.Against, "against", "", "compare with this engine (bundle or plan) instead of proving the record")
 	since := fs.String("since", "", "with --against: first record time (RFC 3339, or a duration ago like 24h)")
@@ -97,7 +110,10 @@ a time range with --since and --until (RFC 3339 or a duration like 24h).`)
 	if err != nil {
 		return err
 	}
-	o.LogKeys, o.Inputs, o.DataDir = logKeys, inputs, o.Audit.DataDir
+	o.LogKeys, o.Inputs, o.Outputs, o.DataDir = logKeys, inputs, outputs, o.Audit.DataDir
+	if len(o.Outputs) > 0 && o.Against == "" {
+		return fmt.Errorf("%w: --output gives a fast-mode trace's served output to compare with the exact plan: give --against EXACT.vouch too", ErrUsage)
+	}
 	if o.Since, err = parseWhen(*since); err != nil {
 		return err
 	}
@@ -211,6 +227,13 @@ func (m *Main) replay(ctx context.Context, o ReplayOptions) error {
 		}
 		ro.Input = in
 	}
+	if len(o.Outputs) > 0 {
+		out, err := readInputFiles(o.Outputs)
+		if err != nil {
+			return err
+		}
+		ro.Output = out
+	}
 	switch {
 	case o.Plan != "":
 		eng, err := replay.LoadEngine(o.Plan, trusted, checkOptions(false))
@@ -315,6 +338,9 @@ func (m *Main) replayAgainst(ctx context.Context, o ReplayOptions, ro replay.Opt
 	for _, tr := range traces {
 		c, err := replay.Against(ctx, tr, other, o.Criteria, ro)
 		bar.Add(1)
+		if err != nil && o.Trace != "" {
+			return err // one trace asked for: its error is the answer
+		}
 		if err != nil {
 			skipped++
 			fmt.Fprintf(m.Stderr, "skipped %s: %v\n", tr, err)
@@ -324,6 +350,9 @@ func (m *Main) replayAgainst(ctx context.Context, o ReplayOptions, ro replay.Opt
 			pass++
 		} else {
 			failed = append(failed, tr)
+		}
+		if c.Verdict != "" {
+			printFastComparison(m, c, o.Criteria)
 		}
 		for _, s := range c.Outputs {
 			a := agg[s.Name]
@@ -359,4 +388,17 @@ func (m *Main) replayAgainst(ctx context.Context, o ReplayOptions, ro replay.Opt
 		return fmt.Errorf("%d of %d records fail the check", len(failed), n)
 	}
 	return nil
+}
+
+// printFastComparison says what a fast-mode trace's comparison with the
+// exact plan found: within the tolerance or not, never equal bits.
+func printFastComparison(m *Main, c *replay.Comparison, crit replay.Criteria) {
+	fmt.Fprintf(m.Stdout, "%s  trace %s: served by a fast-mode plan (%s, bits pinned to %s GPUs), compared with the exact plan under check %s, atol %g, rtol %g\n",
+		c.Verdict, c.TraceID, c.Precision, c.Pinned, crit.Check, crit.ATol, crit.RTol)
+	fmt.Fprintf(m.Stdout, "  served     %s\n  exact      %s\n", c.Served, c.Reference)
+	for _, s := range c.Outputs {
+		fmt.Fprintf(m.Stdout, "  %s: max abs %.3g, mean abs %.3g, max rel %.3g, mean rel %.3g, KL %.3g, top-1 agreement %.2f%%\n",
+			s.Name, s.AbsMax, s.AbsMean, s.RelMax, s.RelMean, s.KL, 100*s.Top1)
+	}
+	fmt.Fprintln(m.Stdout, "  (a fast plan's bits are its own: this compares values within a tolerance, it does not claim the exact plan's bits)")
 }
