@@ -11,9 +11,11 @@ import (
 )
 
 // Fast-mode traces (issue 19). A fast plan's bits are pinned to the plan
-// and its GPU architecture: Replay proves such a trace bit for bit only on
-// a GPU of that architecture or the emulation of its arithmetic (device
-// "emu"), and refuses on the CPU (PinnedError). On any
+// and its GPU architecture: Replay proves such a trace bit for bit on a
+// GPU of that architecture or on the emulation of its tensor cores (device
+// "emu", cuda/emu), which a replay on the CPU takes by itself when the
+// architecture has a fitted model; without one it refuses (PinnedError).
+// On any
 // machine, Against with the exact plan of the same model compares the
 // served output with the exact plan's output, computed on the CPU, and
 // says whether it is within the tolerance: never that the bits are equal.
@@ -28,10 +30,16 @@ const (
 // cannot reproduce its bits. It wraps plan.ErrPinned.
 type PinnedError struct {
 	Trace, Arch string
+	// Why the emulation cannot run the plan ("" when not tried).
+	Why string
 }
 
 func (e *PinnedError) Error() string {
-	return fmt.Sprintf("replay %s: this trace was served by a fast-mode plan whose bits are pinned to %s GPUs; replay it on one (--device cuda:N) or on the emulation of its tensor cores (--device emu), or compare it with the exact plan: vouch replay --against EXACT.vouch %s", e.Trace, e.Arch, e.Trace)
+	why := ""
+	if e.Why != "" {
+		why = " (" + e.Why + ")"
+	}
+	return fmt.Sprintf("replay %s: this trace was served by a fast-mode plan whose bits are pinned to %s GPUs, and this CPU cannot emulate them%s; replay it on one (--device cuda:N), or compare it with the exact plan: vouch replay --against EXACT.vouch %s", e.Trace, e.Arch, why, e.Trace)
 }
 
 func (e *PinnedError) Unwrap() error { return plan.ErrPinned }

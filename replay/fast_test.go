@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/vouchml/vouch/audit"
+	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -23,12 +25,14 @@ func hexOf(s string) string {
 // first layer on a fast fp16 kernel, the others on the CPU. It is
 // assembled with plan.AddGPU, as cuda/engine.BuildFast assembles one; the
 // GPU section is not a real image (no GPU runs it here).
-func fastCredit(t *testing.T, cpu []byte) *Engine {
+func fastCredit(t *testing.T, cpu []byte) *Engine { return fastCreditFor(t, cpu, "sm_90") }
+
+func fastCreditFor(t *testing.T, cpu []byte, arch string) *Engine {
 	p, err := plan.Decode(cpu)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := plan.GPU{Device: "cuda", Mode: plan.ModeFast, Arch: "sm_90",
+	g := plan.GPU{Device: "cuda", Mode: plan.ModeFast, Arch: arch,
 		Build:   plan.GPUEnv{GPU: "NVIDIA H200", ComputeCapability: "9.0", CUDA: "13.0", NVRTC: "13.0"},
 		Kernels: plan.GPUKernels{Source: "fast.cu", SourceSHA256: hexOf("src"), PTXSHA256: hexOf("ptx"), CubinSHA256: hexOf("cubin")}}
 	for i, l := range p.Header.Graph.Layers {
@@ -64,8 +68,10 @@ func (f *fixture) logServed(t *testing.T, trace string, eng *Engine, in, outs ma
 	}
 }
 
-// TestFastTrace: a trace served by a fast plan is refused by Replay on the
-// CPU with what to do; Against with the exact plan compares the served
+// TestFastTrace: a trace served by a fast plan replays on the CPU through
+// the emulation of its GPU's tensor cores (VERIFIED when the output is the
+// fast kernel's, MISMATCH otherwise) and is refused, with what to do, for
+// an architecture without a fitted model; Against with the exact plan compares the served
 // output (given, its digest checked) with the exact plan's on the CPU,
 // within the tolerance or not, and never claims equal bits.
 func TestFastTrace(t *testing.T) {
@@ -99,11 +105,37 @@ func TestFastTrace(t *testing.T) {
 	d, _, _ := audit.InputDigest(in)
 	opts := Options{Records: f.log, LogKeys: f.logKeys, Plans: FixedPlan{Engine: fast}, Inputs: memInputs{d: in}}
 
-	_, err = Replay(f.ctx, "trace-fast", opts)
+	// On this CPU the replay runs the emulation of sm_90's tensor cores:
+	// the served output above is not what the fast kernel gives, so it is
+	// a MISMATCH, run on the emulation.
+	r, err := Replay(f.ctx, "trace-fast", opts)
+	if err != nil || r.Verdict != Mismatch || !strings.Contains(r.Engine.RanOn, "emulating sm_90 tensor cores") {
+		t.Fatalf("Replay of a fabricated fast output on the CPU: %v %+v", err, r)
+	}
+	// The output the fast kernel gives (the emulation's, which the H200
+	// matches bit for bit: cuda/mma) replays VERIFIED on the CPU.
+	emuEng, err := exec.NewPlanEngine(fast.Plan, builtin.Registry(), exec.Options{Device: exec.DeviceEmu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fastOut, err := emuEng.Run(f.ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.logServed(t, "trace-fast-emu", fast, in, fastOut)
+	if r, err := Replay(f.ctx, "trace-fast-emu", opts); err != nil || r.Verdict != Verified {
+		t.Fatalf("Replay of the fast kernel's output on the CPU: %v %+v", err, r)
+	}
+	// An architecture without a fitted model: refused, with what to do.
+	old := fastCreditFor(t, cpu, "sm_80")
+	f.logServed(t, "trace-fast-sm80", old, in, served)
+	o80 := opts
+	o80.Plans = FixedPlan{Engine: old}
+	_, err = Replay(f.ctx, "trace-fast-sm80", o80)
 	var pe *PinnedError
-	want := "this trace was served by a fast-mode plan whose bits are pinned to sm_90 GPUs; replay it on one (--device cuda:N) or on the emulation of its tensor cores (--device emu), or compare it with the exact plan: vouch replay --against EXACT.vouch trace-fast"
-	if !errors.As(err, &pe) || !errors.Is(err, plan.ErrPinned) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("Replay of a fast trace on the CPU: %v", err)
+	want := "this trace was served by a fast-mode plan whose bits are pinned to sm_80 GPUs, and this CPU cannot emulate them (emu: plan: no fitted tensor-core model for sm_80"
+	if !errors.As(err, &pe) || !errors.Is(err, plan.ErrPinned) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "vouch replay --against EXACT.vouch trace-fast-sm80") {
+		t.Fatalf("Replay of an sm_80 fast trace on the CPU: %v", err)
 	}
 
 	if _, err := Against(f.ctx, "trace-fast", exact, DefaultCriteria(), opts); err == nil || !strings.Contains(err.Error(), "give the served outputs with --output NAME=FILE") {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/vouchml/vouch/audit"
 	"github.com/vouchml/vouch/bundle"
+	"github.com/vouchml/vouch/cuda/emu"
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/explain"
 	"github.com/vouchml/vouch/kernel"
@@ -162,11 +163,17 @@ func Replay(ctx context.Context, trace string, o Options) (*Report, error) {
 	if rec.BundleDigest != "" && eng.BundleDigest != "" && eng.BundleDigest != rec.BundleDigest {
 		return nil, fmt.Errorf("%w: bundle %s has digest %s, the record names %s", ErrPlan, eng.Source, eng.BundleDigest, rec.BundleDigest)
 	}
+	eo := o.exec()
 	if arch := eng.Plan.Pinned(); arch != "" && !o.onGPU() {
-		return nil, &PinnedError{Trace: trace, Arch: arch}
+		// On a CPU a fast plan replays through the emulation of its
+		// GPU's tensor cores when its architecture has a fitted model.
+		if _, err := emu.Rewrite(eng.Plan); err != nil {
+			return nil, &PinnedError{Trace: trace, Arch: arch, Why: err.Error()}
+		}
+		eo.Device = exec.DeviceEmu
 	}
 	r.Engine = engineInfo(eng)
-	outs, ranOn, err := runOn(eng.Plan, inputs, o.exec())
+	outs, ranOn, err := runOn(eng.Plan, inputs, eo)
 	r.Engine.RanOn = ranOn
 	if err != nil {
 		return nil, fmt.Errorf("replay: running %s: %w", eng.Source, err)

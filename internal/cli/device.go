@@ -24,7 +24,7 @@ import (
 
 // deviceUsage is the --device flag's help, shared by run, serve, replay
 // and bench.
-const deviceUsage = "where the plan's layers run: cpu, or cuda:N (exact mode, a plan built with vouch build --device cuda; the outputs have the CPU's bits)"
+const deviceUsage = "where the plan's layers run: cpu; cuda:N (a plan built with vouch build --device cuda: exact mode gives the CPU's bits, fast mode its GPU architecture's); or emu (a fast-mode plan on this CPU with its GPU's bits: the emulation of that architecture's tensor cores)"
 
 // deviceFlag registers --device on fs.
 func deviceFlag(fs *flag.FlagSet, dst *string) {
@@ -63,6 +63,9 @@ func gpuBuild(o GPUBuild, res *compile.Result, log *buildlog.Log, w io.Writer) e
 	d, err := parseDevice(o.Device)
 	if err != nil || d.Kind == exec.DeviceCPU {
 		return err
+	}
+	if d.Kind == exec.DeviceEmu {
+		return fmt.Errorf("%w: --device emu runs fast-mode GPU plans on this CPU; build one with --device cuda[:N] --precision fp16|bf16", ErrUsage)
 	}
 	if o.Arch != "" && !strings.HasPrefix(o.Arch, "sm_") {
 		return fmt.Errorf("%w: --arch %q: want sm_XX (sm_90, sm_80, ...)", ErrUsage, o.Arch)
@@ -137,6 +140,9 @@ func newEngine(g *ir.Graph, p *plan.Plan, reg *kernel.Registry, device string, c
 			}
 		}
 		return exec.NewEngine(g, reg, exec.Options{CPU: cpu})
+	}
+	if p == nil && d.Kind == exec.DeviceEmu {
+		return nil, fmt.Errorf("%w: --device emu runs fast-mode GPU plans: build one with vouch build MODEL.onnx --device cuda --precision fp16", ErrUsage)
 	}
 	if p == nil {
 		return nil, fmt.Errorf("%w: --device %s runs engine plans: build one with vouch build MODEL.onnx --device %s", ErrUsage, d, d)

@@ -38,7 +38,7 @@ func TestDeviceFlag(t *testing.T) {
 		{"build", model, "-o", filepath.Join(dir, "x.plan"), "--device", "cuda:-1"},
 	} {
 		code, _, errs := vouch(t, cmd...)
-		if code != 2 || !strings.Contains(errs, `unknown device`) || !strings.Contains(errs, "want cpu, cuda or cuda:N") {
+		if code != 2 || !strings.Contains(errs, `unknown device`) || !strings.Contains(errs, "want cpu, cuda, cuda:N or emu") {
 			t.Errorf("%v: exit %d, stderr %q", cmd, code, errs)
 		}
 	}
@@ -126,5 +126,30 @@ func TestGPUPlanOnCPU(t *testing.T) {
 	code, _, errs := vouch(t, "run", gpuPlan, "--input", input, "--device", "cuda:0")
 	if code != 1 || !strings.Contains(errs, "no NVIDIA driver found") || !strings.Contains(errs, "a GPU plan runs on any CPU with the same bits") {
 		t.Fatalf("a GPU plan without a GPU: exit %d, stderr %q", code, errs)
+	}
+}
+
+// --device emu runs fast plans only: an ONNX model, a CPU plan and a build
+// are refused with what to do instead.
+func TestDeviceEmuRefusals(t *testing.T) {
+	dir := t.TempDir()
+	model := "../../../shared/models/digits_cnn/model.onnx"
+	input := "../../../shared/models/digits_cnn/test_data_set_0/input_0.pb"
+	pl := filepath.Join(dir, "digits.plan")
+	if code, _, errs := vouch(t, "build", model, "-o", pl); code != 0 {
+		t.Fatalf("build: %d %s", code, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", model, "--input", input, "--device", "emu"}, "--device emu runs fast-mode GPU plans: build one with vouch build MODEL.onnx --device cuda --precision fp16"},
+		{[]string{"run", pl, "--input", input, "--device", "emu"}, "not a fast-mode GPU plan"},
+		{[]string{"build", model, "-o", filepath.Join(dir, "x.plan"), "--device", "emu"}, "--device emu runs fast-mode GPU plans on this CPU"},
+	} {
+		code, _, errs := vouch(t, c.args...)
+		if code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q (want %q)", c.args, code, errs, c.want)
+		}
 	}
 }
