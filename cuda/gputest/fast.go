@@ -621,6 +621,7 @@ func (s *fastSuite) modelChecks(ctx context.Context, name, pr string, p *plan.Pl
 	if err != nil {
 		return fmt.Errorf("%s %s batch 1: %w", name, pr, err)
 	}
+	s.emulated(ctx, name+" "+pr+" batch 1", p, alone, ref)
 	// Row 0 alone == row 0 of batches whose other rows differ.
 	for _, b := range s.cfg.Batches {
 		in, err := bench.Inputs(p.Graph, bench.Shape{Batch: b}, 6)
@@ -700,6 +701,9 @@ func (s *fastSuite) modelChecks(ctx context.Context, name, pr string, p *plan.Pl
 	if err1 != nil || err2 != nil {
 		fmt.Fprintf(s.w, "model %s %s: accuracy not measured: %v %v\n", name, pr, err1, err2)
 		return nil
+	}
+	if !slices.Contains(s.cfg.BenchModels, name) {
+		s.emulated(ctx, name+" "+pr+" batch 8", p, in, fo)
 	}
 	for k, t := range eo {
 		ev, ok := t.Data.([]float32)
