@@ -56,7 +56,7 @@ func (o *BuildOptions) splitPrecision(layerPrec []string) error {
 	if err != nil {
 		return err
 	}
-	if d.Kind == exec.DeviceCPU || (o.Compile.Precision == "fp32" && len(layerPrec) == 0) {
+	if d.Kind != exec.DeviceCUDA || (o.Compile.Precision == "fp32" && len(layerPrec) == 0) {
 		m := map[string]string{}
 		for _, v := range layerPrec {
 			if err := compile.ParseLayerPrecision(m, v); err != nil {
