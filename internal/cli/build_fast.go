@@ -56,7 +56,7 @@ func (o *BuildOptions) splitPrecision(layerPrec []string) error {
 	if err != nil {
 		return err
 	}
-	if d.Kind == exec.DeviceCPU || (o.Compile.Precision == "fp32" && len(layerPrec) == 0) {
+	if d.Kind != exec.DeviceCUDA || (o.Compile.Precision == "fp32" && len(layerPrec) == 0) {
 		m := map[string]string{}
 		for _, v := range layerPrec {
 			if err := compile.ParseLayerPrecision(m, v); err != nil {
@@ -118,6 +118,12 @@ func (f *FastBuild) requested(name string) plan.Precision {
 // sensitive layers under best, and records it all in the log and report.
 func fastBuild(d exec.Device, arch string, env engine.Env, n *cuda.NVRTC, f *FastBuild, res *compile.Result, log *buildlog.Log, w io.Writer) error {
 	types := res.Graph.Types
+	// What was asked for, and the data's digests: the plan header's
+	// options are the exact build's, which had neither.
+	q := f.Quant
+	log.Info("gpu-fast", "requested", map[string]any{"precision": f.Precision, "layer_precision": f.Layers, "max_kl": f.MaxKL,
+		"max_rel_error": f.MaxRelError, "calibrator": q.Calibrator, "percentile": q.Percentile, "calib_sha256": q.CalibSHA256,
+		"calib_cache_sha256": q.CacheSHA256, "eval_sha256": q.EvalSHA256})
 	fo := fastOptions{Precision: plan.Precision(f.Precision), Layers: f.Layers}
 	int8 := f.int8Layers(res)
 	if f.Precision == "best" {

@@ -213,7 +213,7 @@ func TestFastVariant(t *testing.T) {
 // gathers the rows; on the CPU the exact plan against itself is bit-exact,
 // and the rows equal one run of the whole batch (batch invariance).
 func TestEvidenceRuns(t *testing.T) {
-	cpu, _, _ := fastDigits(t)
+	cpu, fp, _ := fastDigits(t)
 	x, err := quant.LoadTensor("../../../shared/models/digits_cnn/data/test_x.pb")
 	if err != nil {
 		t.Fatal(err)
@@ -249,6 +249,21 @@ func TestEvidenceRuns(t *testing.T) {
 	}
 	if o := acc.Outputs[0]; !o.BitExact || o.AbsMax != 0 || o.Top1 != 1 || acc.Labelled == nil || acc.Labelled.Drop != 0 || stats[0].KL != 0 {
 		t.Fatalf("the exact plan against itself: %+v %+v", acc, acc.Labelled)
+	}
+	// A variant best returned wholly to exact kernels has the CPU's bits
+	// by contract: measured on the CPU, even for a GPU build.
+	cp, err := plan.Decode(cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &fallback{cpuPlan: cpu, exact: engine.Place(cp.Graph, nil), log: buildlog.New(nil)}
+	vb, err := fb.variant(fp, fb.exact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.dev = exec.Device{Kind: exec.DeviceCUDA}
+	if acc, _, err := ev.measure(vb); err != nil || !acc.Outputs[0].BitExact || acc.Device != "cpu" {
+		t.Fatalf("an all-exact variant: %v %+v", err, acc)
 	}
 	f := &FastBuild{MaxKL: 0.01, MaxRelError: 0.01}
 	if v, limit, what := f.bound(stats); v != 0 || limit != 0.01 || !strings.Contains(what, "KL") {
