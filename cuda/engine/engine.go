@@ -91,7 +91,9 @@ type Program struct {
 	c       *cuda.Context
 	e       *exact.Engine
 	g       *ir.Graph
-	place   map[*ir.Node]bool // top-level layers placed on cuda
+	place   map[*ir.Node]bool   // top-level layers placed on cuda
+	kernel  map[*ir.Node]string // their placed kernels
+	stages  []stage             // the integer inputs' uploads (staging.go)
 	allGPU  bool
 	cpu     CPULayer
 	weights map[wkey]*cuda.Buffer
@@ -236,7 +238,7 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 		c.Close()
 		return nil, err
 	}
-	pr := &Program{c: c, e: e, g: p.Graph, place: map[*ir.Node]bool{}, allGPU: true, cpu: cpu, weights: map[wkey]*cuda.Buffer{},
+	pr := &Program{c: c, e: e, g: p.Graph, place: map[*ir.Node]bool{}, kernel: map[*ir.Node]string{}, allGPU: true, cpu: cpu, weights: map[wkey]*cuda.Buffer{},
 		device: DeviceName(info, d.Release())}
 	pr.wake = sync.NewCond(&pr.mu)
 	l, err := newLane(c)
@@ -245,22 +247,28 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 		return nil, err
 	}
 	pr.lanes, pr.free = []*lane{l}, []*lane{l}
-	for _, in := range p.Graph.Inputs {
-		// A GPU layer may read an integer input on the host (a Reshape's
-		// shape); a captured graph would keep the first run's values.
-		if in.Type.DType != tensor.Float32 {
-			pr.allGPU = false
-		}
-	}
 	for i, n := range p.Graph.Nodes {
 		if layers[i].Backend != plan.BackendCUDA {
 			pr.allGPU = false
 			continue
 		}
 		pr.place[n] = true
+		pr.kernel[n] = layers[i].Kernel
 		if err := pr.upload(p.Graph, n); err != nil {
 			pr.Close()
 			return nil, err
+		}
+	}
+	// A GPU layer may read an integer input on the host (a Reshape's
+	// shape); a captured graph would keep the first run's values, unless
+	// every reader takes the input staged (staging.go).
+	stages, staged := planStages(p.Graph, pr.kernel)
+	if staged {
+		pr.stages = stages
+	}
+	for _, in := range p.Graph.Inputs {
+		if in.Type.DType != tensor.Float32 && !staged {
+			pr.allGPU = false
 		}
 	}
 	return pr, nil
@@ -377,6 +385,8 @@ type state struct {
 	vals map[string]*val
 	b    *bound
 	next int // the next of b.bufs to hand out
+	// staged holds the buffers of the staged integer inputs' readers.
+	staged map[*ir.Node]uint64
 }
 
 // Run runs the plan on inputs (in graph-input order) and returns the
@@ -437,6 +447,9 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 			x.ptr = buf.Ptr
 		}
 		s.vals[v.Name] = x
+	}
+	if err := s.stageInputs(inputs); err != nil {
+		return nil, err
 	}
 	layers := func() error {
 		for _, n := range pr.g.Nodes {
