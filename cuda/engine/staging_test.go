@@ -50,8 +50,8 @@ func TestPlanStages(t *testing.T) {
 			delete(k, g.Nodes[1])
 		},
 		"a computed table": func(g *ir.Graph, k map[*ir.Node]string) { g.Nodes[1].Inputs[0] = "e0" },
-		"bool indices": func(g *ir.Graph, k map[*ir.Node]string) { g.Inputs[0].Type.DType = tensor.Bool },
-		"float16":      func(g *ir.Graph, k map[*ir.Node]string) { g.Inputs[1].Type.DType = tensor.Float16 },
+		"bool indices":     func(g *ir.Graph, k map[*ir.Node]string) { g.Inputs[0].Type.DType = tensor.Bool },
+		"float16":          func(g *ir.Graph, k map[*ir.Node]string) { g.Inputs[1].Type.DType = tensor.Float16 },
 	} {
 		g, k := mk(change)
 		if st, ok := planStages(g, k); ok {
