@@ -22,7 +22,7 @@ done
 exec > >(tee "$OUT/bert.log") 2>&1
 date -u
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv
-PYTHONUNBUFFERED=1 timeout 150 python3 bench/gpu/torch_bert.py --export $T --batches 1,64 2>&1 | grep -v Warning | tail -5
+MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 150 python3 "$(dirname "$0")/torch_bert.py" --export $T --batches 1,64 2>&1 | grep -v Warning | tail -5
 V=$T/vouch
 prof='input_ids:1x128,64x128,64x128;attention_mask:1x128,64x128,64x128'
 for m in tiny_bert bert_base; do
@@ -54,5 +54,5 @@ timeout 150 $T/gputest.test -test.run GPUSuite -test.v -notwins -plans "${plans#
 echo "gputest exit $?"
 grep -E "^bench plan|twin plan|concurrent|FAIL|panic|rror" "$OUT/gputest.log" | grep -v "0 differ  ok" | head -40
 echo "plan checks: $(grep -c '^twin plan' "$OUT/gputest.log"), $(grep '^twin plan' "$OUT/gputest.log" | grep -vc ' 0 differ  ok') differ"
-PYTHONUNBUFFERED=1 timeout 100 python3 bench/gpu/torch_bert.py --time --batches 1,64 2>&1 | grep -v Warning | tail -6
+MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 100 python3 "$(dirname "$0")/torch_bert.py" --time --batches 1,64 2>&1 | grep -v Warning | tail -6
 date -u

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/ir"
@@ -288,4 +290,16 @@ func (pr *Program) shapeDerived(v string) bool {
 		}
 	}
 	return false
+}
+
+// DeviceFault reports whether err, from a run, is a failed driver call
+// (cuda.Error) rather than the model's own refusal of its inputs (an
+// index out of range, a shape its layers do not take), which the CPU
+// gives as well. exec's warm-up skips a shape on the latter: with integer
+// inputs staged, a BERT's program runs as graphs and is warmed at the
+// profile's opt shapes, which a default profile may choose past the
+// model's position table.
+func (pr *Program) DeviceFault(err error) bool {
+	var e *cuda.Error
+	return errors.As(err, &e)
 }

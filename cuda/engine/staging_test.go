@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -57,5 +60,18 @@ func TestPlanStages(t *testing.T) {
 		if st, ok := planStages(g, k); ok {
 			t.Errorf("%s: staged %+v", name, st)
 		}
+	}
+}
+
+// A failed driver call is a device fault, wrapped or not; a model's
+// refusal of its inputs is not.
+func TestDeviceFault(t *testing.T) {
+	pr := &Program{}
+	drv := &cuda.Error{Call: "cuLaunchKernel", Code: 700, Name: "CUDA_ERROR_ILLEGAL_ADDRESS"}
+	if !pr.DeviceFault(drv) || !pr.DeviceFault(fmt.Errorf("engine: layer a (Gather): %w", drv)) {
+		t.Fatal("a driver error is not a device fault")
+	}
+	if pr.DeviceFault(errors.New("engine: layer /pos/Gather (Gather): exact: Gather index 64 out of range for an axis of 64")) {
+		t.Fatal("a model error is a device fault")
 	}
 }
