@@ -1159,6 +1159,11 @@ func (s *state) matmul(an, bn, out string) (uint64, []int, error) {
 	if K == 0 {
 		return 0, nil, fmt.Errorf("MatMul with k = 0 on the GPU")
 	}
+	if !batched {
+		if ok, err := s.smallProduct(bn, M, N, K, a, y); ok {
+			return y, os, err
+		}
+	}
 	am, bm := exact.Mat{Ptr: a, RS: int64(K), CS: 1}, exact.Mat{Ptr: b, RS: int64(N), CS: 1}
 	if batched {
 		err = s.pr.e.SGEMMGeneral(s.l.st, M, N, K, am, bm, y, int64(N), batch, int64(M*K), int64(K*N), int64(M*N))
