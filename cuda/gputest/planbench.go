@@ -58,8 +58,10 @@ func (s *suite) planBench() error {
 				fmt.Fprintf(s.w, "bench plan %s batch %4d: failed: %v\n", path, batch, err)
 				continue
 			}
-			if err := s.planCPU(path, p, batch, in, out); err != nil {
-				return err
+			if !s.cfg.SkipPlanCPU {
+				if err := s.planCPU(path, p, batch, in, out); err != nil {
+					return err
+				}
 			}
 			mw, md := median(wall), median(dev)
 			if md == 0 {
