@@ -1335,10 +1335,7 @@ func (s *state) gather(n *ir.Node, x uint64, sh []int, iv []int64, ishape []int)
 	if err != nil {
 		return err
 	}
-	bits := make([]float32, len(idx)) // the int32s' bytes, moved as they are
-	for i, v := range idx {
-		bits[i] = math.Float32frombits(uint32(v))
-	}
+	bits := int32Words(idx)
 	ib, err := s.alloc(len(bits))
 	if err != nil {
 		return err

@@ -122,17 +122,9 @@ func (s *state) stageInputs(inputs []*tensor.Tensor) error {
 		t := inputs[st.in]
 		var words []float32
 		if st.gather {
-			iv, err := t.Int64s()
-			if err != nil {
-				return fmt.Errorf("engine: input %s: %w", s.g.Inputs[st.in].Name, err)
-			}
-			idx, err := exact.GatherIndices(iv, st.D)
-			if err != nil {
+			var err error
+			if words, err = gatherWords(t, st.D); err != nil {
 				return fmt.Errorf("engine: input %s for layer %s: %w", s.g.Inputs[st.in].Name, st.node.Name, err)
-			}
-			words = make([]float32, len(idx)) // the int32s' bytes, moved as they are
-			for i, v := range idx {
-				words[i] = math.Float32frombits(uint32(v))
 			}
 		} else {
 			var err error
@@ -215,6 +207,31 @@ func (s *state) runStaged(n *ir.Node) (ok bool, err error) {
 	return true, s.pr.e.Gather(s.l.st, x, ptr, y, tensor.NumElems(sh[:ax]), t.Len(), sh[ax], tensor.NumElems(sh[ax+1:]))
 }
 
+// gatherWords is integer tensor t as a Gather's indices over an axis of D
+// entries: checked and wrapped as kernel/shape does (exact.GatherIndices),
+// as the words of their int32s.
+func gatherWords(t *tensor.Tensor, D int) ([]float32, error) {
+	iv, err := t.Int64s()
+	if err != nil {
+		return nil, err
+	}
+	idx, err := exact.GatherIndices(iv, D)
+	if err != nil {
+		return nil, err
+	}
+	return int32Words(idx), nil
+}
+
+// int32Words is idx's bytes as float32 words, for an upload that moves
+// them as they are.
+func int32Words(idx []int32) []float32 {
+	w := make([]float32, len(idx))
+	for i, v := range idx {
+		w[i] = math.Float32frombits(uint32(v))
+	}
+	return w
+}
+
 // stagedD is the axis length a staged Gather's indices were checked for.
 func (s *state) stagedD(n *ir.Node) int {
 	for _, st := range s.pr.stages {
@@ -231,10 +248,6 @@ func (s *state) stagedD(n *ir.Node) int {
 func (s *state) shapeUpload(n *ir.Node, t *tensor.Tensor) (uint64, error) {
 	var words []float32
 	if n.OpType == "Gather" {
-		iv, err := t.Int64s()
-		if err != nil {
-			return 0, err
-		}
 		sh, err := s.shapeOf(n.Input(0))
 		if err != nil {
 			return 0, err
@@ -246,13 +259,8 @@ func (s *state) shapeUpload(n *ir.Node, t *tensor.Tensor) (uint64, error) {
 		if ax < 0 || ax >= len(sh) {
 			return 0, fmt.Errorf("Gather axis %d of a rank-%d value", ax, len(sh))
 		}
-		idx, err := exact.GatherIndices(iv, sh[ax])
-		if err != nil {
+		if words, err = gatherWords(t, sh[ax]); err != nil {
 			return 0, err
-		}
-		words = make([]float32, len(idx))
-		for i, v := range idx {
-			words[i] = math.Float32frombits(uint32(v))
 		}
 	} else {
 		var err error

@@ -3,11 +3,9 @@ package exact
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -82,21 +80,12 @@ func TestMatMulAsConvEmulated(t *testing.T) {
 			in.WriteString(kn)
 			wr(a)
 			wr(bt)
-			inPath, outPath := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-			if err := os.WriteFile(inPath, in.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
+			got := runEmu(t, dir, bin, in.Bytes(), fmt.Sprintf("%+v %s", c, kn))
+			if len(got) != len(want) {
+				t.Fatalf("%+v %s: %d outputs for %d", c, kn, len(got), len(want))
 			}
-			if o, err := exec.Command(bin, inPath, outPath).CombinedOutput(); err != nil {
-				t.Fatalf("%+v %s: %v: %s", c, kn, err, o)
-			}
-			raw, err := os.ReadFile(outPath)
-			if err != nil || len(raw) != 4*len(want) {
-				t.Fatalf("%+v %s: %d bytes of output for %d values (%v)", c, kn, len(raw), len(want), err)
-			}
-			for i, w := range want {
-				if got := binary.LittleEndian.Uint32(raw[4*i:]); got != math.Float32bits(w) {
-					t.Fatalf("%+v %s: output %d = %#08x, the CPU's %#08x", c, kn, i, got, math.Float32bits(w))
-				}
+			if i := sameBits(got, want); i >= 0 {
+				t.Fatalf("%+v %s: output %d = %#08x, the CPU's %#08x", c, kn, i, math.Float32bits(got[i]), math.Float32bits(want[i]))
 			}
 			checks++
 		}
