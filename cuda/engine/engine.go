@@ -271,6 +271,9 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 			pr.allGPU = false
 		}
 	}
+	if hostOutputs(p.Graph, pr.kernel) {
+		pr.allGPU = false
+	}
 	return pr, nil
 }
 

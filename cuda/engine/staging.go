@@ -115,6 +115,24 @@ func planStages(g *ir.Graph, kernel map[*ir.Node]string) (stages []stage, ok boo
 	return stages, true
 }
 
+// hostOutputs reports whether a graph output of g is computed on the host
+// (a host(shape) or host(view) layer's): a graph replay hands out the
+// outputs' device buffers, which such a value does not have, so the
+// program then runs its layers directly on every run.
+func hostOutputs(g *ir.Graph, kernel map[*ir.Node]string) bool {
+	for _, n := range g.Nodes {
+		if k := kernel[n]; k != hostShape && k != hostView {
+			continue
+		}
+		for _, o := range g.Outputs {
+			if slices.Contains(n.Outputs, o.Name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // stageInputs uploads the staged inputs of this run (Program.stages) into
 // the run's next buffers, recording each reader's buffer in s.staged.
 func (s *state) stageInputs(inputs []*tensor.Tensor) error {

@@ -63,6 +63,27 @@ func TestPlanStages(t *testing.T) {
 	}
 }
 
+// A program whose output is a host layer's runs no graph (a replay hands
+// out device buffers); integer outputs of a CPU layer or a GPU kernel do
+// not count here.
+func TestHostOutputs(t *testing.T) {
+	shape := &ir.Node{Name: "shape", OpType: "Shape", Inputs: []string{"x"}, Outputs: []string{"s"}}
+	relu := &ir.Node{Name: "relu", OpType: "Relu", Inputs: []string{"x"}, Outputs: []string{"y"}}
+	g := &ir.Graph{Nodes: []*ir.Node{shape, relu}, Outputs: []*ir.Value{{Name: "y"}}}
+	k := map[*ir.Node]string{shape: hostShape, relu: "vx_unary"}
+	if hostOutputs(g, k) {
+		t.Fatal("a float output from a GPU kernel counted as a host output")
+	}
+	g.Outputs = append(g.Outputs, &ir.Value{Name: "s"})
+	if !hostOutputs(g, k) {
+		t.Fatal("Shape's output, a graph output, not seen")
+	}
+	k[shape] = hostView
+	if !hostOutputs(g, k) {
+		t.Fatal("a view's output, a graph output, not seen")
+	}
+}
+
 // A failed driver call is a device fault, wrapped or not; a model's
 // refusal of its inputs is not.
 func TestDeviceFault(t *testing.T) {
