@@ -303,12 +303,12 @@ func (s *state) shapeUpload(n *ir.Node, t *tensor.Tensor) (uint64, error) {
 	return b.Ptr, nil
 }
 
-// shapeDerived reports whether value v of the program's graph is a
-// constant or the output of a host(shape) layer: the same in every run of
-// a shape.
+// shapeDerived reports whether value v of the program's graph is an
+// integer constant or the output of a host(shape) layer: the same in every
+// run of a shape. (A float constant is a weight, on the device already.)
 func (pr *Program) shapeDerived(v string) bool {
-	if _, ok := pr.g.Initializers[v]; ok {
-		return true
+	if t, ok := pr.g.Initializers[v]; ok {
+		return t.DType.IsInt() || t.DType == tensor.Bool
 	}
 	for _, n := range pr.g.Nodes {
 		if slices.Contains(n.Outputs, v) {

@@ -96,3 +96,17 @@ func TestDeviceFault(t *testing.T) {
 		t.Fatal("a model error is a device fault")
 	}
 }
+
+// The values a Gather or Cast uploads once per shape: integer constants
+// and host(shape) outputs; never a float weight or a layer's float output.
+func TestProgramShapeDerived(t *testing.T) {
+	shape := &ir.Node{Name: "shape", OpType: "Shape", Inputs: []string{"x"}, Outputs: []string{"s"}}
+	relu := &ir.Node{Name: "relu", OpType: "Relu", Inputs: []string{"x"}, Outputs: []string{"y"}}
+	pr := &Program{g: &ir.Graph{Nodes: []*ir.Node{shape, relu}, Initializers: map[string]*tensor.Tensor{
+		"i": tensor.From([]int64{1}, 1), "w": tensor.From([]float32{1}, 1)}}, kernel: map[*ir.Node]string{shape: hostShape, relu: "vx_unary"}}
+	for v, want := range map[string]bool{"i": true, "s": true, "w": false, "y": false, "x": false} {
+		if got := pr.shapeDerived(v); got != want {
+			t.Errorf("shapeDerived(%s) = %v, want %v", v, got, want)
+		}
+	}
+}
