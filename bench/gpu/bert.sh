@@ -11,7 +11,8 @@
 # also checked against the CPU engine, row 0 alone == in a batch of 3, four
 # lanes == serial), then times PyTorch FP32/FP16 on the same GPU.
 # SKIP_BERT_RUN=1 leaves out bert_base's vouch run comparisons (gputest's
-# check the same batches).
+# check the same batches); TWINS=1 also runs the twin suite (CASES per
+# kernel, default 4) into $OUT/twins.log.
 # Log: $OUT/bert.log.
 set -u
 : "${OUT:?set OUT}"
@@ -50,6 +51,14 @@ for r in "${runs[@]}"; do
 	c=$(cd $T/o.cpu && sha256sum * | sha256sum | cut -c1-16)
 	if [ "$g" = "$c" ]; then echo "BITS-EQUAL $m (${r#*:}) gpu=$g cpu=$c"; else echo "BITS-DIFFER $m (${r#*:}) gpu=$g cpu=$c"; fi
 done
+if [ -n "${TWINS:-}" ]; then
+	# The twin suite (the small-product route's MatMul-as-1x1-conv twins
+	# among the SGEMM cases).
+	timeout 200 $T/gputest.test -test.run GPUSuite -test.v -seed "${SEED:-23}" -cases "${CASES:-4}" >"$OUT/twins.log" 2>&1
+	echo "twins exit $?"
+	grep -E "twin checks|FAIL|DIFFER|panic" "$OUT/twins.log" | head -20
+	echo "MatMul-as-conv twins: $(grep -c 'as a 1x1 conv' "$OUT/twins.log"), $(grep 'as a 1x1 conv' "$OUT/twins.log" | grep -vc ' 0 differ  ok') differ"
+fi
 plans=""
 for m in tiny_bert bert_base; do [ -f $T/$m.plan ] && plans="$plans,$T/$m.plan"; done
 timeout 150 $T/gputest.test -test.run GPUSuite -test.v -notwins -plans "${plans#,}" -batches 1,64 >"$OUT/gputest.log" 2>&1
