@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"unsafe"
 
@@ -734,10 +733,7 @@ func (s *state) resizeLinear(n *ir.Node) error {
 		return err
 	}
 	if !cached {
-		bits := make([]float32, len(tab)) // the int32s' bytes, moved as they are
-		for i, v := range tab {
-			bits[i] = math.Float32frombits(uint32(v))
-		}
+		bits := int32Words(tab)
 		if err := s.l.toDevice(tb.Ptr, bits); err != nil {
 			return err
 		}

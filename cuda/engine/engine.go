@@ -92,7 +92,9 @@ type Program struct {
 	c       *cuda.Context
 	e       *exact.Engine
 	g       *ir.Graph
-	place   map[*ir.Node]bool // top-level layers placed on cuda
+	place   map[*ir.Node]bool   // top-level layers placed on cuda
+	kernel  map[*ir.Node]string // their placed kernels
+	stages  []stage             // the integer inputs' uploads (staging.go)
 	allGPU  bool
 	cpu     CPULayer
 	weights map[wkey]*cuda.Buffer
@@ -241,7 +243,7 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 		c.Close()
 		return nil, err
 	}
-	pr := &Program{c: c, e: e, g: p.Graph, place: map[*ir.Node]bool{}, allGPU: true, cpu: cpu, weights: map[wkey]*cuda.Buffer{},
+	pr := &Program{c: c, e: e, g: p.Graph, place: map[*ir.Node]bool{}, kernel: map[*ir.Node]string{}, allGPU: true, cpu: cpu, weights: map[wkey]*cuda.Buffer{},
 		device: DeviceName(info, d.Release())}
 	pr.wake = sync.NewCond(&pr.mu)
 	l, err := newLane(c)
@@ -250,19 +252,13 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 		return nil, err
 	}
 	pr.lanes, pr.free = []*lane{l}, []*lane{l}
-	for _, in := range p.Graph.Inputs {
-		// A GPU layer may read an integer input on the host (a Reshape's
-		// shape); a captured graph would keep the first run's values.
-		if in.Type.DType != tensor.Float32 {
-			pr.allGPU = false
-		}
-	}
 	for i, n := range p.Graph.Nodes {
 		if layers[i].Backend != plan.BackendCUDA {
 			pr.allGPU = false
 			continue
 		}
 		pr.place[n] = true
+		pr.kernel[n] = layers[i].Kernel
 		if err := pr.upload(p.Graph, n); err != nil {
 			pr.Close()
 			return nil, err
@@ -271,6 +267,21 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 	if err := pr.openFast(p.Graph, layers); err != nil {
 		pr.Close()
 		return nil, err
+	}
+	// A GPU layer may read an integer input on the host (a Reshape's
+	// shape); a captured graph would keep the first run's values, unless
+	// every reader takes the input staged (staging.go).
+	stages, staged := planStages(p.Graph, pr.kernel)
+	if staged {
+		pr.stages = stages
+	}
+	for _, in := range p.Graph.Inputs {
+		if in.Type.DType != tensor.Float32 && !staged {
+			pr.allGPU = false
+		}
+	}
+	if hostOutputs(p.Graph, pr.kernel) {
+		pr.allGPU = false
 	}
 	return pr, nil
 }
@@ -394,6 +405,8 @@ type state struct {
 	next int // the next of b.bufs to hand out
 	// cur is the fast kernel of the layer gpu runs (nil: exact).
 	cur *fastSpec
+	// staged holds the buffers of the staged integer inputs' readers.
+	staged map[*ir.Node]uint64
 }
 
 // Run runs the plan on inputs (in graph-input order) and returns the
@@ -454,6 +467,9 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 			x.ptr = buf.Ptr
 		}
 		s.vals[v.Name] = x
+	}
+	if err := s.stageInputs(inputs); err != nil {
+		return nil, err
 	}
 	layers := func() error {
 		for _, n := range pr.g.Nodes {
@@ -1167,6 +1183,11 @@ func (s *state) matmul(an, bn, out string) (uint64, []int, error) {
 		}
 		return y, os, s.fastMatMul(a, M, N, K, bn, y)
 	}
+	if !batched {
+		if ok, err := s.smallProduct(bn, M, N, K, a, y); ok {
+			return y, os, err
+		}
+	}
 	am, bm := exact.Mat{Ptr: a, RS: int64(K), CS: 1}, exact.Mat{Ptr: b, RS: int64(N), CS: 1}
 	if batched {
 		err = s.pr.e.SGEMMGeneral(s.l.st, M, N, K, am, bm, y, int64(N), batch, int64(M*K), int64(K*N), int64(M*N))
@@ -1338,10 +1359,7 @@ func (s *state) gather(n *ir.Node, x uint64, sh []int, iv []int64, ishape []int)
 	if err != nil {
 		return err
 	}
-	bits := make([]float32, len(idx)) // the int32s' bytes, moved as they are
-	for i, v := range idx {
-		bits[i] = math.Float32frombits(uint32(v))
-	}
+	bits := int32Words(idx)
 	ib, err := s.alloc(len(bits))
 	if err != nil {
 		return err

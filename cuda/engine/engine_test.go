@@ -121,8 +121,10 @@ func TestPlace(t *testing.T) {
 	}
 }
 
-// tinyBertGPULayers is how many of tiny_bert's 74 layers run on the GPU.
-const tinyBertGPULayers = 41
+// tinyBertGPULayers is how many of tiny_bert's 74 layers run on the GPU:
+// all, the integer shape arithmetic as host(shape) layers of the GPU
+// program and the attention mask's Unsqueezes as host(view).
+const tinyBertGPULayers = 74
 
 // tinyBertGPU names some of tiny_bert's GPU layers and their kernels.
 var tinyBertGPU = map[string]string{
@@ -149,6 +151,15 @@ var tinyBertGPU = map[string]string{
 	// The attention mask: its Cast from int64 and (1 - mask) * -10000.
 	"/Cast_1": "vx_cast(int64)",
 	"/Sub":    "body(vx_arith_bcast(Sub),vx_arith_bcast(Mul))",
+	// Shape arithmetic (the Reshape targets, the positions) and the
+	// mask's views, on the host inside the GPU program.
+	"/Shape":       "host(shape)",
+	"/Gather":      "host(shape)",
+	"/Range":       "host(shape)",
+	"/Concat":      "host(shape)",
+	"/Unsqueeze":   "host(shape)",
+	"/Unsqueeze_1": "host(view)",
+	"/Unsqueeze_2": "host(view)",
 }
 
 // Loading checks the architecture before anything else, and says what to

@@ -19,7 +19,13 @@ func extraKernel(n *ir.Node, g *ir.Graph, types map[string]ir.Type) (kernel, rea
 // extraGPU runs a layer of one of those families; ok is false when none
 // of them runs n.
 func (s *state) extraGPU(n *ir.Node) (ok bool, err error) {
+	if ok, err := s.runHost(n); ok {
+		return true, err
+	}
 	for _, f := range families {
+		if f.run == nil {
+			continue
+		}
 		if ok, err := f.run(s, n); ok {
 			return true, err
 		}
@@ -27,7 +33,8 @@ func (s *state) extraGPU(n *ir.Node) (ok bool, err error) {
 	return false, nil
 }
 
-// family is one op family's placement rule and runner.
+// family is one op family's placement rule and runner (nil: the family's
+// layers run before the families, in runHost).
 type family struct {
 	place func(n *ir.Node, g *ir.Graph, types map[string]ir.Type) (kernel, reason string, ok bool)
 	run   func(s *state, n *ir.Node) (ok bool, err error)

@@ -78,10 +78,7 @@ func (s *state) resize(n *ir.Node) error {
 		return err
 	}
 	if !cached {
-		bits := make([]float32, len(m)) // the int32s' bytes, moved as they are
-		for i, v := range m {
-			bits[i] = math.Float32frombits(uint32(v))
-		}
+		bits := int32Words(m)
 		if err := s.l.toDevice(mb.Ptr, bits); err != nil {
 			return err
 		}

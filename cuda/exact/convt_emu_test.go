@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/vouchml/vouch/ir"
@@ -79,21 +76,7 @@ func TestConvTKernelsEmulated(t *testing.T) {
 			wr(v)
 		}
 		wr(int64(len(want)))
-		inf, outf := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-		if err := os.WriteFile(inf, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if msg, err := exec.Command(bin, inf, outf).CombinedOutput(); err != nil {
-			t.Fatalf("case %d: emulation: %v %s", i, err, msg)
-		}
-		raw, err := os.ReadFile(outf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, len(raw)/4)
-		for k := range got {
-			got[k] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*k:]))
-		}
+		got := runEmu(t, dir, bin, buf.Bytes(), fmt.Sprintf("case %d", i))
 		if k := sameBits(got, want); k >= 0 {
 			t.Fatalf("case %d %+v (%+v): output %d: convt.cu %#08x, CPU %#08x", i, c, g, k, math.Float32bits(got[k]), math.Float32bits(want[k]))
 		}

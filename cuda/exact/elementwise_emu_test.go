@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/vouchml/vouch/ir"
@@ -31,23 +28,9 @@ func TestElementwiseKernelsEmulated(t *testing.T) {
 	r := rand.New(rand.NewSource(5))
 	run := func(name string, in []byte, n int) []float32 {
 		t.Helper()
-		inf, outf := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-		if err := os.WriteFile(inf, in, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command(bin, inf, outf).CombinedOutput(); err != nil {
-			t.Fatalf("%s: emulation: %v %s", name, err, out)
-		}
-		raw, err := os.ReadFile(outf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(raw) != 4*n {
-			t.Fatalf("%s: the emulation wrote %d bytes for %d floats", name, len(raw), n)
-		}
-		got := make([]float32, n)
-		for k := range got {
-			got[k] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*k:]))
+		got := runEmu(t, dir, bin, in, name)
+		if len(got) != n {
+			t.Fatalf("%s: the emulation wrote %d floats for %d", name, len(got), n)
 		}
 		return got
 	}

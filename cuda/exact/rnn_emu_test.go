@@ -3,6 +3,7 @@ package exact
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand"
 	"os"
@@ -62,21 +63,7 @@ func TestRNNKernelsEmulated(t *testing.T) {
 		} else {
 			w(int64(-1))
 		}
-		inf, outf := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-		if err := os.WriteFile(inf, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command(bin, inf, outf).CombinedOutput(); err != nil {
-			t.Fatalf("case %d %v: emulation: %v %s", i, c, err, out)
-		}
-		raw, err := os.ReadFile(outf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, len(raw)/4)
-		for k := range got {
-			got[k] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*k:]))
-		}
+		got := runEmu(t, dir, bin, buf.Bytes(), fmt.Sprintf("case %d %v", i, c))
 		out, err := rnn.Ops()[c.n.OpType].Run(&kernel.Ctx{}, c.n, c.in)
 		if err != nil {
 			t.Fatal(err)
@@ -290,4 +277,27 @@ func buildEmu(t *testing.T, cu, prelude, driver string) (dir, bin string) {
 		t.Skipf("exact.cu uses builtins the emulation lacks: %s", out)
 	}
 	return dir, bin
+}
+
+// runEmu runs the emulation program bin (buildEmu) on the input bytes in,
+// its files in dir, and returns the floats it wrote; what names the case
+// in a failure.
+func runEmu(t *testing.T, dir, bin string, in []byte, what string) []float32 {
+	t.Helper()
+	inf, outf := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	if err := os.WriteFile(inf, in, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, inf, outf).CombinedOutput(); err != nil {
+		t.Fatalf("%s: emulation: %v %s", what, err, out)
+	}
+	raw, err := os.ReadFile(outf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, len(raw)/4)
+	for k := range got {
+		got[k] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*k:]))
+	}
+	return got
 }

@@ -46,6 +46,9 @@ type Config struct {
 	// of Batches (default 1).
 	Plans   []string
 	Batches []int
+	// SkipPlanCPU leaves out the check of each timed batch's outputs
+	// against the CPU engine (planCPU: a CPU run of the plan per batch).
+	SkipPlanCPU bool
 	// SkipTwins skips the twin checks (benchmarks only).
 	SkipTwins bool
 }

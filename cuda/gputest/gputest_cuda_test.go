@@ -24,6 +24,7 @@ var (
 	flagPlans  = flag.String("plans", "", "comma-separated GPU plan files to time through the serving engine")
 	flagBatch  = flag.String("batches", "1", "comma-separated batch sizes for -plans")
 	flagNoTwin = flag.Bool("notwins", false, "skip the twin checks")
+	flagNoCPU  = flag.Bool("noplancpu", false, "with -plans: do not check each timed batch against the CPU engine")
 )
 
 // TestGPUSuite runs the whole suite on device 0 (go test -tags cuda; on
@@ -34,7 +35,7 @@ func TestGPUSuite(t *testing.T) {
 	if *flagModels != "" {
 		cfg.Models = strings.Split(*flagModels, ",")
 	}
-	cfg.ConvBench, cfg.SkipTwins = *flagConv, *flagNoTwin
+	cfg.ConvBench, cfg.SkipTwins, cfg.SkipPlanCPU = *flagConv, *flagNoTwin, *flagNoCPU
 	if *flagPlans != "" {
 		cfg.Plans = strings.Split(*flagPlans, ",")
 	}

@@ -43,9 +43,10 @@ func (s *suite) planBench() error {
 				continue
 			}
 			var wall, dev []float64
+			var out map[string]*tensor.Tensor
 			for i := 0; i < s.cfg.BenchReps+3; i++ {
 				t0 := time.Now()
-				if _, err = e.Run(context.Background(), in); err != nil {
+				if out, err = e.Run(context.Background(), in); err != nil {
 					break
 				}
 				if i >= 3 {
@@ -56,6 +57,11 @@ func (s *suite) planBench() error {
 			if err != nil {
 				fmt.Fprintf(s.w, "bench plan %s batch %4d: failed: %v\n", path, batch, err)
 				continue
+			}
+			if !s.cfg.SkipPlanCPU {
+				if err := s.planCPU(path, p, batch, in, out); err != nil {
+					return err
+				}
 			}
 			mw, md := median(wall), median(dev)
 			if md == 0 {

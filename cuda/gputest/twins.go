@@ -131,7 +131,8 @@ func (s *suite) add() error {
 // the 128x128 path on aligned shapes, and transposed strides.
 func (s *suite) gemm() error {
 	type shape struct{ m, n, k int }
-	shapes := []shape{{1, 1, 1}, {1, 1000, 512}, {7, 13, 5}, {64, 64, 16}, {65, 63, 17}, {128, 128, 16}, {256, 384, 48}, {384, 256, 1024}, {128, 256, 8}, {256, 128, 24}, {129, 257, 33}}
+	shapes := []shape{{1, 1, 1}, {1, 1000, 512}, {7, 13, 5}, {64, 64, 16}, {65, 63, 17}, {128, 128, 16}, {256, 384, 48}, {384, 256, 1024}, {128, 256, 8}, {256, 128, 24}, {129, 257, 33},
+		{128, 768, 3072}, {128, 2304, 768}, {64, 128, 512}} // BERT-base's FF2 and QKV and tiny_bert's FF1 at batch 1
 	for i := 0; i < s.cfg.Cases; i++ {
 		shapes = append(shapes, shape{1 + s.r.Intn(300), 1 + s.r.Intn(300), 1 + s.r.Intn(700)})
 	}
@@ -167,6 +168,9 @@ func (s *suite) gemm() error {
 			return err
 		}
 		s.record(fmt.Sprintf("SGEMM %dx%dx%d (B transposed)", sh.m, sh.n, sh.k), gpu, f32(t), true)
+		if err := s.gemmAsConv(sh.m, sh.n, sh.k, a, bt, f32(t)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,0 +1,117 @@
+"""bench/gpu/torch_bert.py: issue 19's BERT-base peer on the GPU machine.
+
+Exports scripts/make-zoo.py's bert_base (the same module, seed and opset as
+the zoo, a dynamic batch axis) to OUT/bert_base/model.onnx when asked, and
+times the PyTorch model on the GPU at the given batches (seq 128): FP32 with
+TF32 off and FP16, eager and CUDA graphs, median of 30 replays; and counts
+how many of row 0's outputs change when it runs in the batch instead of
+alone (PyTorch's batch invariance, the figure issue 19 sets vouch beside).
+make-zoo.py is loaded for its model classes only; where the onnx package or
+torchvision is missing, stand-ins keep its imports working (its own export
+path, which needs onnx, is not used).
+"""
+import argparse
+import importlib.util
+import os
+import sys
+import time
+import types
+
+import numpy as np
+import torch
+
+
+class StandIn(types.ModuleType):
+    """A missing module: every attribute is this stand-in (make-zoo.py's
+    table names torchvision's constructors without calling them)."""
+
+    def __getattr__(self, name):
+        return self
+
+    def __call__(self, *a, **k):
+        return self
+
+
+def load_zoo():
+    for name in ("onnx", "onnx.numpy_helper", "torchvision", "torchvision.models", "torchvision.models.segmentation"):
+        try:
+            __import__(name)
+        except ImportError:
+            sys.modules[name] = StandIn(name)
+    path = os.environ.get("MAKE_ZOO") or os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "make-zoo.py")
+    spec = importlib.util.spec_from_file_location("make_zoo", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--export", default="", help="directory for bert_base/model.onnx and inputs")
+    ap.add_argument("--batches", default="1,64")
+    ap.add_argument("--time", action="store_true")
+    a = ap.parse_args()
+    zoo = load_zoo()
+    torch.manual_seed(zoo.SEED)
+    model = zoo.BERT().eval()
+    batches = [int(b) for b in a.batches.split(",")]
+    if a.export:
+        d = os.path.join(a.export, "bert_base")
+        os.makedirs(d, exist_ok=True)
+        x = (torch.randint(0, 30522, (1, 128)), torch.ones(1, 128, dtype=torch.int64))
+        t0 = time.time()
+        kw = dict(opset_version=14, input_names=["input_ids", "attention_mask"], output_names=["output"],
+                  do_constant_folding=True, dynamic_axes={n: {0: "batch"} for n in ["input_ids", "attention_mask", "output"]})
+        try:
+            torch.onnx.export(model, x, d + "/model.onnx", dynamo=False, **kw)
+        except TypeError:
+            torch.onnx.export(model, x, d + "/model.onnx", **kw)
+        rng = np.random.default_rng(0)
+        for b in batches:
+            ids = rng.integers(0, 30522, size=(b, 128), dtype=np.int64)
+            mask = np.ones((b, 128), dtype=np.int64)
+            mask[:, 100:] = 0  # padded tails: the mask's -10000 takes part
+            np.save(f"{d}/ids{b}.npy", ids)
+            np.save(f"{d}/mask{b}.npy", mask)
+        print(f"exported bert_base in {time.time() - t0:.1f} s, {os.path.getsize(d + '/model.onnx')} bytes", flush=True)
+    if not a.time:
+        return
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device("cuda")
+    m = model.to(dev)
+    for dtype in (torch.float32, torch.float16):
+        # FP16 is autocast's (the model computes its mask in float32).
+        for b in batches:
+            ids = torch.randint(0, 30522, (b, 128), device=dev)
+            mask = torch.ones(b, 128, dtype=torch.int64, device=dev)
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=dtype == torch.float16, cache_enabled=False):
+                for _ in range(3):
+                    m(ids, mask)
+                torch.cuda.synchronize()
+                g = torch.cuda.CUDAGraph()
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(2):
+                        m(ids, mask)
+                torch.cuda.current_stream().wait_stream(s)
+                with torch.cuda.graph(g):
+                    out = m(ids, mask)
+                ts = []
+                for _ in range(30):
+                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    e0.record()
+                    g.replay()
+                    e1.record()
+                    torch.cuda.synchronize()
+                    ts.append(e0.elapsed_time(e1))
+                ms = float(np.median(ts))
+                alone = m(ids[:1], mask[:1])
+                diff = int((alone.float() != out[:1].float()).sum())
+            print(f"torch bert_base {str(dtype).split('.')[-1]} batch {b}: {ms:.3f} ms ({b / ms * 1e3:.0f} seq/s, CUDA graph); "
+                  f"row 0 alone vs in the batch: {diff} of {alone.numel()} outputs differ", flush=True)
+
+
+if __name__ == "__main__":
+    main()
