@@ -131,3 +131,20 @@ func TestSubScalar32sTwin(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGeluErf32sWide is GeluErf32s over 8192 values in L1 on the
+// 16-lane routine (two vectors a pass: 5.3 -> 3.6 us).
+func BenchmarkGeluErf32sWide(b *testing.B) {
+	if !vecasm.Enabled512 {
+		b.Skip("no AVX-512F")
+	}
+	x := make([]float32, 8192)
+	for i := range x {
+		x[i] = float32(i%1000)/100 - 5
+	}
+	y := make([]float32, len(x))
+	for i := 0; i < b.N; i++ {
+		Vector(true).GeluErf32s(y, x)
+	}
+	b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gvalues/s")
+}
