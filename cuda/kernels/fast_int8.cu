@@ -1,0 +1,281 @@
+// fast_int8.cu: vouch's fast-mode INT8 tensor-core kernels (issue 19).
+// Each output is an exact integer sum, so its bits do not depend on the
+// batch, the tile, the grid or the stream, and the portable Go twin
+// (package cuda/fast, Int8Conv) computes the same bits on a CPU:
+//
+//   - weights: int8, symmetric per output channel (quant.WeightScales:
+//     s_w[m] = float32(max|w[m,:]| / 127), q = clamp(RNE(w / s_w), ±127)),
+//     quantized once, on the host, at upload;
+//   - input: quantized as it is staged into shared memory, with the
+//     layer's per-tensor scale s_x and inv = float32(1 / s_x) (the host's
+//     IEEE division): v = x * inv rounded to float32 (__fmul_rn), then
+//     q = cvt.rni.s32.f32(v) (round to nearest even; NaN -> 0, beyond
+//     the int32 range saturated), clamped to [-127, 127]: kernel/q8's
+//     quantization, the same integers as the CPU's int8 layers;
+//   - the chain: mma.sync m16n8k32 s8 x s8 -> s32 steps k = 0, 32, 64, ...
+//     of the padded reduction Kp into one int32 accumulator, in that
+//     order (any order gives the same integer: |q| <= 127 and K <=
+//     V8_MAXK keep every partial sum inside int32), no split-K, no atomics;
+//   - epilogue, float32, every operation rounded to nearest even in this
+//     order: f = float32(acc) (cvt.rn), v = f * mult[m] with mult[m] =
+//     float32(s_x * s_w[m]) computed on the host, then v + bias[m], then
+//     v + residual, then the activation (Relu; Clip's lower, then upper
+//     bound), as the exact kernels order them.
+//
+// Layout: C[m][col] = sum_k A[m][k] * B[k][col], m an output channel (or
+// a Gemm's output feature), col an (image, output pixel) pair of the
+// batch-folded convolution (or a Gemm's row). A: the int8 weights as
+// [Mp][Kp] bytes (Mp a multiple of 128, Kp of V8_BK, zero padded), their
+// k order the mode's; B gathered from the NCHW float32 input by mode:
+//   0: any convolution, k = (c, kh, kw) row-major;
+//   1: 1x1 without padding, k = c;
+//   2: rows of k-contiguous floats (a Gemm's input, K a multiple of 4);
+//   3: C a multiple of V8_BK, k = ((kh, kw), c): a k block lies in one
+//      tap, so the tap's bounds are checked once per block.
+// 256 threads: 8 warps as 2 (m) x 4 (col), each warp a (BM/2) x (BN/4)
+// block of m16n8 tiles. Shared memory holds A as [m][k] and B as [col][k]
+// bytes (a 32-bit word: the four int8 values k..k+3 of one fragment
+// register, the lowest k in the low byte), double buffered.
+
+#define V8_BK 64
+#define V8_LD (V8_BK + 16) // row stride of the shared tiles, in bytes
+#define V8_MAXK 131072     // 131072 * 127 * 127 < 2^31
+
+// The instruction helpers. The CPU emulation test defines V8_EMU and its
+// own versions.
+#ifndef V8_EMU
+__device__ __forceinline__ void v8_mma(int* c, const unsigned* a, const unsigned* b) {
+	asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		: "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+// v8_q quantizes one input value (see the header).
+__device__ __forceinline__ int v8_q(float x, float inv) {
+	int q = __float2int_rn(__fmul_rn(x, inv));
+	return min(max(q, -127), 127);
+}
+
+__device__ __forceinline__ unsigned v8_pack(int q0, int q1, int q2, int q3) {
+	return (unsigned)(q0 & 0xff) | (unsigned)(q1 & 0xff) << 8 | (unsigned)(q2 & 0xff) << 16 | (unsigned)(q3 & 0xff) << 24;
+}
+
+// v8_geom: the batch-folded convolution (a Gemm: the 1x1 convolution of N
+// images of C = K channels and one pixel).
+struct v8_geom {
+	int C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW;
+	int N;  // images (a Gemm's rows)
+	int Kp; // the weights' row length in bytes: K rounded up to V8_BK
+};
+
+__device__ __forceinline__ float v8_act(float v, int act, float lo, float hi) {
+	if ((act & 1) && v < 0.0f) v = 0.0f;
+	if ((act & 2) && v < lo) v = lo;
+	if ((act & 4) && v > hi) v = hi;
+	return v;
+}
+
+template <int BM, int BN, int MODE>
+__device__ __forceinline__ void v8_tile(const v8_geom& g, const float* __restrict__ x, const unsigned char* __restrict__ w,
+	const float* __restrict__ mult, const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi,
+	float inv, float* __restrict__ y) {
+	constexpr int WM = BM / 2, WN = BN / 4;  // a warp's block
+	constexpr int MI = WM / 16, NI = WN / 8; // its m16n8 tiles
+	constexpr int LA = BM * 4 / 256;         // 16-byte A chunks per thread per k block
+	constexpr int TR = 256 / BN;             // modes 0, 1, 3: thread rows over a B block's k quads
+	constexpr int LB = (V8_BK / 4) / TR;     // modes 0, 1, 3: k quads per thread
+	constexpr int LR = BN * 16 / 256;        // mode 2: float4 chunks per thread
+	__shared__ __align__(16) unsigned char As[2][BM][V8_LD];
+	__shared__ __align__(16) unsigned char Bs[2][BN][V8_LD];
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int wm = warp & 1, wn = warp >> 1;
+	const int gid = lane >> 2, tig = lane & 3;
+	const int K = g.C * g.KH * g.KW, P = g.OH * g.OW, KHW = g.KH * g.KW;
+	const long long HW = (long long)g.H * g.W;
+	const long long NP = (long long)g.N * P;
+	const int m0 = blockIdx.y * BM;
+	const long long c0 = (long long)blockIdx.x * BN;
+	const unsigned char* wb = w + (long long)m0 * g.Kp;
+
+	// Modes 0, 1, 3: this thread's column and the k quads tid/BN + TR*l.
+	const int bcol = tid % BN, bkq = tid / BN;
+	const long long jc = c0 + bcol;
+	const bool jok = jc < NP;
+	const int bn = jok ? (int)(jc / P) : 0;
+	const int bp = jok ? (int)(jc - (long long)bn * P) : 0;
+	const int oh = bp / g.OW, ow = bp - oh * g.OW;
+	const int ih0 = oh * g.SH - g.PH, iw0 = ow * g.SW - g.PW;
+	const float* xb = x + (long long)bn * g.C * HW + (MODE == 1 ? (long long)ih0 * g.W + iw0 : 0);
+
+	unsigned ra[LA][4];
+	unsigned rb[MODE == 2 ? LR : LB];
+
+	auto load = [&](int k0) {
+#pragma unroll
+		for (int l = 0; l < LA; l++) {
+			int e = tid + l * 256, r = e >> 2, ch = e & 3;
+			const uint4 v = *(const uint4*)(wb + (long long)r * g.Kp + k0 + ch * 16);
+			ra[l][0] = v.x;
+			ra[l][1] = v.y;
+			ra[l][2] = v.z;
+			ra[l][3] = v.w;
+		}
+		if (MODE == 2) {
+#pragma unroll
+			for (int l = 0; l < LR; l++) {
+				int e = tid + l * 256, r = e >> 4, ch = e & 15;
+				long long row = c0 + r;
+				int k = k0 + ch * 4;
+				float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+				if (row < NP && k < K) v = *(const float4*)(x + row * K + k);
+				rb[l] = v8_pack(v8_q(v.x, inv), v8_q(v.y, inv), v8_q(v.z, inv), v8_q(v.w, inv));
+			}
+		} else if (MODE == 3) {
+			// The block's tap: k0 = tap * C + c0, C a multiple of V8_BK.
+			const int t = k0 / g.C, cb = k0 - t * g.C;
+			const int kh = t / g.KW, kw = t - kh * g.KW;
+			const int ih = ih0 + kh * g.DH, iw = iw0 + kw * g.DW;
+			const bool ok = jok && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W;
+			const float* xp = xb + (long long)cb * HW + (long long)ih * g.W + iw;
+#pragma unroll
+			for (int l = 0; l < LB; l++) {
+				int c = 4 * (bkq + TR * l);
+				int q[4] = {0, 0, 0, 0};
+				if (ok) {
+#pragma unroll
+					for (int h = 0; h < 4; h++) q[h] = v8_q(xp[(long long)(c + h) * HW], inv);
+				}
+				rb[l] = v8_pack(q[0], q[1], q[2], q[3]);
+			}
+		} else {
+#pragma unroll
+			for (int l = 0; l < LB; l++) {
+				int k = k0 + 4 * (bkq + TR * l);
+				int q[4] = {0, 0, 0, 0};
+				if (MODE == 1) {
+#pragma unroll
+					for (int h = 0; h < 4; h++)
+						if (jok && k + h < K) q[h] = v8_q(xb[(long long)(k + h) * HW], inv);
+				} else if (jok && k < K) {
+					// The quad's first (c, kh, kw), then stepped in k order.
+					int c = k / KHW, r = k - c * KHW, kh = r / g.KW, kw = r - kh * g.KW;
+#pragma unroll
+					for (int h = 0; h < 4; h++) {
+						if (k + h < K) {
+							int ih = ih0 + kh * g.DH, iw = iw0 + kw * g.DW;
+							if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W)
+								q[h] = v8_q(xb[(long long)c * HW + (long long)ih * g.W + iw], inv);
+						}
+						if (++kw == g.KW) {
+							kw = 0;
+							if (++kh == g.KH) {
+								kh = 0;
+								c++;
+							}
+						}
+					}
+				}
+				rb[l] = v8_pack(q[0], q[1], q[2], q[3]);
+			}
+		}
+	};
+	auto store = [&](int buf) {
+#pragma unroll
+		for (int l = 0; l < LA; l++) {
+			int e = tid + l * 256, r = e >> 2, ch = e & 3;
+			*(uint4*)&As[buf][r][ch * 16] = make_uint4(ra[l][0], ra[l][1], ra[l][2], ra[l][3]);
+		}
+		if (MODE == 2) {
+#pragma unroll
+			for (int l = 0; l < LR; l++) {
+				int e = tid + l * 256, r = e >> 4, ch = e & 15;
+				*(unsigned*)&Bs[buf][r][ch * 4] = rb[l];
+			}
+		} else {
+#pragma unroll
+			for (int l = 0; l < LB; l++) *(unsigned*)&Bs[buf][bcol][4 * (bkq + TR * l)] = rb[l];
+		}
+	};
+
+	int acc[MI][NI][4];
+#pragma unroll
+	for (int i = 0; i < MI; i++)
+#pragma unroll
+		for (int j = 0; j < NI; j++)
+#pragma unroll
+			for (int q = 0; q < 4; q++) acc[i][j][q] = 0;
+
+	const int KT = g.Kp / V8_BK;
+	load(0);
+	store(0);
+	__syncthreads();
+	for (int kt = 0; kt < KT; kt++) {
+		const int cur = kt & 1;
+		if (kt + 1 < KT) load((kt + 1) * V8_BK);
+#pragma unroll
+		for (int kk = 0; kk < V8_BK; kk += 32) {
+			// Fragments (PTX ISA, m16n8k32 .s8): A registers 0..3 hold
+			// row gid / gid+8 / gid / gid+8 at k 4*tig.. (+16 for 2, 3);
+			// B registers 0, 1 column gid at k 4*tig.. and 16 + 4*tig...
+			unsigned a[MI][4], b[NI][2];
+#pragma unroll
+			for (int i = 0; i < MI; i++) {
+				int r = wm * WM + i * 16 + gid;
+				a[i][0] = *(const unsigned*)&As[cur][r][kk + tig * 4];
+				a[i][1] = *(const unsigned*)&As[cur][r + 8][kk + tig * 4];
+				a[i][2] = *(const unsigned*)&As[cur][r][kk + 16 + tig * 4];
+				a[i][3] = *(const unsigned*)&As[cur][r + 8][kk + 16 + tig * 4];
+			}
+#pragma unroll
+			for (int j = 0; j < NI; j++) {
+				int n = wn * WN + j * 8 + gid;
+				b[j][0] = *(const unsigned*)&Bs[cur][n][kk + tig * 4];
+				b[j][1] = *(const unsigned*)&Bs[cur][n][kk + 16 + tig * 4];
+			}
+#pragma unroll
+			for (int i = 0; i < MI; i++)
+#pragma unroll
+				for (int j = 0; j < NI; j++) v8_mma(acc[i][j], a[i], b[j]);
+		}
+		if (kt + 1 < KT) store(cur ^ 1);
+		__syncthreads();
+	}
+
+	// Epilogue: c0, c1 are row gid, columns 2*tig and 2*tig + 1 of the
+	// m16n8 tile; c2, c3 the same columns of row gid + 8.
+#pragma unroll
+	for (int i = 0; i < MI; i++)
+#pragma unroll
+		for (int j = 0; j < NI; j++)
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				int m = m0 + wm * WM + i * 16 + gid + (q >> 1) * 8;
+				long long col = c0 + wn * WN + j * 8 + tig * 2 + (q & 1);
+				if (m >= g.M || col >= NP) continue;
+				int n = (int)(col / P);
+				long long o = ((long long)n * g.M + m) * P + (col - (long long)n * P);
+				float v = __fmul_rn(__int2float_rn(acc[i][j][q]), mult[m]);
+				if (bias) v = __fadd_rn(v, bias[m]);
+				if (res) v = __fadd_rn(v, res[o]);
+				y[o] = v8_act(v, act, lo, hi);
+			}
+}
+
+#define V8_ENTRY(NAME, BM, BN, MODE) \
+	extern "C" __global__ void __launch_bounds__(256) NAME(const v8_geom g, const float* __restrict__ x, \
+		const unsigned char* __restrict__ w, const float* __restrict__ mult, const float* __restrict__ bias, \
+		const float* __restrict__ res, int act, float lo, float hi, float inv, float* __restrict__ y) { \
+		v8_tile<BM, BN, MODE>(g, x, w, mult, bias, res, act, lo, hi, inv, y); \
+	}
+
+#define V8_TILES(MODE) \
+	V8_ENTRY(v8_m##MODE##_128x128, 128, 128, MODE) \
+	V8_ENTRY(v8_m##MODE##_128x64, 128, 64, MODE) \
+	V8_ENTRY(v8_m##MODE##_64x64, 64, 64, MODE) \
+	V8_ENTRY(v8_m##MODE##_64x32, 64, 32, MODE)
+
+V8_TILES(0)
+V8_TILES(1)
+V8_TILES(2)
+V8_TILES(3)

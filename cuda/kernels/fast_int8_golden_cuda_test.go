@@ -1,0 +1,51 @@
+//go:build cuda
+
+package kernels_test
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/vouchml/vouch/cuda"
+	"github.com/vouchml/vouch/cuda/kernels"
+)
+
+// TestFastGoldenInt8 compiles fast_int8.cu alone for compute_90 and
+// compares the PTX with testdata/fast_int8.ptx (-update writes it); its
+// name makes `-run FastGolden` regenerate it with fast.cu's.
+func TestFastGoldenInt8(t *testing.T) {
+	n, err := cuda.OpenNVRTC(*nvrtcPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := n.Version()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := n.Compile(kernels.FastInt8Source(), kernels.FastInt8Name, "compute_90", kernels.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := kernels.FormatGoldenOf(v, "compute_90", kernels.FastInt8Name, kernels.FastInt8Digest(), out.PTX)
+	if *update {
+		if err := os.WriteFile("testdata/fast_int8.ptx", got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile("testdata/fast_int8.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := kernels.ParseGolden(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.NVRTC != v {
+		t.Skipf("golden PTX is from NVRTC %s, this is %s: not comparable", g.NVRTC, v)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("NVRTC %s's PTX of fast_int8.cu differs from testdata/fast_int8.ptx (%d vs %d bytes): rerun with -update and review the diff", v, len(got), len(want))
+	}
+}
