@@ -91,7 +91,11 @@ func PlaceFast(g *ir.Graph, types map[string]ir.Type, o FastOptions) ([]plan.Pla
 		}
 		switch {
 		case p == plan.Int8:
-			note("int8 has no tensor-core kernel in this vouch yet: exact")
+			if k, why := fastInt8For(n, g, types, out[i], o.Scales); k != "" {
+				out[i].Kernel = k
+			} else if why != "" {
+				note(why)
+			}
 			continue
 		case !fast.Supported(p):
 			note(fmt.Sprintf("precision %q has no fast kernel: exact", p))
@@ -315,8 +319,8 @@ func parseFast(kernel string, n *ir.Node) (fastSpec, map[*ir.Node]fastSpec, erro
 	op, rest, ok2 := strings.Cut(rest, "(")
 	tiles, _, ok3 := strings.Cut(rest, ")")
 	s := fastSpec{prec: plan.Precision(prec), op: op}
-	if !ok1 || !ok2 || !ok3 || !fast.Supported(s.prec) {
-		return s, nil, fmt.Errorf("fast kernel %q: want fast.<fp16|bf16>.<op>(<tiles>)", kernel)
+	if !ok1 || !ok2 || !ok3 || !fastPrec(s.prec, op) {
+		return s, nil, fmt.Errorf("fast kernel %q: want fast.<fp16|bf16>.<op>(<tiles>) or fast.int8.<conv|gemm>(<tiles>)", kernel)
 	}
 	want := map[string]string{"conv": "Conv", "gemm": "Gemm", "matmul": "MatMul"}[op]
 	if n.OpType == "ConvChain" && op == "conv" {
