@@ -3,6 +3,7 @@ package fast
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/exact"
@@ -265,6 +266,33 @@ type Int8Layer struct {
 	Mode    int
 	W, Mult uint64
 	Scale   float32
+}
+
+// UploadInt8 puts a layer's packed weights (PackConv's or PackGemm's
+// bytes, a multiple of 4) and its Mult on the device, returning the
+// Int8Layer that launches read and the buffers to free.
+func UploadInt8(c *cuda.Context, packed []byte, mode int, mult []float32, sx float32) (Int8Layer, []*cuda.Buffer, error) {
+	if len(packed) == 0 || len(packed)%4 != 0 || len(mult) == 0 {
+		return Int8Layer{}, nil, fmt.Errorf("%w: %d packed int8 bytes, %d multipliers", ErrArgs, len(packed), len(mult))
+	}
+	if err := CheckScale(sx); err != nil {
+		return Int8Layer{}, nil, err
+	}
+	var bufs []*cuda.Buffer
+	up := func(v []float32) (uint64, error) {
+		b, err := c.Alloc(uint64(len(v)) * 4)
+		if err != nil {
+			return 0, err
+		}
+		bufs = append(bufs, b)
+		return b.Ptr, c.Upload(b, v)
+	}
+	w, err := up(unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4))
+	if err != nil {
+		return Int8Layer{}, bufs, err
+	}
+	m, err := up(mult)
+	return Int8Layer{Mode: mode, W: w, Mult: m, Scale: sx}, bufs, err
 }
 
 // Conv runs g (one group; l packed for Int8Mode(g)) on x, + bias (0:

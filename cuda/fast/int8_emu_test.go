@@ -30,10 +30,7 @@ import (
 //
 // The products and sums are exact integers (int64 here, in int32's range).
 const emuPrelude8 = `#define V8_EMU 1
-#include <algorithm>
 #include <climits>
-using std::min;
-using std::max;
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __int2float_rn(int v) { return (float)v; }

@@ -54,7 +54,7 @@ __device__ __forceinline__ void v8_mma(int* c, const unsigned* a, const unsigned
 // v8_q quantizes one input value (see the header).
 __device__ __forceinline__ int v8_q(float x, float inv) {
 	int q = __float2int_rn(__fmul_rn(x, inv));
-	return min(max(q, -127), 127);
+	return q < -127 ? -127 : q > 127 ? 127 : q;
 }
 
 __device__ __forceinline__ unsigned v8_pack(int q0, int q1, int q2, int q3) {
