@@ -56,54 +56,52 @@ func QuantizeWeights(w []float32, M, K, rs, cs int) (Int8Weights, error) {
 	return Int8Weights{M: M, K: K, Q: q, Scale: s}, nil
 }
 
-// Int8Mode is how an INT8 kernel reads a convolution's input: 1x1 without
-// padding, channels in whole k blocks (tap by tap), or any.
-func Int8Mode(g exact.ConvGeom) int {
-	switch {
-	case g.KH == 1 && g.KW == 1 && g.PH == 0 && g.PW == 0:
-		return kernels.Fast1x1
-	case g.C%BK8 == 0:
-		return kernels.FastTaps
-	}
-	return kernels.FastGather
+// CPad is what the kernels pad a layer's input channels (a Gemm's K) to:
+// the 16 bytes of one staged chunk.
+const CPad = 16
+
+// int8Rows is the packed weights' row length in bytes for taps x C:
+// taps * (C rounded up to CPad), rounded up to BK8.
+func int8Rows(taps, C int) int {
+	return (taps*((C+CPad-1)/CPad*CPad) + BK8 - 1) / BK8 * BK8
 }
 
-// PackConv lays w out for the kernels that run g, returning the bytes and
-// the mode they are packed for (Int8Mode(g)): [Mp][Kp] bytes (Mp = M
-// rounded up to MPad, Kp = K to BK8, zeros in the padding), each row in
-// the mode's k order: (c, kh, kw), or (kh, kw, c) for the tap mode.
-func (w Int8Weights) PackConv(g exact.ConvGeom) ([]byte, int, error) {
+// PackConv lays w out for the kernels that run g: [Mp][Kp] bytes (Mp = M
+// rounded up to MPad, Kp = int8Rows(KH*KW, C)), row m's byte (kh*KW +
+// kw)*Cp + c holding weight (m, c, kh, kw), zeros in the padding
+// (channels C..Cp of each tap, rows M..Mp, the row's tail).
+func (w Int8Weights) PackConv(g exact.ConvGeom) ([]byte, error) {
 	if w.M != g.M || w.K != g.C*g.KH*g.KW || len(w.Q) != w.M*w.K {
-		return nil, 0, fmt.Errorf("%w: int8 weights of %d x %d for a Conv of %d x %d", ErrArgs, w.M, w.K, g.M, g.C*g.KH*g.KW)
+		return nil, fmt.Errorf("%w: int8 weights of %d x %d for a Conv of %d x %d", ErrArgs, w.M, w.K, g.M, g.C*g.KH*g.KW)
 	}
-	mode := Int8Mode(g)
-	return w.pack(mode == kernels.FastTaps, g.KH*g.KW), mode, nil
+	return w.pack(g.KH * g.KW), nil
 }
 
-// PackGemm lays w out for the Gemm kernels ((k) order, as PackConv).
-func (w Int8Weights) PackGemm() []byte { return w.pack(false, 1) }
+// PackGemm lays w out for a Gemm (one tap of K channels).
+func (w Int8Weights) PackGemm() []byte { return w.pack(1) }
 
-func (w Int8Weights) pack(taps bool, T int) []byte {
-	Mp := (w.M + MPad - 1) / MPad * MPad
-	Kp := (w.K + BK8 - 1) / BK8 * BK8
+func (w Int8Weights) pack(T int) []byte {
 	C := w.K / T
+	Cp := (C + CPad - 1) / CPad * CPad
+	Mp := (w.M + MPad - 1) / MPad * MPad
+	Kp := int8Rows(T, C)
 	out := make([]byte, Mp*Kp)
 	for m := range w.M {
 		row := w.Q[m*w.K : (m+1)*w.K]
 		dst := out[m*Kp:]
-		if !taps {
-			for k, v := range row {
-				dst[k] = byte(v)
-			}
-			continue
-		}
 		for c := range C {
 			for t := range T {
-				dst[t*C+c] = byte(row[c*T+t])
+				dst[t*Cp+c] = byte(row[c*T+t])
 			}
 		}
 	}
 	return out
+}
+
+// Int8Scratch is the bytes of device scratch an INT8 layer of g needs:
+// its input quantized channels-last, N*H*W*Cp.
+func Int8Scratch(g exact.ConvGeom) uint64 {
+	return uint64(g.N) * uint64(g.H) * uint64(g.W) * uint64((g.C+CPad-1)/CPad*CPad)
 }
 
 // Mult is the epilogue's per-channel factor float32(sx * Scale[m]).
@@ -260,18 +258,17 @@ func LoadInt8(m *cuda.Module) (*Int8Engine, error) {
 }
 
 // Int8Layer is what a launch needs of a layer besides its operands: the
-// weights on the device (Pack's bytes, 16-byte aligned, in the order of
-// Mode), the per-channel Mult (M floats), the activation scale.
+// weights on the device (PackConv's or PackGemm's bytes, 16-byte
+// aligned), the per-channel Mult (M floats), the activation scale.
 type Int8Layer struct {
-	Mode    int
 	W, Mult uint64
 	Scale   float32
 }
 
 // UploadInt8 puts a layer's packed weights (PackConv's or PackGemm's
-// bytes, a multiple of 4) and its Mult on the device, returning the
-// Int8Layer that launches read and the buffers to free.
-func UploadInt8(c *cuda.Context, packed []byte, mode int, mult []float32, sx float32) (Int8Layer, []*cuda.Buffer, error) {
+// bytes) and its Mult on the device, returning the Int8Layer that
+// launches read and the buffers to free.
+func UploadInt8(c *cuda.Context, packed []byte, mult []float32, sx float32) (Int8Layer, []*cuda.Buffer, error) {
 	if len(packed) == 0 || len(packed)%4 != 0 || len(mult) == 0 {
 		return Int8Layer{}, nil, fmt.Errorf("%w: %d packed int8 bytes, %d multipliers", ErrArgs, len(packed), len(mult))
 	}
@@ -292,70 +289,77 @@ func UploadInt8(c *cuda.Context, packed []byte, mode int, mult []float32, sx flo
 		return Int8Layer{}, bufs, err
 	}
 	m, err := up(mult)
-	return Int8Layer{Mode: mode, W: w, Mult: m, Scale: sx}, bufs, err
+	return Int8Layer{W: w, Mult: m, Scale: sx}, bufs, err
 }
 
-// Conv runs g (one group; l packed for Int8Mode(g)) on x, + bias (0:
-// none), + res (0: none, else of the output's shape), then act.
-func (e *Int8Engine) Conv(s *cuda.Stream, t Tile, g exact.ConvGeom, l Int8Layer, x, bias, res uint64, act exact.Act, y uint64) error {
+// Conv runs g (one group; l packed by PackConv for g) on x, + bias (0:
+// none), + res (0: none, else of the output's shape), then act: first
+// v8_quant, x into scratch (Int8Scratch(g) bytes, 16-byte aligned), then
+// the GEMM, both on s.
+func (e *Int8Engine) Conv(s *cuda.Stream, t Tile, g exact.ConvGeom, l Int8Layer, x, scratch, bias, res uint64, act exact.Act, y uint64) error {
 	if err := Geom(g); err != nil {
 		return err
 	}
-	if m := Int8Mode(g); l.Mode != m {
-		return fmt.Errorf("%w: int8 weights packed for mode %d, the Conv reads mode %d", ErrArgs, l.Mode, m)
-	}
-	return e.launch(s, l.Mode, t, g, l, x, bias, res, act, y)
+	return e.launch(s, t, g, l, x, scratch, bias, res, act, y)
 }
 
 // GEMM sets y[r][j] (rows x n) from x[r][k] (rows x k, row-major float32)
-// and l (PackGemm's bytes), + bias[j] (0: none), then act.
-func (e *Int8Engine) GEMM(s *cuda.Stream, t Tile, rows, n, k int, l Int8Layer, x, bias uint64, act exact.Act, y uint64) error {
+// and l (PackGemm's bytes), + bias[j] (0: none), then act; scratch holds
+// Int8Scratch of the Gemm's 1x1 geometry (rows * k rounded up to CPad).
+func (e *Int8Engine) GEMM(s *cuda.Stream, t Tile, rows, n, k int, l Int8Layer, x, scratch, bias uint64, act exact.Act, y uint64) error {
 	g := gemmGeom(rows, n, k)
 	if err := Geom(g); err != nil {
 		return err
 	}
-	if l.Mode == kernels.FastTaps {
-		return fmt.Errorf("%w: Gemm weights packed in tap order", ErrArgs)
-	}
-	return e.launch(s, gemmMode(k, x), t, g, l, x, bias, 0, act, y)
+	return e.launch(s, t, g, l, x, scratch, bias, 0, act, y)
 }
 
-func (e *Int8Engine) launch(s *cuda.Stream, mode int, t Tile, g exact.ConvGeom, l Int8Layer, x, bias, res uint64, act exact.Act, y uint64) error {
-	if l.W%16 != 0 {
-		return fmt.Errorf("%w: packed int8 weights not 16-byte aligned", ErrArgs)
+func (e *Int8Engine) launch(s *cuda.Stream, t Tile, g exact.ConvGeom, l Int8Layer, x, scratch, bias, res uint64, act exact.Act, y uint64) error {
+	if l.W%16 != 0 || scratch%16 != 0 || scratch == 0 {
+		return fmt.Errorf("%w: packed int8 weights or scratch not 16-byte aligned", ErrArgs)
 	}
 	if err := CheckScale(l.Scale); err != nil {
 		return fmt.Errorf("%w: %w", ErrArgs, err)
 	}
-	lp, err := planLaunch8(mode, t, g)
+	lp, err := planLaunch8(t, g)
 	if err != nil {
 		return err
 	}
-	f := e.fn[lp.kernel]
-	if f == nil {
+	q, f := e.fn[kernels.FastInt8Quant], e.fn[lp.kernel]
+	if q == nil || f == nil {
 		return fmt.Errorf("%w: no kernel %s", ErrArgs, lp.kernel)
 	}
-	args := new(cuda.Args).Struct(lp.geom[:]...).Ptr(x).Ptr(l.W).Ptr(l.Mult).Ptr(bias).Ptr(res).I32(act.Code()).F32(act.Lo).F32(act.Hi).F32(Inv(l.Scale)).Ptr(y)
+	qa := new(cuda.Args).Ptr(x).Ptr(scratch).I32(int32(g.N)).I32(int32(g.C)).I32(int32(g.H * g.W)).F32(Inv(l.Scale))
+	if err := q.Launch(s, cuda.D3(lp.quant, 1, 1), cuda.D3(256, 1, 1), 0, qa); err != nil {
+		return err
+	}
+	args := new(cuda.Args).Struct(lp.geom[:]...).Ptr(scratch).Ptr(l.W).Ptr(l.Mult).Ptr(bias).Ptr(res).I32(act.Code()).F32(act.Lo).F32(act.Hi).Ptr(y)
 	return f.Launch(s, cuda.D3(lp.grid[0], lp.grid[1], 1), cuda.D3(256, 1, 1), 0, args)
 }
 
-// planLaunch8 is planLaunch for fast_int8.cu: its kernel, v8_geom (the
-// row length Kp in bytes, a multiple of BK8) and grid.
-func planLaunch8(mode int, t Tile, g exact.ConvGeom) (launchPlan, error) {
+// launch8 is an INT8 layer's two launches: v8_quant's blocks, and the
+// GEMM's kernel, v8_geom (the row length Kp in bytes) and grid.
+type launch8 struct {
+	launchPlan
+	quant uint32
+}
+
+func planLaunch8(t Tile, g exact.ConvGeom) (launch8, error) {
 	K := g.C * g.KH * g.KW
 	if K > MaxK8 {
-		return launchPlan{}, fmt.Errorf("%w: int8 reduction of %d (at most %d)", ErrArgs, K, MaxK8)
-	}
-	if mode == kernels.FastTaps && g.C%BK8 != 0 {
-		return launchPlan{}, fmt.Errorf("%w: int8 tap mode with %d channels (a multiple of %d)", ErrArgs, g.C, BK8)
+		return launch8{}, fmt.Errorf("%w: int8 reduction of %d (at most %d)", ErrArgs, K, MaxK8)
 	}
 	// The grid and geometry of the 16-bit kernels, the row length and
 	// kernel name of the int8 ones.
-	l, err := planLaunch(plan.FP16, mode, t, g)
+	l, err := planLaunch(plan.FP16, kernels.FastGather, t, g)
 	if err != nil {
-		return launchPlan{}, err
+		return launch8{}, err
 	}
-	l.geom[15] = int32((K + BK8 - 1) / BK8 * BK8)
-	l.kernel = kernels.FastInt8Kernel(mode, t.BM, t.BN)
-	return l, nil
+	l.geom[15] = int32(int8Rows(g.KH*g.KW, g.C))
+	l.kernel = kernels.FastInt8Kernel(t.BM, t.BN)
+	nq := (int64(g.N)*int64((g.C+CPad-1)/CPad)*int64(g.H*g.W) + 255) / 256
+	if nq >= 1<<31 {
+		return launch8{}, fmt.Errorf("%w: int8 input of %d images of %d x %d x %d", ErrArgs, g.N, g.C, g.H, g.W)
+	}
+	return launch8{l, uint32(nq)}, nil
 }

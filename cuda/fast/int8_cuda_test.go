@@ -66,7 +66,7 @@ func openGPU8(t *testing.T) *gpu8 {
 		t.Fatal(err)
 	}
 	t.Logf("%s (%s), %d SMs", c.Info.Name, c.Info.Arch(), c.Info.Multiproc)
-	for _, k := range kernels.FastInt8Kernels[:4] {
+	for _, k := range kernels.FastInt8Kernels {
 		f, _ := m.Function(k)
 		if a, err := f.Attrs(); err == nil {
 			t.Logf("kernel %s: %d registers, %d B shared, %d B local", k, a.Registers, a.SharedBytes, a.LocalBytes)
@@ -118,21 +118,11 @@ func (g *gpu8) fetch(t *testing.T, b *cuda.Buffer, n int) []float32 {
 	return v
 }
 
-// layer uploads c's weights packed for c.mode.
+// layer uploads c's packed weights.
 func (g *gpu8) layer(t *testing.T, c case8) Int8Layer {
 	t.Helper()
 	w := c.weights(t)
-	var p []byte
-	mode := c.mode
-	if c.mode == kernels.FastRows {
-		p = w.PackGemm()
-	} else {
-		var err error
-		if p, mode, err = w.PackConv(c.g); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, bufs, err := UploadInt8(g.c, p, mode, w.Mult(c.sx), c.sx)
+	l, bufs, err := UploadInt8(g.c, c.packed(t), w.Mult(c.sx), c.sx)
 	t.Cleanup(func() {
 		for _, b := range bufs {
 			b.Free()
@@ -144,22 +134,19 @@ func (g *gpu8) layer(t *testing.T, c case8) Int8Layer {
 	return l
 }
 
-// run runs c on the device: a Gemm through GEMM (FastRows: its inputs are
-// 16-byte aligned rows of a multiple of 4; else the 1x1 mode), a
-// convolution through Conv.
+// run runs c on the device: a Gemm through GEMM, a convolution through
+// Conv, with a scratch of Int8Scratch bytes.
 func (g *gpu8) run(t *testing.T, c case8) []float32 {
 	t.Helper()
 	l := g.layer(t, c)
 	x, b, r := g.dev(t, c.x), g.dev(t, c.bias), g.dev(t, c.res)
 	y := g.out(t, c.g.OutLen())
+	sc := g.out(t, int((Int8Scratch(c.g)+3)/4))
 	var err error
-	if c.g.H == 1 && c.g.W == 1 && c.g.KH == 1 && c.res == nil && (c.mode == kernels.FastRows || c.g.C%4 != 0) {
-		if gemmMode(c.g.C, x) != c.mode {
-			t.Fatalf("%v: the Gemm runs mode %d", c, gemmMode(c.g.C, x))
-		}
-		err = g.e8.GEMM(g.st, c.t, c.g.N, c.g.M, c.g.C, l, x, b, c.act, y.Ptr)
+	if c.gemm {
+		err = g.e8.GEMM(g.st, c.t, c.g.N, c.g.M, c.g.C, l, x, sc.Ptr, b, c.act, y.Ptr)
 	} else {
-		err = g.e8.Conv(g.st, c.t, c.g, l, x, b, r, c.act, y.Ptr)
+		err = g.e8.Conv(g.st, c.t, c.g, l, x, sc.Ptr, b, r, c.act, y.Ptr)
 	}
 	if err != nil {
 		t.Fatalf("%v: %v", c, err)
@@ -214,7 +201,7 @@ func resnet50() []struct {
 // resnetCase is a ResNet-50 layer as an INT8 case: ReLU, a bias, inputs
 // of a post-ReLU activation's range with a few specials.
 func resnetCase(r *rand.Rand, g exact.ConvGeom, res bool) case8 {
-	c := case8{g: g, t: ChooseTile(g.M, g.OH*g.OW), mode: Int8Mode(g), sx: 4.0 / 127, act: exact.Act{Relu: true}}
+	c := case8{g: g, t: ChooseTile(g.M, g.OH*g.OW), sx: 4.0 / 127, act: exact.Act{Relu: true}}
 	K := g.C * g.KH * g.KW
 	c.x = make([]float32, g.N*g.C*g.H*g.W)
 	for i := range c.x {
@@ -241,8 +228,8 @@ func resnetCase(r *rand.Rand, g exact.ConvGeom, res bool) case8 {
 }
 
 // TestInt8GPUTwin: fast_int8.cu on the GPU against its Go twin Int8Conv,
-// 0 differing bits required: every mode and tile on random convolutions
-// and Gemms (specials, ties of the quantization, clamped values, zero and
+// 0 differing bits required: every tile on random convolutions and
+// Gemms of every kind (specials, ties of the quantization, clamped values, zero and
 // Inf weight channels), then every ResNet-50 convolution at batch 1 and
 // 2 with its chosen tile.
 func TestInt8GPUTwin(t *testing.T) {
@@ -259,10 +246,10 @@ func TestInt8GPUTwin(t *testing.T) {
 			t.Errorf("%v: %d of %d outputs differ from the twin (first %d: gpu %#08x twin %#08x)", c, d, len(want), first, math.Float32bits(got[first]), math.Float32bits(want[first]))
 		}
 	}
-	for _, mode := range []int{kernels.FastGather, kernels.Fast1x1, kernels.FastRows, kernels.FastTaps} {
+	for kind := range kindCount {
 		for _, tt := range kernels.FastTiles {
 			for range *flagInt8Cases {
-				check(randCase8(r, Tile{tt[0], tt[1]}, mode))
+				check(randCase8(r, Tile{tt[0], tt[1]}, kind))
 			}
 		}
 	}
@@ -278,8 +265,8 @@ func TestInt8GPUTwin(t *testing.T) {
 
 // TestInt8GPUBatch: a row computed alone has the bits it has in batches
 // of 2..256 (each batch's image 0 is the row; the rest random), and two
-// runs of one launch agree: ResNet-50 layers of every mode and the
-// classifier's Gemm (rows mode and 1x1 mode).
+// runs of one launch agree: ResNet-50 layers of every tile and the
+// classifier's Gemm (K a multiple of 16 and not).
 func TestInt8GPUBatch(t *testing.T) {
 	g := openGPU8(t)
 	r := rand.New(rand.NewSource(7))
@@ -287,11 +274,8 @@ func TestInt8GPUBatch(t *testing.T) {
 	picks := []exact.ConvGeom{layers[0].g, layers[3].g, layers[7].g, layers[16].g, layers[22].g, layers[20].g}
 	gemms := []case8{}
 	for _, k := range []int{2048, 2046} {
-		c := randCase8(r, Tile{64, 32}, kernels.FastRows)
+		c := randCase8(r, Tile{64, 32}, kindGemm)
 		c.g = gemmGeom(1, 1000, k)
-		if k%4 != 0 {
-			c.mode = kernels.Fast1x1
-		}
 		gemms = append(gemms, c)
 	}
 	compared, bad := 0, 0
@@ -355,7 +339,8 @@ func TestInt8GPUBatch(t *testing.T) {
 func equalBits(a, b []float32) bool { d, _ := differ(a, b); return len(a) == len(b) && d == 0 }
 
 // TestInt8GPUSpeed times ResNet-50's convolutions in INT8 and in FP16
-// (fast.cu, the same tiles), each layer the median of -int8-reps
+// (fast.cu, the same tiles), each layer (for INT8 its quantization pass
+// and its GEMM) the median of -int8-reps
 // event-timed launches with a bias and ReLU, at batch 1, 32 and 256, and
 // requires INT8 to be -int8-speedup times faster at batch 256.
 func TestInt8GPUSpeed(t *testing.T) {
@@ -416,10 +401,10 @@ func TestInt8GPUSpeed(t *testing.T) {
 			K := lg.C * lg.KH * lg.KW
 			tile := ChooseTile(lg.M, lg.OH*lg.OW)
 			x, w := fill(lg.N*lg.C*lg.H*lg.W, 1, true), fill(lg.M*K, 0.05, false)
-			c := case8{g: lg, t: tile, mode: Int8Mode(lg), x: x, w: w, sx: 4.0 / 127}
+			c := case8{g: lg, t: tile, x: x, w: w, sx: 4.0 / 127}
 			a, b := g.timeLayer(t, c, timeIt)
-			t.Logf("batch %3d conv %4d->%4d %3dx%-3d k%d s%d tile %-7s mode %d: int8 %.4f ms, fp16 %.4f ms (%.2fx) x%d",
-				batch, lg.C, lg.M, lg.H, lg.W, lg.KH, lg.SH, tile, c.mode, a, b, b/a, l.count)
+			t.Logf("batch %3d conv %4d->%4d %3dx%-3d k%d s%d tile %-7s: int8 %.4f ms, fp16 %.4f ms (%.2fx) x%d",
+				batch, lg.C, lg.M, lg.H, lg.W, lg.KH, lg.SH, tile, a, b, b/a, l.count)
 			t8 += a * float64(l.count)
 			t16 += b * float64(l.count)
 			flops += 2 * float64(lg.OutLen()) * float64(K) * float64(l.count)
@@ -455,11 +440,7 @@ func (g *gpu8) timeLayer(t *testing.T, c case8, timeIt func(func() error) float6
 	lg := c.g
 	K := lg.C * lg.KH * lg.KW
 	w := c.weights(t)
-	p, mode, err := w.PackConv(lg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l8, wb, err := UploadInt8(g.c, p, mode, w.Mult(c.sx), c.sx)
+	l8, wb, err := UploadInt8(g.c, c.packed(t), w.Mult(c.sx), c.sx)
 	bufs = append(bufs, wb...)
 	if err != nil {
 		t.Fatal(err)
@@ -472,13 +453,14 @@ func (g *gpu8) timeLayer(t *testing.T, c case8, timeIt func(func() error) float6
 	dx := alloc(uint64(len(c.x)) * 4)
 	db := alloc(uint64(lg.M) * 4)
 	y := alloc(uint64(lg.OutLen()) * 4)
+	sc := alloc(Int8Scratch(lg) + 16)
 	for _, e := range []error{g.c.UploadUint16(bw, w16), g.c.Upload(dx, c.x), g.c.Upload(db, make([]float32, lg.M))} {
 		if e != nil {
 			t.Fatal(e)
 		}
 	}
 	relu := exact.Act{Relu: true}
-	int8ms = timeIt(func() error { return g.e8.Conv(g.st, c.t, lg, l8, dx.Ptr, db.Ptr, 0, relu, y.Ptr) })
+	int8ms = timeIt(func() error { return g.e8.Conv(g.st, c.t, lg, l8, dx.Ptr, sc.Ptr, db.Ptr, 0, relu, y.Ptr) })
 	fp16ms = timeIt(func() error { return g.e16.Conv(g.st, plan.FP16, c.t, lg, dx.Ptr, bw.Ptr, db.Ptr, 0, relu, y.Ptr) })
 	return int8ms, fp16ms
 }

@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
 	in = fopen(argv[1], "rb");
 	char name[64] = {0}; rd(name, 63);
 	v8_geom g; rd(&g, sizeof g);
-	unsigned grid[2]; rd(grid, 8);
+	unsigned grid[3]; rd(grid, 12);
 	int act; float lo, hi, inv; rd(&act, 4); rd(&lo, 4); rd(&hi, 4); rd(&inv, 4);
 	bool px, pw, pm, pb, pr;
 	auto x = arr<float>(&px); auto w = arr<unsigned char>(&pw); auto mult = arr<float>(&pm);
@@ -89,10 +89,17 @@ int main(int argc, char** argv) {
 	std::vector<float> y(ny, __int_as_float(0x7fbadbad));
 	const float* bp = pb ? bias.data() : nullptr;
 	const float* rp = pr ? res.data() : nullptr;
+	// The scratch under two poisons: a byte v8_quant does not write
+	// differs between the runs.
+	int Cp = (g.C + 15) / 16 * 16;
+	std::vector<unsigned char> xq((size_t)g.N * g.H * g.W * Cp, 0xa5), xq2(xq.size(), 0x5a);
+	emu_launch({grid[2], 1, 1}, {256, 1, 1}, [&] { v8_quant(x.data(), xq.data(), g.N, g.C, g.H * g.W, inv); });
+	emu_launch({grid[2], 1, 1}, {256, 1, 1}, [&] { v8_quant(x.data(), xq2.data(), g.N, g.C, g.H * g.W, inv); });
+	if (xq != xq2) { fprintf(stderr, "v8_quant leaves bytes unwritten\n"); return 5; }
 	bool ok = false;
 `)
-	for _, k := range kernels.FastInt8Kernels {
-		fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch({grid[0], grid[1], 1}, {256, 1, 1}, [&] { %s(g, x.data(), w.data(), mult.data(), bp, rp, act, lo, hi, inv, y.data()); }); }\n", k, k)
+	for _, k := range kernels.FastInt8Kernels[1:] {
+		fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch({grid[0], grid[1], 1}, {256, 1, 1}, [&] { %s(g, xq.data(), w.data(), mult.data(), bp, rp, act, lo, hi, y.data()); }); }\n", k, k)
 	}
 	b.WriteString(`	if (!ok) { fprintf(stderr, "no kernel %s\n", name); return 3; }
 	FILE* out = fopen(argv[2], "wb");
@@ -129,12 +136,12 @@ func buildEmu8(t *testing.T) (dir, bin string) {
 	return dir, bin
 }
 
-// case8 is one INT8 launch: a convolution (or a Gemm as 1x1 images), its
-// float operands, the activation scale, tile and mode.
+// case8 is one INT8 layer: a convolution (or a Gemm, gemm set, as 1x1
+// images), its float operands, the activation scale and tile.
 type case8 struct {
 	g         exact.ConvGeom
 	t         Tile
-	mode      int
+	gemm      bool
 	x, w      []float32 // x NCHW (a Gemm's rows), w [M][C*KH*KW]
 	sx        float32
 	bias, res []float32
@@ -142,7 +149,21 @@ type case8 struct {
 }
 
 func (c case8) String() string {
-	return fmt.Sprintf("int8 %s mode %d N%d C%d %dx%d M%d k%dx%d s%d,%d p%d,%d d%d,%d sx %g", c.t, c.mode, c.g.N, c.g.C, c.g.H, c.g.W, c.g.M, c.g.KH, c.g.KW, c.g.SH, c.g.SW, c.g.PH, c.g.PW, c.g.DH, c.g.DW, c.sx)
+	return fmt.Sprintf("int8 %s gemm %v N%d C%d %dx%d M%d k%dx%d s%d,%d p%d,%d d%d,%d sx %g", c.t, c.gemm, c.g.N, c.g.C, c.g.H, c.g.W, c.g.M, c.g.KH, c.g.KW, c.g.SH, c.g.SW, c.g.PH, c.g.PW, c.g.DH, c.g.DW, c.sx)
+}
+
+// packed is c's weights as the kernels read them.
+func (c case8) packed(t *testing.T) []byte {
+	t.Helper()
+	w := c.weights(t)
+	if c.gemm {
+		return w.PackGemm()
+	}
+	p, err := w.PackConv(c.g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func (c case8) weights(t *testing.T) Int8Weights {
@@ -167,20 +188,12 @@ func (c case8) twin(t *testing.T) []float32 {
 
 func runEmu8(t *testing.T, dir, bin string, c case8) []float32 {
 	t.Helper()
-	l, err := planLaunch8(c.mode, c.t, c.g)
+	l, err := planLaunch8(c.t, c.g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := c.weights(t)
-	var pw []byte
-	if c.mode == kernels.FastRows {
-		pw = w.PackGemm()
-	} else {
-		var mode int
-		if pw, mode, err = w.PackConv(c.g); err != nil || mode != c.mode {
-			t.Fatalf("%v: packed for mode %d (%v)", c, mode, err)
-		}
-	}
+	pw := c.packed(t)
 	var buf bytes.Buffer
 	put := func(v any) { binary.Write(&buf, binary.LittleEndian, v) }
 	name := make([]byte, 63)
@@ -188,6 +201,7 @@ func runEmu8(t *testing.T, dir, bin string, c case8) []float32 {
 	put(name)
 	put(l.geom)
 	put(l.grid)
+	put(l.quant)
 	put(c.act.Code())
 	put(c.act.Lo)
 	put(c.act.Hi)
@@ -230,44 +244,46 @@ func runEmu8(t *testing.T, dir, bin string, c case8) []float32 {
 	return y
 }
 
-// randCase8 draws a convolution or Gemm for mode: inputs mostly normal,
-// with ties of the quantization (half-integer multiples of the scale),
-// values past the clamp, ±Inf, NaN and ±0 among them; weights with a
-// zero channel and a channel with an Inf.
-func randCase8(r *rand.Rand, t Tile, mode int) case8 {
+// Kinds of INT8 case randCase8 draws.
+const (
+	kindConv = iota // any convolution, C not a multiple of 16
+	kind1x1         // 1x1, strided or not
+	kindGemm        // a Gemm (1x1 images), K any
+	kindWide        // C a multiple of 16 (ResNet's), kernels up to 3x3
+	kindCount
+)
+
+// randCase8 draws a case of kind: inputs mostly normal, with ties of the
+// quantization (half-integer multiples of the scale), values past the
+// clamp, ±Inf, NaN and ±0 among them; weights with a zero channel and a
+// channel with an Inf.
+func randCase8(r *rand.Rand, t Tile, kind int) case8 {
 	var g exact.ConvGeom
-	switch mode {
-	case kernels.FastRows:
-		g = gemmGeom(1+r.Intn(70), 1+r.Intn(150), 4*(1+r.Intn(40)))
-	case kernels.Fast1x1:
-		if r.Intn(2) == 0 {
-			g = gemmGeom(1+r.Intn(70), 1+r.Intn(150), 1+r.Intn(150))
-		} else {
-			s := 1 + r.Intn(2)
-			g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(100), H: 1 + r.Intn(9), W: 1 + r.Intn(9), M: 1 + r.Intn(140), G: 1, KH: 1, KW: 1, SH: s, SW: s, DH: 1, DW: 1}
-			g.OH, g.OW = (g.H-1)/s+1, (g.W-1)/s+1
-		}
+	switch kind {
+	case kindGemm:
+		g = gemmGeom(1+r.Intn(70), 1+r.Intn(150), 1+r.Intn(160))
+	case kind1x1:
+		s := 1 + r.Intn(2)
+		g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(100), H: 1 + r.Intn(9), W: 1 + r.Intn(9), M: 1 + r.Intn(140), G: 1, KH: 1, KW: 1, SH: s, SW: s, DH: 1, DW: 1}
+		g.OH, g.OW = (g.H-1)/s+1, (g.W-1)/s+1
 	default:
 		C := 1 + r.Intn(20)
-		if mode == kernels.FastTaps {
-			C = BK8 * (1 + r.Intn(2))
-		} else if C%BK8 == 0 {
+		if kind == kindWide {
+			C = CPad * (1 + r.Intn(5))
+		} else if C%CPad == 0 {
 			C++
 		}
 		g = exact.ConvGeom{N: 1 + r.Intn(3), C: C, H: 2 + r.Intn(6), W: 2 + r.Intn(6), M: 1 + r.Intn(140), G: 1,
-			KH: 1 + 2*r.Intn(2), KW: 1 + 2*r.Intn(2), SH: 1 + r.Intn(2), SW: 1 + r.Intn(2), PH: 1, PW: r.Intn(2), DH: 1 + r.Intn(2), DW: 1}
-		if g.KH == 1 && g.KW == 1 {
-			g.KH = 3 // not the 1x1 mode
-		}
+			KH: 1 + 2*r.Intn(2), KW: 1 + 2*r.Intn(2), SH: 1 + r.Intn(2), SW: 1 + r.Intn(2), PH: r.Intn(2), PW: r.Intn(2), DH: 1 + r.Intn(2), DW: 1}
 		g.OH = (g.H+2*g.PH-((g.KH-1)*g.DH+1))/g.SH + 1
 		g.OW = (g.W+2*g.PW-((g.KW-1)*g.DW+1))/g.SW + 1
 		if g.OH < 1 || g.OW < 1 {
-			g.DH, g.DW, g.KW, g.PW = 1, 1, 1, 1
+			g.DH, g.DW, g.KW, g.PW, g.PH = 1, 1, 1, 1, 1
 			g.OH = (g.H+2*g.PH-g.KH)/g.SH + 1
 			g.OW = (g.W+2*g.PW-1)/g.SW + 1
 		}
 	}
-	c := case8{g: g, t: t, mode: mode, sx: float32(0.01 + 0.05*r.Float64())}
+	c := case8{g: g, t: t, gemm: kind == kindGemm, sx: float32(0.01 + 0.05*r.Float64())}
 	K := g.C * g.KH * g.KW
 	c.x = make([]float32, g.N*g.C*g.H*g.W)
 	for i := range c.x {
@@ -296,7 +312,7 @@ func randCase8(r *rand.Rand, t Tile, mode int) case8 {
 			c.bias[i] = float32(r.NormFloat64() * 0.5)
 		}
 	}
-	if r.Intn(2) == 0 && mode != kernels.FastRows {
+	if r.Intn(2) == 0 && kind != kindGemm {
 		c.res = make([]float32, g.OutLen())
 		for i := range c.res {
 			c.res[i] = float32(r.NormFloat64() * 0.5)
@@ -311,8 +327,8 @@ func randCase8(r *rand.Rand, t Tile, mode int) case8 {
 	return c
 }
 
-// TestInt8KernelsEmulated runs fast_int8.cu's kernels on the CPU, every
-// mode and tile, under an emulated mma.sync m16n8k32 .s8 (the PTX ISA's
+// TestInt8KernelsEmulated runs fast_int8.cu's kernels on the CPU (v8_quant,
+// then the GEMM), every tile and kind of layer, under an emulated mma.sync m16n8k32 .s8 (the PTX ISA's
 // fragment layout): each output must have the bits of the Go twin
 // Int8Conv (a wrong fragment mapping, k order, gather, quantization or
 // epilogue order is a differing bit, not an error within a tolerance).
@@ -321,11 +337,11 @@ func randCase8(r *rand.Rand, t Tile, mode int) case8 {
 func TestInt8KernelsEmulated(t *testing.T) {
 	dir, bin := buildEmu8(t)
 	r := rand.New(rand.NewSource(8))
-	for _, mode := range []int{kernels.FastGather, kernels.Fast1x1, kernels.FastRows, kernels.FastTaps} {
+	for kind := range kindCount {
 		for _, tt := range kernels.FastTiles {
 			tile := Tile{tt[0], tt[1]}
 			for range 2 {
-				c := randCase8(r, tile, mode)
+				c := randCase8(r, tile, kind)
 				got := runEmu8(t, dir, bin, c)
 				want := c.twin(t)
 				for i := range want {

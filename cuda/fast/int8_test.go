@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/vouchml/vouch/cuda/exact"
-	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/quant"
 )
 
@@ -30,11 +29,11 @@ func TestQuantize8(t *testing.T) {
 	}
 }
 
-// The twin's packing: the tap mode's (kh, kw, c) rows hold the same
-// values as the (c, kh, kw) rows, the padding is zero, and the per-channel
-// quantization is quant.WeightScales'.
+// The packing: tap-major rows, each tap's channels padded to CPad with
+// zeros, holding the (c, kh, kw) rows' values; rows padded to MPad; the
+// per-channel quantization quant.WeightScales'.
 func TestInt8Pack(t *testing.T) {
-	g := exact.ConvGeom{N: 1, C: 64, H: 3, W: 3, M: 3, OH: 3, OW: 3, G: 1, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1}
+	g := exact.ConvGeom{N: 1, C: 20, H: 3, W: 3, M: 3, OH: 3, OW: 3, G: 1, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1}
 	K := g.C * 9
 	r := rand.New(rand.NewSource(1))
 	w := make([]float32, g.M*K)
@@ -56,31 +55,37 @@ func TestInt8Pack(t *testing.T) {
 			t.Fatalf("scale %d: %g vs %g", m, q.Scale[m], ws[m])
 		}
 	}
-	p, mode, err := q.PackConv(g)
-	if err != nil || mode != kernels.FastTaps {
-		t.Fatalf("mode %d, %v", mode, err)
+	p, err := q.PackConv(g)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(p) != MPad*K {
-		t.Fatalf("%d bytes", len(p))
+	const Cp, Kp = 32, 320 // 9 taps of 32 bytes, to a multiple of 64
+	if len(p) != MPad*Kp || int8Rows(9, g.C) != Kp {
+		t.Fatalf("%d bytes, rows of %d", len(p), int8Rows(9, g.C))
 	}
 	for m := range MPad {
-		for k := range K {
+		for k := range Kp {
 			want := int8(0)
-			if m < g.M {
-				c, tap := k%g.C, k/g.C
+			if tap, c := k/Cp, k%Cp; m < g.M && tap < 9 && c < g.C {
 				want = q.Q[m*K+c*9+tap]
 			}
-			if int8(p[m*K+k]) != want {
-				t.Fatalf("packed (%d, %d) = %d, want %d", m, k, int8(p[m*K+k]), want)
+			if int8(p[m*Kp+k]) != want {
+				t.Fatalf("packed (%d, %d) = %d, want %d", m, k, int8(p[m*Kp+k]), want)
 			}
 		}
 	}
+	if gp := q.PackGemm(); len(gp) != MPad*int8Rows(1, K) || int8(gp[int8Rows(1, K)+5]) != q.Q[K+5] {
+		t.Error("PackGemm")
+	}
 	g.C = 3
-	if _, _, err := q.PackConv(g); err == nil {
+	if _, err := q.PackConv(g); err == nil {
 		t.Error("weights packed for another geometry")
 	}
 	if _, err := QuantizeWeights(w, 3, MaxK8+1, 0, 1); err == nil {
 		t.Error("a reduction past MaxK8 accepted")
+	}
+	if Int8Scratch(exact.ConvGeom{N: 2, C: 17, H: 3, W: 5}) != 2*15*32 {
+		t.Error("Int8Scratch")
 	}
 }
 
@@ -91,8 +96,7 @@ func TestInt8Pack(t *testing.T) {
 func TestInt8ConvReference(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	for i := range 60 {
-		mode := []int{kernels.FastGather, kernels.Fast1x1, kernels.FastTaps}[i%3]
-		c := randCase8(r, Tile{64, 64}, mode)
+		c := randCase8(r, Tile{64, 64}, i%kindCount)
 		// No specials, no clamping, no Inf channel: the bound holds.
 		amax := 0.0
 		for j := range c.x {

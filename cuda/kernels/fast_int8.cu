@@ -6,12 +6,16 @@
 //   - weights: int8, symmetric per output channel (quant.WeightScales:
 //     s_w[m] = float32(max|w[m,:]| / 127), q = clamp(RNE(w / s_w), ±127)),
 //     quantized once, on the host, at upload;
-//   - input: quantized as it is staged into shared memory, with the
-//     layer's per-tensor scale s_x and inv = float32(1 / s_x) (the host's
-//     IEEE division): v = x * inv rounded to float32 (__fmul_rn), then
+//   - input: quantized once per layer by v8_quant, with the layer's
+//     per-tensor scale s_x and inv = float32(1 / s_x) (the host's IEEE
+//     division): v = x * inv rounded to float32 (__fmul_rn), then
 //     q = cvt.rni.s32.f32(v) (round to nearest even; NaN -> 0, beyond
 //     the int32 range saturated), clamped to [-127, 127]: kernel/q8's
-//     quantization, the same integers as the CPU's int8 layers;
+//     quantization, the same integers as the CPU's int8 layers. v8_quant
+//     writes them channels-last, [N][H][W][Cp] bytes (Cp = C rounded up
+//     to 16, zeros in the padding), so that the GEMM stages 16 channels
+//     of one pixel with one 16-byte load, and each value is quantized
+//     once, not once per tap and channel block;
 //   - the chain: mma.sync m16n8k32 s8 x s8 -> s32 steps k = 0, 32, 64, ...
 //     of the padded reduction Kp into one int32 accumulator, in that
 //     order (any order gives the same integer: |q| <= 127 and K <=
@@ -24,14 +28,12 @@
 //
 // Layout: C[m][col] = sum_k A[m][k] * B[k][col], m an output channel (or
 // a Gemm's output feature), col an (image, output pixel) pair of the
-// batch-folded convolution (or a Gemm's row). A: the int8 weights as
-// [Mp][Kp] bytes (Mp a multiple of 128, Kp of V8_BK, zero padded), their
-// k order the mode's; B gathered from the NCHW float32 input by mode:
-//   0: any convolution, k = (c, kh, kw) row-major;
-//   1: 1x1 without padding, k = c;
-//   2: rows of k-contiguous floats (a Gemm's input, K a multiple of 4);
-//   3: C a multiple of V8_BK, k = ((kh, kw), c): a k block lies in one
-//      tap, so the tap's bounds are checked once per block.
+// batch-folded convolution (or a Gemm's row: a Gemm is the 1x1
+// convolution of 1x1 images of K channels). k runs tap by tap, channels
+// within a tap: k = (kh * KW + kw) * Cp + c. A: the int8 weights as
+// [Mp][Kp] bytes in that order (Mp a multiple of 128, Kp = KH*KW*Cp
+// rounded up to V8_BK, zeros in the padding); B: the channels-last input,
+// 16-byte chunks of one pixel's channels, zero outside the image.
 // 256 threads: 8 warps as 2 (m) x 4 (col), each warp a (BM/2) x (BN/4)
 // block of m16n8 tiles. Shared memory holds A as [m][k] and B as [col][k]
 // bytes (a 32-bit word: the four int8 values k..k+3 of one fragment
@@ -66,7 +68,7 @@ __device__ __forceinline__ unsigned v8_pack(int q0, int q1, int q2, int q3) {
 struct v8_geom {
 	int C, H, W, M, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW;
 	int N;  // images (a Gemm's rows)
-	int Kp; // the weights' row length in bytes: K rounded up to V8_BK
+	int Kp; // the weights' row length in bytes: KH*KW*Cp rounded up to V8_BK
 };
 
 __device__ __forceinline__ float v8_act(float v, int act, float lo, float hi) {
@@ -76,40 +78,73 @@ __device__ __forceinline__ float v8_act(float v, int act, float lo, float hi) {
 	return v;
 }
 
-template <int BM, int BN, int MODE>
-__device__ __forceinline__ void v8_tile(const v8_geom& g, const float* __restrict__ x, const unsigned char* __restrict__ w,
+// v8_quant: x (NCHW float32, N images of C channels of HW pixels) to xq
+// ([N][HW][Cp] int8, Cp = C rounded up to 16). One thread a pixel's 16
+// channels; consecutive threads take consecutive pixels.
+extern "C" __global__ void __launch_bounds__(256) v8_quant(const float* __restrict__ x, unsigned char* __restrict__ xq,
+	int N, int C, int HW, float inv) {
+	const int G = (C + 15) / 16, Cp = G * 16;
+	const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
+	if (i >= (long long)N * G * HW) return;
+	const int p = (int)(i % HW);
+	const long long r = i / HW;
+	const int cg = (int)(r % G), n = (int)(r / G);
+	const float* xp = x + ((long long)n * C + cg * 16) * HW + p;
+	unsigned v[4];
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		int q[4];
+#pragma unroll
+		for (int h = 0; h < 4; h++) {
+			int c = j * 4 + h;
+			q[h] = cg * 16 + c < C ? v8_q(xp[(long long)c * HW], inv) : 0;
+		}
+		v[j] = v8_pack(q[0], q[1], q[2], q[3]);
+	}
+	*(uint4*)(xq + ((long long)n * HW + p) * Cp + cg * 16) = make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+template <int BM, int BN>
+__device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* __restrict__ xq, const unsigned char* __restrict__ w,
 	const float* __restrict__ mult, const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi,
-	float inv, float* __restrict__ y) {
+	float* __restrict__ y) {
 	constexpr int WM = BM / 2, WN = BN / 4;  // a warp's block
 	constexpr int MI = WM / 16, NI = WN / 8; // its m16n8 tiles
 	constexpr int LA = BM * 4 / 256;         // 16-byte A chunks per thread per k block
-	constexpr int TR = 256 / BN;             // modes 0, 1, 3: thread rows over a B block's k quads
-	constexpr int LB = (V8_BK / 4) / TR;     // modes 0, 1, 3: k quads per thread
-	constexpr int LR = BN * 16 / 256;        // mode 2: float4 chunks per thread
+	constexpr int NB = BN * 4;               // 16-byte B chunks per k block
+	constexpr int LB = (NB + 255) / 256;     // per thread (BN = 32: half the threads)
 	__shared__ __align__(16) unsigned char As[2][BM][V8_LD];
 	__shared__ __align__(16) unsigned char Bs[2][BN][V8_LD];
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int wm = warp & 1, wn = warp >> 1;
 	const int gid = lane >> 2, tig = lane & 3;
-	const int K = g.C * g.KH * g.KW, P = g.OH * g.OW, KHW = g.KH * g.KW;
-	const long long HW = (long long)g.H * g.W;
+	const int P = g.OH * g.OW, KHW = g.KH * g.KW, Cp = (g.C + 15) / 16 * 16;
 	const long long NP = (long long)g.N * P;
 	const int m0 = blockIdx.y * BM;
 	const long long c0 = (long long)blockIdx.x * BN;
 	const unsigned char* wb = w + (long long)m0 * g.Kp;
 
-	// Modes 0, 1, 3: this thread's column and the k quads tid/BN + TR*l.
-	const int bcol = tid % BN, bkq = tid / BN;
-	const long long jc = c0 + bcol;
-	const bool jok = jc < NP;
-	const int bn = jok ? (int)(jc / P) : 0;
-	const int bp = jok ? (int)(jc - (long long)bn * P) : 0;
-	const int oh = bp / g.OW, ow = bp - oh * g.OW;
-	const int ih0 = oh * g.SH - g.PH, iw0 = ow * g.SW - g.PW;
-	const float* xb = x + (long long)bn * g.C * HW + (MODE == 1 ? (long long)ih0 * g.W + iw0 : 0);
+	// This thread's B chunks: column e/4 of the block, k offset 16*(e%4)
+	// in each k block, e = tid + 256*l; the column's image and the top
+	// left of its receptive field.
+	bool jok[LB];
+	int ih0[LB], iw0[LB];
+	const unsigned char* xn[LB];
+#pragma unroll
+	for (int l = 0; l < LB; l++) {
+		const int e = tid + l * 256;
+		const long long jc = c0 + (e >> 2);
+		jok[l] = e < NB && jc < NP;
+		const int n = jok[l] ? (int)(jc / P) : 0;
+		const int p = jok[l] ? (int)(jc - (long long)n * P) : 0;
+		const int oh = p / g.OW, ow = p - oh * g.OW;
+		ih0[l] = oh * g.SH - g.PH;
+		iw0[l] = ow * g.SW - g.PW;
+		xn[l] = xq + (long long)n * g.H * g.W * Cp;
+	}
 
 	unsigned ra[LA][4];
-	unsigned rb[MODE == 2 ? LR : LB];
+	uint4 rb[LB];
 
 	auto load = [&](int k0) {
 #pragma unroll
@@ -121,63 +156,15 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const float* __restric
 			ra[l][2] = v.z;
 			ra[l][3] = v.w;
 		}
-		if (MODE == 2) {
 #pragma unroll
-			for (int l = 0; l < LR; l++) {
-				int e = tid + l * 256, r = e >> 4, ch = e & 15;
-				long long row = c0 + r;
-				int k = k0 + ch * 4;
-				float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-				if (row < NP && k < K) v = *(const float4*)(x + row * K + k);
-				rb[l] = v8_pack(v8_q(v.x, inv), v8_q(v.y, inv), v8_q(v.z, inv), v8_q(v.w, inv));
-			}
-		} else if (MODE == 3) {
-			// The block's tap: k0 = tap * C + c0, C a multiple of V8_BK.
-			const int t = k0 / g.C, cb = k0 - t * g.C;
+		for (int l = 0; l < LB; l++) {
+			const int k = k0 + ((tid + l * 256) & 3) * 16;
+			const int t = k / Cp, c = k - t * Cp;
 			const int kh = t / g.KW, kw = t - kh * g.KW;
-			const int ih = ih0 + kh * g.DH, iw = iw0 + kw * g.DW;
-			const bool ok = jok && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W;
-			const float* xp = xb + (long long)cb * HW + (long long)ih * g.W + iw;
-#pragma unroll
-			for (int l = 0; l < LB; l++) {
-				int c = 4 * (bkq + TR * l);
-				int q[4] = {0, 0, 0, 0};
-				if (ok) {
-#pragma unroll
-					for (int h = 0; h < 4; h++) q[h] = v8_q(xp[(long long)(c + h) * HW], inv);
-				}
-				rb[l] = v8_pack(q[0], q[1], q[2], q[3]);
-			}
-		} else {
-#pragma unroll
-			for (int l = 0; l < LB; l++) {
-				int k = k0 + 4 * (bkq + TR * l);
-				int q[4] = {0, 0, 0, 0};
-				if (MODE == 1) {
-#pragma unroll
-					for (int h = 0; h < 4; h++)
-						if (jok && k + h < K) q[h] = v8_q(xb[(long long)(k + h) * HW], inv);
-				} else if (jok && k < K) {
-					// The quad's first (c, kh, kw), then stepped in k order.
-					int c = k / KHW, r = k - c * KHW, kh = r / g.KW, kw = r - kh * g.KW;
-#pragma unroll
-					for (int h = 0; h < 4; h++) {
-						if (k + h < K) {
-							int ih = ih0 + kh * g.DH, iw = iw0 + kw * g.DW;
-							if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W)
-								q[h] = v8_q(xb[(long long)c * HW + (long long)ih * g.W + iw], inv);
-						}
-						if (++kw == g.KW) {
-							kw = 0;
-							if (++kh == g.KH) {
-								kh = 0;
-								c++;
-							}
-						}
-					}
-				}
-				rb[l] = v8_pack(q[0], q[1], q[2], q[3]);
-			}
+			const int ih = ih0[l] + kh * g.DH, iw = iw0[l] + kw * g.DW;
+			rb[l] = make_uint4(0, 0, 0, 0);
+			if (jok[l] && t < KHW && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W)
+				rb[l] = *(const uint4*)(xn[l] + ((long long)ih * g.W + iw) * Cp + c);
 		}
 	};
 	auto store = [&](int buf) {
@@ -186,15 +173,10 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const float* __restric
 			int e = tid + l * 256, r = e >> 2, ch = e & 3;
 			*(uint4*)&As[buf][r][ch * 16] = make_uint4(ra[l][0], ra[l][1], ra[l][2], ra[l][3]);
 		}
-		if (MODE == 2) {
 #pragma unroll
-			for (int l = 0; l < LR; l++) {
-				int e = tid + l * 256, r = e >> 4, ch = e & 15;
-				*(unsigned*)&Bs[buf][r][ch * 4] = rb[l];
-			}
-		} else {
-#pragma unroll
-			for (int l = 0; l < LB; l++) *(unsigned*)&Bs[buf][bcol][4 * (bkq + TR * l)] = rb[l];
+		for (int l = 0; l < LB; l++) {
+			const int e = tid + l * 256;
+			if (e < NB) *(uint4*)&Bs[buf][e >> 2][(e & 3) * 16] = rb[l];
 		}
 	};
 
@@ -262,20 +244,14 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const float* __restric
 			}
 }
 
-#define V8_ENTRY(NAME, BM, BN, MODE) \
-	extern "C" __global__ void __launch_bounds__(256) NAME(const v8_geom g, const float* __restrict__ x, \
+#define V8_ENTRY(NAME, BM, BN) \
+	extern "C" __global__ void __launch_bounds__(256) NAME(const v8_geom g, const unsigned char* __restrict__ xq, \
 		const unsigned char* __restrict__ w, const float* __restrict__ mult, const float* __restrict__ bias, \
-		const float* __restrict__ res, int act, float lo, float hi, float inv, float* __restrict__ y) { \
-		v8_tile<BM, BN, MODE>(g, x, w, mult, bias, res, act, lo, hi, inv, y); \
+		const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) { \
+		v8_tile<BM, BN>(g, xq, w, mult, bias, res, act, lo, hi, y); \
 	}
 
-#define V8_TILES(MODE) \
-	V8_ENTRY(v8_m##MODE##_128x128, 128, 128, MODE) \
-	V8_ENTRY(v8_m##MODE##_128x64, 128, 64, MODE) \
-	V8_ENTRY(v8_m##MODE##_64x64, 64, 64, MODE) \
-	V8_ENTRY(v8_m##MODE##_64x32, 64, 32, MODE)
-
-V8_TILES(0)
-V8_TILES(1)
-V8_TILES(2)
-V8_TILES(3)
+V8_ENTRY(v8_128x128, 128, 128)
+V8_ENTRY(v8_128x64, 128, 64)
+V8_ENTRY(v8_64x64, 64, 64)
+V8_ENTRY(v8_64x32, 64, 32)

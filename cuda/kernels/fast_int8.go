@@ -27,25 +27,23 @@ func FastInt8Digest() string {
 	return hex.EncodeToString(h[:])
 }
 
-// FastTaps is fast_int8.cu's mode 3: a convolution whose channels are a
-// multiple of its k block, its reduction ordered tap by tap.
-const FastTaps = 3
+// FastInt8Quant is fast_int8.cu's quantization pass (NCHW float32 to
+// channels-last int8).
+const FastInt8Quant = "v8_quant"
 
-// FastInt8Kernel names fast_int8.cu's entry point for a mode and tile
-// (the tiles are FastTiles).
-func FastInt8Kernel(mode, bm, bn int) string {
-	return fmt.Sprintf("v8_m%d_%dx%d", mode, bm, bn)
+// FastInt8Kernel names fast_int8.cu's GEMM entry point for a tile (the
+// tiles are FastTiles).
+func FastInt8Kernel(bm, bn int) string {
+	return fmt.Sprintf("v8_%dx%d", bm, bn)
 }
 
 // FastInt8Kernels lists every entry point of fast_int8.cu.
 var FastInt8Kernels = fastInt8Kernels()
 
 func fastInt8Kernels() []string {
-	var a []string
-	for _, m := range []int{FastGather, Fast1x1, FastRows, FastTaps} {
-		for _, t := range FastTiles {
-			a = append(a, FastInt8Kernel(m, t[0], t[1]))
-		}
+	a := []string{FastInt8Quant}
+	for _, t := range FastTiles {
+		a = append(a, FastInt8Kernel(t[0], t[1]))
 	}
 	return a
 }

@@ -49,16 +49,15 @@ func TestFastInt8KernelNames(t *testing.T) {
 			t.Errorf("int8 kernel %q", k)
 		}
 		seen[k] = true
-		mode := k[4] - '0'
-		if !strings.Contains(fastInt8CU, "V8_TILES("+string('0'+mode)+")") {
-			t.Errorf("fast_int8.cu has no V8_TILES(%d) for %s", mode, k)
+		if !strings.Contains(fastInt8CU, "V8_ENTRY("+k+",") && !strings.Contains(fastInt8CU, " "+k+"(") {
+			t.Errorf("fast_int8.cu has no entry %s", k)
 		}
 	}
-	if len(FastInt8Kernels) != 4*len(FastTiles) {
+	if len(FastInt8Kernels) != 1+len(FastTiles) {
 		t.Errorf("%d int8 kernels", len(FastInt8Kernels))
 	}
-	if FastInt8Kernel(FastTaps, 128, 64) != "v8_m3_128x64" {
-		t.Error(FastInt8Kernel(FastTaps, 128, 64))
+	if FastInt8Kernel(128, 64) != "v8_128x64" {
+		t.Error(FastInt8Kernel(128, 64))
 	}
 	if !strings.HasSuffix(FastImageSource(), fastInt8CU) {
 		t.Error("a fast plan's image does not hold fast_int8.cu")
