@@ -118,7 +118,7 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* _
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int wm = warp & 1, wn = warp >> 1;
 	const int gid = lane >> 2, tig = lane & 3;
-	const int P = g.OH * g.OW, KHW = g.KH * g.KW, Cp = (g.C + 15) / 16 * 16;
+	const int P = g.OH * g.OW, Cp = (g.C + 15) / 16 * 16;
 	const long long NP = (long long)g.N * P;
 	const int m0 = blockIdx.y * BM;
 	const long long c0 = (long long)blockIdx.x * BN;
@@ -127,8 +127,10 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* _
 	// This thread's B chunks: column e/4 of the block, k offset 16*(e%4)
 	// in each k block, e = tid + 256*l; the column's image and the top
 	// left of its receptive field.
+	// The chunk's k = (kh * KW + kw) * Cp + c advances by V8_BK a load,
+	// (c, kh, kw) with it: no division in the k loop.
 	bool jok[LB];
-	int ih0[LB], iw0[LB];
+	int ih0[LB], iw0[LB], bc[LB], bkh[LB], bkw[LB];
 	const unsigned char* xn[LB];
 #pragma unroll
 	for (int l = 0; l < LB; l++) {
@@ -141,12 +143,16 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* _
 		ih0[l] = oh * g.SH - g.PH;
 		iw0[l] = ow * g.SW - g.PW;
 		xn[l] = xq + (long long)n * g.H * g.W * Cp;
+		const int k = (e & 3) * 16, t = k / Cp;
+		bc[l] = k - t * Cp;
+		bkh[l] = t / g.KW;
+		bkw[l] = t - bkh[l] * g.KW;
 	}
 
 	unsigned ra[LA][4];
 	uint4 rb[LB];
 
-	auto load = [&](int k0) {
+	auto load = [&](int k0) { // k0: 0, V8_BK, 2 V8_BK, ... in turn
 #pragma unroll
 		for (int l = 0; l < LA; l++) {
 			int e = tid + l * 256, r = e >> 2, ch = e & 3;
@@ -158,13 +164,15 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* _
 		}
 #pragma unroll
 		for (int l = 0; l < LB; l++) {
-			const int k = k0 + ((tid + l * 256) & 3) * 16;
-			const int t = k / Cp, c = k - t * Cp;
-			const int kh = t / g.KW, kw = t - kh * g.KW;
-			const int ih = ih0[l] + kh * g.DH, iw = iw0[l] + kw * g.DW;
+			const int ih = ih0[l] + bkh[l] * g.DH, iw = iw0[l] + bkw[l] * g.DW;
 			rb[l] = make_uint4(0, 0, 0, 0);
-			if (jok[l] && t < KHW && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W)
-				rb[l] = *(const uint4*)(xn[l] + ((long long)ih * g.W + iw) * Cp + c);
+			if (jok[l] && bkh[l] < g.KH && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W)
+				rb[l] = *(const uint4*)(xn[l] + ((long long)ih * g.W + iw) * Cp + bc[l]);
+			for (bc[l] += V8_BK; bc[l] >= Cp; bc[l] -= Cp)
+				if (++bkw[l] == g.KW) {
+					bkw[l] = 0;
+					bkh[l]++;
+				}
 		}
 	};
 	auto store = [&](int buf) {
