@@ -12,6 +12,7 @@ import (
 
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/exact"
+	"github.com/vouchml/vouch/cuda/fast"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/plan"
@@ -96,6 +97,10 @@ type Program struct {
 	cpu     CPULayer
 	weights map[wkey]*cuda.Buffer
 	device  string
+	// fe and fast: the fast kernels and the layers (top-level, or a
+	// ConvChain's body nodes) the placement runs with them.
+	fe   *fast.Engine
+	fast map[*ir.Node]*fastSpec
 }
 
 // lane is one stream's resources: runs on a lane are serial.
@@ -263,6 +268,10 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 			return nil, err
 		}
 	}
+	if err := pr.openFast(p.Graph, layers); err != nil {
+		pr.Close()
+		return nil, err
+	}
 	return pr, nil
 }
 
@@ -307,8 +316,14 @@ func (pr *Program) LastDeviceTime() time.Duration {
 	return time.Duration(pr.last * float64(time.Millisecond))
 }
 
-// Backend returns "cuda-exact".
-func (pr *Program) Backend() string { return Backend }
+// Backend returns "cuda-fast" for a plan with fast layers, else
+// "cuda-exact".
+func (pr *Program) Backend() string {
+	if len(pr.fast) > 0 {
+		return FastBackend
+	}
+	return Backend
+}
 
 // Device names the device the program runs on.
 func (pr *Program) Device() string { return pr.device }
@@ -377,6 +392,8 @@ type state struct {
 	vals map[string]*val
 	b    *bound
 	next int // the next of b.bufs to hand out
+	// cur is the fast kernel of the layer gpu runs (nil: exact).
+	cur *fastSpec
 }
 
 // Run runs the plan on inputs (in graph-input order) and returns the
@@ -713,6 +730,8 @@ func ints(n *ir.Node, name string, def ...int) []int {
 // gpu runs a layer placed on cuda.
 func (s *state) gpu(n *ir.Node) error {
 	e := s.pr.e
+	s.cur = s.pr.fast[n]
+	defer func() { s.cur = nil }()
 	if ok, err := s.extraGPU(n); ok {
 		return err
 	}
@@ -965,6 +984,9 @@ func (s *state) conv(n *ir.Node, xn, wn, bn, rn string, act exact.Act, out strin
 	if err != nil {
 		return err
 	}
+	if s.cur != nil {
+		return s.fastConv(g, wn, x, bias, res, act, y)
+	}
 	return s.pr.e.Conv2DAct(s.l.st, g, x, w, bias, res, act, y)
 }
 
@@ -1015,6 +1037,9 @@ func (s *state) gemm(n *ir.Node, an, bn, cn string, act exact.Act, out string) e
 		}
 	} else if bs[0] != K {
 		return fmt.Errorf("Gemm of %v and %v", as, bs)
+	}
+	if s.cur != nil {
+		return s.fastGemm(a, M, N, K, bn, cn, act, out)
 	}
 	if n.Int("transB", 0) != 0 {
 		var bias uint64
@@ -1145,6 +1170,12 @@ func (s *state) matmul(an, bn, out string) (uint64, []int, error) {
 	}
 	if K == 0 {
 		return 0, nil, fmt.Errorf("MatMul with k = 0 on the GPU")
+	}
+	if s.cur != nil {
+		if batched {
+			return 0, nil, fmt.Errorf("fast MatMul of %v by %v (the fast kernel takes a 2-D B)", as, bs)
+		}
+		return y, os, s.fastMatMul(a, M, N, K, bn, y)
 	}
 	am, bm := exact.Mat{Ptr: a, RS: int64(K), CS: 1}, exact.Mat{Ptr: b, RS: int64(N), CS: 1}
 	if batched {

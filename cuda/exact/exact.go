@@ -404,6 +404,15 @@ func (e *Engine) launchTile(s *cuda.Stream, kn string, bm, bn int, g ConvGeom, g
 	return e.fn[kn].Launch(s, grid, cuda.D3(256, 1, 1), 0, args)
 }
 
+// Taps returns g's reduction-index decoding table for one group (see
+// tapTable), uploaded once per geometry and kept by the engine.
+func (e *Engine) Taps(g ConvGeom) (uint64, error) {
+	if g.G < 1 || g.C%g.G != 0 {
+		return 0, fmt.Errorf("exact: Conv2D geometry %+v invalid", g)
+	}
+	return e.tapTable(tapKey{g.C / g.G, g.H, g.W, g.KH, g.KW, g.DH, g.DW})
+}
+
 // tapTable returns (uploading once) the table that decodes a reduction
 // index k = (c*KH + kh)*KW + kw into {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw}.
 func (e *Engine) tapTable(k tapKey) (uint64, error) {

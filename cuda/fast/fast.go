@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -223,9 +224,13 @@ func Round(f float32, p plan.Precision) float32 {
 	return HalfFloat(HalfBits(f))
 }
 
-// Mode is how a kernel reads its input (fast.cu's MODE).
-func Mode(g exact.ConvGeom) int {
+// Mode is how a kernel of tile t reads g's input at x (fast.cu's MODE).
+// Every mode stages the same values: the choice never changes the bits.
+func Mode(g exact.ConvGeom, t Tile, x uint64) int {
 	if g.KH == 1 && g.KW == 1 && g.PH == 0 && g.PW == 0 {
+		if g.SH == 1 && g.SW == 1 && (g.H*g.W)%4 == 0 && x%16 == 0 && t.BN >= 64 {
+			return kernels.FastWide
+		}
 		return kernels.Fast1x1
 	}
 	return kernels.FastGather
@@ -244,16 +249,18 @@ func gemmMode(k int, x uint64) int {
 // Engine launches the fast kernels of a loaded module.
 type Engine struct {
 	fn map[string]*cuda.Function
+	ex *exact.Engine // its tap tables
 }
 
 // ErrArgs wraps a launch's refusal of its operands.
 var ErrArgs = errors.New("fast: bad operands")
 
-// Load finds fast.cu's entry points in m (a fast plan's module).
-func Load(m *cuda.Module) (*Engine, error) {
-	e := &Engine{fn: map[string]*cuda.Function{}}
+// Load finds fast.cu's entry points in ex's module (a fast plan's image:
+// the exact kernels and fast.cu's), whose tap tables mode 0 shares.
+func Load(ex *exact.Engine) (*Engine, error) {
+	e := &Engine{fn: map[string]*cuda.Function{}, ex: ex}
 	for _, n := range kernels.FastKernels {
-		f, err := m.Function(n)
+		f, err := ex.Mod.Function(n)
 		if err != nil {
 			return nil, fmt.Errorf("fast: the image lacks %s (not a fast plan's image?): %w", n, err)
 		}
@@ -285,7 +292,7 @@ func (e *Engine) Conv(s *cuda.Stream, p plan.Precision, t Tile, g exact.ConvGeom
 	if err := Geom(g); err != nil {
 		return err
 	}
-	return e.launch(s, p, Mode(g), t, g, x, w, bias, res, act, y)
+	return e.launch(s, p, Mode(g, t, x), t, g, x, w, bias, res, act, y)
 }
 
 // GEMM sets y[r][j] (rows x n) to the chain over k of x[r][k] (rows x k,
@@ -307,11 +314,17 @@ func (e *Engine) launch(s *cuda.Stream, p plan.Precision, mode int, t Tile, g ex
 	if err != nil {
 		return err
 	}
+	var taps uint64
+	if mode == kernels.FastGather {
+		if taps, err = e.ex.Taps(g); err != nil {
+			return err
+		}
+	}
 	f := e.fn[l.kernel]
 	if f == nil {
 		return fmt.Errorf("%w: no kernel %s", ErrArgs, l.kernel)
 	}
-	args := new(cuda.Args).Struct(l.geom[:]...).Ptr(x).Ptr(w).Ptr(bias).Ptr(res).I32(act.Code()).F32(act.Lo).F32(act.Hi).Ptr(y)
+	args := new(cuda.Args).Struct(l.geom[:]...).Ptr(x).Ptr(w).Ptr(taps).Ptr(bias).Ptr(res).I32(act.Code()).F32(act.Lo).F32(act.Hi).Ptr(y)
 	return f.Launch(s, cuda.D3(l.grid[0], l.grid[1], 1), cuda.D3(256, 1, 1), 0, args)
 }
 
@@ -328,8 +341,8 @@ func planLaunch(p plan.Precision, mode int, t Tile, g exact.ConvGeom) (launchPla
 	if !ok {
 		return launchPlan{}, fmt.Errorf("%w: precision %q", ErrArgs, p)
 	}
-	if _, err := ParseTile(t.String()); err != nil {
-		return launchPlan{}, err
+	if !slices.Contains(kernels.FastModeTiles(mode), [2]int{t.BM, t.BN}) {
+		return launchPlan{}, fmt.Errorf("%w: no mode %d kernel of tile %s", ErrArgs, mode, t)
 	}
 	_, Kp := PackedLen(g.M, g.C*g.KH*g.KW)
 	NP := int64(g.N) * int64(g.OH*g.OW)

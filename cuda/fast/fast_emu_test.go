@@ -58,6 +58,7 @@ dim3 blockDim, gridDim;
 struct float4 { float x, y, z, w; };
 struct uint4 { unsigned x, y, z, w; };
 struct uint2 { unsigned x, y; };
+struct int4 { int x, y, z, w; };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
@@ -146,6 +147,21 @@ static void emu_mma(float* c, const unsigned* a, const unsigned* b, bool bf) {
 	}
 	emu_yield(); // every thread has read the tables
 }
+// ldmatrix: lane 8*j + r deposits the address of row r of matrix j; lane
+// l's register j is then row l/4, elements 2*(l%4), +1 of matrix j.
+static const unsigned short* emu_rows[32][32];
+static void emu_ldm(unsigned* d, const unsigned short* p, int n) {
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	emu_rows[w][lane] = p;
+	emu_yield();
+	for (int j = 0; j < n; j++) {
+		const unsigned short* row = emu_rows[w][8 * j + lane / 4];
+		d[j] = row[2 * (lane % 4)] | (unsigned)row[2 * (lane % 4) + 1] << 16;
+	}
+	emu_yield();
+}
+inline void vf_ldm4(unsigned* d, const unsigned short* p) { emu_ldm(d, p, 4); }
+inline void vf_ldm2(unsigned* d, const unsigned short* p) { emu_ldm(d, p, 2); }
 inline void vf_mma_f16(float* c, const unsigned* a, const unsigned* b) { emu_mma(c, a, b, false); }
 inline void vf_mma_bf16(float* c, const unsigned* a, const unsigned* b) { emu_mma(c, a, b, true); }
 `
@@ -168,8 +184,8 @@ int main(int argc, char** argv) {
 	vf_geom g; rd(&g, sizeof g);
 	unsigned grid[2]; rd(grid, 8);
 	int act; float lo, hi; rd(&act, 4); rd(&lo, 4); rd(&hi, 4);
-	bool px, pw, pb, pr;
-	auto x = arr<float>(&px); auto w = arr<unsigned short>(&pw); auto bias = arr<float>(&pb); auto res = arr<float>(&pr);
+	bool px, pw, pt, pb, pr;
+	auto x = arr<float>(&px); auto w = arr<unsigned short>(&pw); auto taps = arr<int4>(&pt); auto bias = arr<float>(&pb); auto res = arr<float>(&pr);
 	long long ny; rd(&ny, 8);
 	fclose(in);
 	std::vector<float> y(ny, __int_as_float(0x7fbadbad));
@@ -178,7 +194,7 @@ int main(int argc, char** argv) {
 	bool ok = false;
 `)
 	for _, k := range kernels.FastKernels {
-		fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch({grid[0], grid[1], 1}, {256, 1, 1}, [&] { %s(g, x.data(), w.data(), bp, rp, act, lo, hi, y.data()); }); }\n", k, k)
+		fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch({grid[0], grid[1], 1}, {256, 1, 1}, [&] { %s(g, x.data(), w.data(), pt ? taps.data() : nullptr, bp, rp, act, lo, hi, y.data()); }); }\n", k, k)
 	}
 	b.WriteString(`	if (!ok) { fprintf(stderr, "no kernel %s\n", name); return 3; }
 	FILE* out = fopen(argv[2], "wb");
@@ -258,6 +274,21 @@ func runEmu(t *testing.T, dir, bin string, c emuCase) []float32 {
 	}
 	w(int64(len(pw)))
 	w(pw)
+	if c.mode == kernels.FastGather {
+		// exact's tap table: {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw, 0}.
+		var taps []int32
+		for ci := range c.g.C {
+			for kh := range c.g.KH {
+				for kw := range c.g.KW {
+					taps = append(taps, int32(ci*c.g.H*c.g.W+kh*c.g.DH*c.g.W+kw*c.g.DW), int32(kh*c.g.DH), int32(kw*c.g.DW), 0)
+				}
+			}
+		}
+		w(int64(len(taps) / 4))
+		w(taps)
+	} else {
+		w(int64(-1))
+	}
 	for _, a := range [][]float32{c.bias, c.res} {
 		if a == nil {
 			w(int64(-1))
@@ -348,6 +379,10 @@ func reference(c emuCase, round bool) (y, scale []float64) {
 func randCase(r *rand.Rand, p plan.Precision, t Tile, mode int) emuCase {
 	var g exact.ConvGeom
 	switch mode {
+	case kernels.FastWide:
+		h := 1 + r.Intn(8)
+		w := 4 * (1 + r.Intn(3)) / gcd(h, 4)
+		g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(40), H: h, W: w, M: 1 + r.Intn(140), KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1}
 	case kernels.FastRows, kernels.Fast1x1:
 		if mode == kernels.FastRows || r.Intn(2) == 0 {
 			// A Gemm: rows of K (a multiple of 4 for the rows mode).
@@ -414,8 +449,8 @@ func TestKernelsEmulated(t *testing.T) {
 	dir, bin := buildEmu(t)
 	r := rand.New(rand.NewSource(19))
 	for _, p := range []plan.Precision{plan.FP16, BF16} {
-		for _, mode := range []int{kernels.FastGather, kernels.Fast1x1, kernels.FastRows} {
-			for _, tt := range kernels.FastTiles {
+		for _, mode := range kernels.FastModes {
+			for _, tt := range kernels.FastModeTiles(mode) {
 				tile := Tile{tt[0], tt[1]}
 				for range 2 {
 					c := randCase(r, p, tile, mode)
@@ -453,4 +488,11 @@ func TestKernelsEmulated(t *testing.T) {
 			}
 		}
 	}
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

@@ -24,8 +24,10 @@
 // batch-folded convolution (or a Gemm's row); A the weights as [Mp][Kp]
 // 16-bit values (Mp a multiple of 128, Kp of 32, zero padded); B gathered
 // from the NCHW float32 input (mode 0: any kernel, mode 1: 1x1 without
-// padding, mode 2: rows of k-contiguous floats, a Gemm's input with K a
-// multiple of 4). 256 threads: 8 warps as 2 (m) x 4 (col), each warp a
+// padding, mode 3: 1x1 with stride 1 and H*W a multiple of 4, four
+// columns per 16-byte load; mode 2: rows of k-contiguous floats, a Gemm's input with K a
+// multiple of 4); mode 0 decodes a reduction index with the exact kernels'
+// tap table). 256 threads: 8 warps as 2 (m) x 4 (col), each warp a
 // (BM/2) x (BN/4) block of m16n8 tiles. Shared memory holds A as [m][k]
 // and B as [col][k] (k contiguous: a 32-bit word is the pair of 16-bit
 // values k, k+1 that one fragment register takes), double buffered: the
@@ -60,6 +62,17 @@ __device__ __forceinline__ void vf_mma_bf16(float* c, const unsigned* a, const u
 		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+// ldmatrix: four (x4) or two (x2) 8x8 matrices of 16-bit values from
+// shared memory, lane 8*j + r giving row r of matrix j; register j of lane
+// l holds row l/4, elements 2*(l%4) and +1 of matrix j: an mma fragment.
+__device__ __forceinline__ void vf_ldm4(unsigned* d, const unsigned short* p) {
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a));
+}
+__device__ __forceinline__ void vf_ldm2(unsigned* d, const unsigned short* p) {
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "r"(a));
+}
 #endif
 
 template <bool BF>
@@ -92,19 +105,23 @@ __device__ __forceinline__ float vf_act(float v, int act, float lo, float hi) {
 
 template <int BM, int BN, int MODE, bool BF>
 __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restrict__ x, const unsigned short* __restrict__ w,
-	const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) {
+	const int4* __restrict__ taps, const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) {
 	constexpr int WM = BM / 2, WN = BN / 4;  // a warp's block
 	constexpr int MI = WM / 16, NI = WN / 8; // its m16n8 tiles
 	constexpr int LA = BM * 4 / 256;         // 16-byte A chunks per thread per k block
 	constexpr int TR = 256 / BN;             // mode 0/1: thread rows over a B block's k pairs
 	constexpr int LB = (VF_BK / 2) / TR;     // mode 0/1: k pairs per thread
 	constexpr int LR = BN * 8 / 256;         // mode 2: float4 chunks per thread
+	constexpr int VG = BN / 4;               // mode 3: groups of 4 columns
+	constexpr int VR = 256 / VG;             // mode 3: thread rows over the k pairs
+	constexpr int LV = VR >= 16 ? 1 : 16 / VR; // mode 3: k pairs per thread
+	static_assert(MODE != 3 || BN >= 64, "mode 3 takes 64 columns or more");
 	__shared__ __align__(16) unsigned short As[2][BM][VF_LD];
 	__shared__ __align__(16) unsigned short Bs[2][BN][VF_LD];
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int wm = warp & 1, wn = warp >> 1;
 	const int gid = lane >> 2, tig = lane & 3;
-	const int K = g.C * g.KH * g.KW, P = g.OH * g.OW, KHW = g.KH * g.KW;
+	const int K = g.C * g.KH * g.KW, P = g.OH * g.OW;
 	const long long HW = (long long)g.H * g.W;
 	const long long NP = (long long)g.N * P;
 	const int m0 = blockIdx.y * BM;
@@ -119,10 +136,18 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 	const int bp = jok ? (int)(jc - (long long)bn * P) : 0;
 	const int oh = bp / g.OW, ow = bp - oh * g.OW;
 	const int ih0 = oh * g.SH - g.PH, iw0 = ow * g.SW - g.PW;
-	const float* xb = x + (long long)bn * g.C * HW + (MODE == 1 ? (long long)ih0 * g.W + iw0 : 0);
+	const int xo = ih0 * g.W + iw0;
+	const float* xb = x + (long long)bn * g.C * HW + (MODE == 1 ? xo : 0);
 
 	unsigned ra[LA][4];
-	unsigned rb[MODE == 2 ? LR * 2 : LB];
+	// Mode 3 (1x1, stride 1, H*W a multiple of 4): four adjacent columns
+	// of one image are four adjacent floats of a channel.
+	const int vcol = (tid % VG) * 4, vkp = tid / VG;
+	const long long vj = c0 + vcol;
+	const bool vok = MODE == 3 && vj < NP && vkp < 16;
+	const int vn = vok ? (int)(vj / P) : 0;
+	const float* vb = x + (long long)vn * g.C * HW + (vj - (long long)vn * P);
+	unsigned rb[MODE == 2 ? LR * 2 : MODE == 3 ? LV * 4 : LB];
 
 	auto load = [&](int k0) {
 #pragma unroll
@@ -134,7 +159,19 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 			ra[l][2] = v.z;
 			ra[l][3] = v.w;
 		}
-		if (MODE == 2) {
+		if (MODE == 3) {
+#pragma unroll
+			for (int l = 0; l < LV; l++) {
+				int k = k0 + 2 * (vkp + VR * l);
+				float4 u = make_float4(0.0f, 0.0f, 0.0f, 0.0f), v = u;
+				if (vok && k < K) u = *(const float4*)(vb + (long long)k * HW);
+				if (vok && k + 1 < K) v = *(const float4*)(vb + (long long)(k + 1) * HW);
+				rb[4 * l] = vf_pack<BF>(u.x, v.x);
+				rb[4 * l + 1] = vf_pack<BF>(u.y, v.y);
+				rb[4 * l + 2] = vf_pack<BF>(u.z, v.z);
+				rb[4 * l + 3] = vf_pack<BF>(u.w, v.w);
+			}
+		} else if (MODE == 2) {
 #pragma unroll
 			for (int l = 0; l < LR; l++) {
 				int e = tid + l * 256, r = e >> 3, ch = e & 7;
@@ -157,9 +194,11 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 					if (MODE == 1) {
 						v[h] = xb[(long long)kk * HW];
 					} else {
-						int c = kk / KHW, r = kk - c * KHW, kh = r / g.KW, kw = r - kh * g.KW;
-						int ih = ih0 + kh * g.DH, iw = iw0 + kw * g.DW;
-						if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) v[h] = xb[(long long)c * HW + (long long)ih * g.W + iw];
+						// taps[k] = {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw}: one
+						// load, the same for every thread of the warp.
+						const int4 t = taps[kk];
+						int ih = ih0 + t.y, iw = iw0 + t.z;
+						if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) v[h] = xb[t.x + xo];
 					}
 				}
 				rb[l] = vf_pack<BF>(v[0], v[1]);
@@ -172,7 +211,14 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 			int e = tid + l * 256, r = e >> 2, ch = e & 3;
 			*(uint4*)&As[buf][r][ch * 8] = make_uint4(ra[l][0], ra[l][1], ra[l][2], ra[l][3]);
 		}
-		if (MODE == 2) {
+		if (MODE == 3) {
+			if (vkp < 16) {
+#pragma unroll
+				for (int l = 0; l < LV; l++)
+#pragma unroll
+					for (int c = 0; c < 4; c++) *(unsigned*)&Bs[buf][vcol + c][2 * (vkp + VR * l)] = rb[4 * l + c];
+			}
+		} else if (MODE == 2) {
 #pragma unroll
 			for (int l = 0; l < LR; l++) {
 				int e = tid + l * 256, r = e >> 3, ch = e & 7;
@@ -201,21 +247,16 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 		if (kt + 1 < KT) load((kt + 1) * VF_BK);
 #pragma unroll
 		for (int kk = 0; kk < VF_BK; kk += 16) {
+			// ldmatrix: A's matrices (rows 0-7, k 0-7), (8-15, 0-7),
+			// (0-7, 8-15), (8-15, 8-15) are fragment registers a0..a3;
+			// B's (columns 0-7, k 0-7), (0-7, 8-15) of tile j, then j + 1.
 			unsigned a[MI][4], b[NI][2];
+			const int lr = lane & 7, lj = lane >> 3;
 #pragma unroll
-			for (int i = 0; i < MI; i++) {
-				int r = wm * WM + i * 16 + gid;
-				a[i][0] = *(const unsigned*)&As[cur][r][kk + tig * 2];
-				a[i][1] = *(const unsigned*)&As[cur][r + 8][kk + tig * 2];
-				a[i][2] = *(const unsigned*)&As[cur][r][kk + 8 + tig * 2];
-				a[i][3] = *(const unsigned*)&As[cur][r + 8][kk + 8 + tig * 2];
-			}
+			for (int i = 0; i < MI; i++) vf_ldm4(a[i], &As[cur][wm * WM + i * 16 + lr + (lj & 1) * 8][kk + (lj >> 1) * 8]);
 #pragma unroll
-			for (int j = 0; j < NI; j++) {
-				int n = wn * WN + j * 8 + gid;
-				b[j][0] = *(const unsigned*)&Bs[cur][n][kk + tig * 2];
-				b[j][1] = *(const unsigned*)&Bs[cur][n][kk + 8 + tig * 2];
-			}
+			for (int j = 0; j + 1 < NI; j += 2) vf_ldm4(&b[j][0], &Bs[cur][wn * WN + (j + (lj >> 1)) * 8 + lr][kk + (lj & 1) * 8]);
+			if (NI & 1) vf_ldm2(b[NI - 1], &Bs[cur][wn * WN + (NI - 1) * 8 + lr][kk + (lj & 1) * 8]);
 #pragma unroll
 			for (int i = 0; i < MI; i++)
 #pragma unroll
@@ -248,10 +289,15 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 
 #define VF_ENTRY(NAME, BM, BN, MODE, BF) \
 	extern "C" __global__ void __launch_bounds__(256) NAME(const vf_geom g, const float* __restrict__ x, \
-		const unsigned short* __restrict__ w, const float* __restrict__ bias, const float* __restrict__ res, int act, \
-		float lo, float hi, float* __restrict__ y) { \
-		vf_tile<BM, BN, MODE, BF>(g, x, w, bias, res, act, lo, hi, y); \
+		const unsigned short* __restrict__ w, const int4* __restrict__ taps, const float* __restrict__ bias, \
+		const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) { \
+		vf_tile<BM, BN, MODE, BF>(g, x, w, taps, bias, res, act, lo, hi, y); \
 	}
+
+#define VF_WIDE(P, MODE, BF) \
+	VF_ENTRY(vf_##P##_m##MODE##_128x128, 128, 128, MODE, BF) \
+	VF_ENTRY(vf_##P##_m##MODE##_128x64, 128, 64, MODE, BF) \
+	VF_ENTRY(vf_##P##_m##MODE##_64x64, 64, 64, MODE, BF)
 
 #define VF_TILES(P, MODE, BF) \
 	VF_ENTRY(vf_##P##_m##MODE##_128x128, 128, 128, MODE, BF) \
@@ -262,6 +308,8 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 VF_TILES(f16, 0, false)
 VF_TILES(f16, 1, false)
 VF_TILES(f16, 2, false)
+VF_WIDE(f16, 3, false)
 VF_TILES(bf16, 0, true)
 VF_TILES(bf16, 1, true)
 VF_TILES(bf16, 2, true)
+VF_WIDE(bf16, 3, true)

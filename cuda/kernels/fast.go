@@ -46,7 +46,20 @@ const (
 	FastGather = 0 // any 2-D convolution
 	Fast1x1    = 1 // 1x1, no padding
 	FastRows   = 2 // rows of k-contiguous floats (a Gemm's input, K a multiple of 4)
+	FastWide   = 3 // 1x1, stride 1, no padding, H*W a multiple of 4: 16-byte loads of 4 columns
 )
+
+// FastModes are the operand modes, in fast.cu's order.
+var FastModes = []int{FastGather, Fast1x1, FastRows, FastWide}
+
+// FastModeTiles are the tiles fast.cu has for a mode (FastWide: those of
+// 64 columns or more).
+func FastModeTiles(mode int) [][2]int {
+	if mode == FastWide {
+		return FastTiles[:3]
+	}
+	return FastTiles
+}
 
 // FastTiles are fast.cu's tile shapes (output channels x columns), largest
 // first.
@@ -63,8 +76,8 @@ var FastKernels = fastKernels()
 func fastKernels() []string {
 	var a []string
 	for _, p := range []string{FastF16, FastBF16} {
-		for _, m := range []int{FastGather, Fast1x1, FastRows} {
-			for _, t := range FastTiles {
+		for _, m := range FastModes {
+			for _, t := range FastModeTiles(m) {
 				a = append(a, FastKernel(p, m, t[0], t[1]))
 			}
 		}

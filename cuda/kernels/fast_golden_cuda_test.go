@@ -48,9 +48,4 @@ func TestFastGolden(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("NVRTC %s's PTX of fast.cu differs from testdata/fast.ptx (%d vs %d bytes): rerun with -update and review the diff", v, len(got), len(want))
 	}
-	// The joined image source compiles too (the exact kernels and fast.cu
-	// in one translation unit, as BuildFast compiles them).
-	if _, err := n.Compile(kernels.FastImageSource(), kernels.FastImageName, "compute_90", kernels.Options); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -52,7 +52,7 @@ func TestFastKernelNames(t *testing.T) {
 			t.Fatal("fast.cu lost its entry points")
 		}
 	}
-	if len(FastKernels) != 2*3*len(FastTiles) {
+	if len(FastKernels) != 2*(3*len(FastTiles)+3) {
 		t.Errorf("%d fast kernels", len(FastKernels))
 	}
 	if FastKernel(FastBF16, Fast1x1, 128, 64) != "vf_bf16_m1_128x64" {
