@@ -306,9 +306,10 @@ func fastMatMul(n *ir.Node, g *ir.Graph, types map[string]ir.Type) (fast.Tile, s
 
 // fastSpec is a layer's fast kernel as its placement names it.
 type fastSpec struct {
-	prec plan.Precision
-	op   string // conv, gemm, matmul
-	tile fast.Tile
+	prec  plan.Precision
+	op    string // conv, gemm, matmul
+	tile  fast.Tile
+	scale float32 // int8: the input's activation scale (fast_int8.go)
 }
 
 // parseFast reads a placement's fast kernel name for node n: its spec and,
@@ -341,22 +342,22 @@ func parseFast(kernel string, n *ir.Node) (fastSpec, map[*ir.Node]fastSpec, erro
 			if fused.BaseOf(b) != "Conv" {
 				return s, nil, fmt.Errorf("fast kernel %q: body layer %s (%s) is not a Conv", kernel, b.Name, b.OpType)
 			}
-			t, err := fast.ParseTile(parts[i])
+			t, sc, err := parseFastTile(s.prec, parts[i])
 			if err != nil {
 				return s, nil, err
 			}
-			m[b] = fastSpec{prec: s.prec, op: op, tile: t}
+			m[b] = fastSpec{prec: s.prec, op: op, tile: t, scale: sc}
 		}
 		return s, m, nil
 	}
 	if want == "" || fused.BaseOf(n) != want {
 		return s, nil, fmt.Errorf("fast kernel %q for a %s layer", kernel, n.OpType)
 	}
-	t, err := fast.ParseTile(tiles)
+	t, sc, err := parseFastTile(s.prec, tiles)
 	if err != nil {
 		return s, nil, err
 	}
-	s.tile = t
+	s.tile, s.scale = t, sc
 	return s, nil, nil
 }
 

@@ -2,8 +2,11 @@ package engine
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
+	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/cuda/fast"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel/fused"
@@ -21,6 +24,43 @@ import (
 // graph's value names too, each looked up on its own. Without a scale, or
 // with a reduction past fast.MaxK8, the layer keeps its exact kernel and
 // the note says why. The tile is the 16-bit kernels' (fast.ChooseTile).
+//
+// The plan carries the scale in the kernel name, after the tile: "x="
+// and the float32's IEEE bits as 8 lowercase hex digits (the calibration
+// cache's notation), e.g. fast.int8.conv(128x64 x=3c23d70a), and in a
+// ConvChain's list per body convolution. At Open the weights are
+// quantized, packed and uploaded once with their per-channel multipliers;
+// a run quantizes each INT8 layer's input into a scratch buffer of the
+// run's (fast.Int8Scratch) and runs the GEMM.
+
+// int8Tile is an INT8 layer's tile and scale as its kernel name writes
+// them.
+func int8Tile(t fast.Tile, scale float32) string {
+	return fmt.Sprintf("%s x=%08x", t, math.Float32bits(scale))
+}
+
+// parseFastTile reads a fast kernel name's tile: for int8 the tile and
+// the scale int8Tile wrote, else a tile alone (scale 0).
+func parseFastTile(p plan.Precision, s string) (fast.Tile, float32, error) {
+	if p != plan.Int8 {
+		t, err := fast.ParseTile(s)
+		return t, 0, err
+	}
+	ts, hex, ok := strings.Cut(s, " x=")
+	bits, err := strconv.ParseUint(hex, 16, 32)
+	if !ok || err != nil || len(hex) != 8 {
+		return fast.Tile{}, 0, fmt.Errorf("int8 tile %q: want TILE x=SCALEBITS (8 hex digits)", s)
+	}
+	t, err := fast.ParseTile(ts)
+	if err != nil {
+		return fast.Tile{}, 0, err
+	}
+	sc := math.Float32frombits(uint32(bits))
+	if err := fast.CheckScale(sc); err != nil {
+		return fast.Tile{}, 0, err
+	}
+	return t, sc, nil
+}
 
 // fastPrec reports whether op has a fast kernel in precision p (the
 // 16-bit kernels' ops, or int8's conv and gemm).
@@ -43,7 +83,7 @@ func fastInt8For(n *ir.Node, g *ir.Graph, types map[string]ir.Type, pl plan.Plac
 		if why != "" {
 			return "", why
 		}
-		return fastName(plan.Int8, "conv", t.String()), ""
+		return fastName(plan.Int8, "conv", int8Tile(t, scales[n.Input(0)])), ""
 	case base == "Gemm":
 		t, why := fastGemm(n, g, types)
 		if why == "" {
@@ -52,7 +92,7 @@ func fastInt8For(n *ir.Node, g *ir.Graph, types map[string]ir.Type, pl plan.Plac
 		if why != "" {
 			return "", why
 		}
-		return fastName(plan.Int8, "gemm", t.String()), ""
+		return fastName(plan.Int8, "gemm", int8Tile(t, scales[n.Input(0)])), ""
 	case base == "MatMul":
 		return "", "int8 has no MatMul kernel (fast_int8.cu runs Conv and Gemm): exact"
 	case n.OpType == "ConvChain":
@@ -77,7 +117,7 @@ func fastInt8For(n *ir.Node, g *ir.Graph, types map[string]ir.Type, pl plan.Plac
 				whys = append(whys, b.Name+": "+why)
 				continue
 			}
-			tiles = append(tiles, t.String())
+			tiles = append(tiles, int8Tile(t, scales[b.Input(0)]))
 			nfast++
 		}
 		if nfast == 0 {
@@ -142,4 +182,94 @@ func int8Weights(n *ir.Node, g *ir.Graph) (fast.Int8Weights, error) {
 		return fast.QuantizeWeights(d, w.Shape[1], w.Shape[0], 1, w.Shape[1])
 	}
 	return fast.Int8Weights{}, fmt.Errorf("engine: %s: a %s layer has no int8 kernel", n.Name, n.OpType)
+}
+
+// int8MultKey is where a layer's multipliers float32(s_x * s_w[m]) are
+// kept: by weights and scale (the packed weights by weights alone).
+func int8MultKey(g *ir.Graph, wn string, scale float32) wkey {
+	return wkey{g, fmt.Sprintf("%s\x00int8 mult %08x", wn, math.Float32bits(scale))}
+}
+
+// packInt8 quantizes, packs and uploads an INT8 layer's weights and its
+// multipliers, and loads fast_int8.cu's kernels on first use.
+func (pr *Program) packInt8(g *ir.Graph, n *ir.Node, sp fastSpec) error {
+	if pr.fe8 == nil {
+		fe8, err := fast.LoadInt8(pr.e.Mod)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrPlan, err)
+		}
+		pr.fe8 = fe8
+	}
+	wn := n.Input(1)
+	wk, mk := packKey(g, wn, plan.Int8), int8MultKey(g, wn, sp.scale)
+	if pr.weights[wk] != nil && pr.weights[mk] != nil {
+		return nil
+	}
+	w, err := int8Weights(n, g)
+	if err != nil {
+		return err
+	}
+	var packed []byte
+	if sp.op == "conv" {
+		sh := g.Initializers[wn].Shape
+		if len(sh) != 4 {
+			return fmt.Errorf("fast int8 conv: weights of shape %v", sh)
+		}
+		if packed, err = w.PackConv(exact.ConvGeom{M: sh[0], C: sh[1], KH: sh[2], KW: sh[3]}); err != nil {
+			return err
+		}
+	} else {
+		packed = w.PackGemm()
+	}
+	_, bufs, err := fast.UploadInt8(pr.c, packed, w.Mult(sp.scale), sp.scale)
+	if err != nil {
+		for _, b := range bufs {
+			b.Free()
+		}
+		return err
+	}
+	if old := pr.weights[wk]; old != nil {
+		bufs[0].Free() // the same bytes, packed for another scale's layer
+	} else {
+		pr.weights[wk] = bufs[0]
+	}
+	pr.weights[mk] = bufs[1]
+	return nil
+}
+
+// int8Layer is the running layer's device weights.
+func (s *state) int8Layer(w uint64, wn string) (fast.Int8Layer, error) {
+	m := s.pr.weights[int8MultKey(s.g, wn, s.cur.scale)]
+	if m == nil {
+		return fast.Int8Layer{}, fmt.Errorf("fast int8: no multipliers for %q", wn)
+	}
+	return fast.Int8Layer{W: w, Mult: m.Ptr, Scale: s.cur.scale}, nil
+}
+
+// int8Conv runs a Conv layer on fast_int8.cu: w its packed weights (wn
+// their name), the input quantized into a scratch buffer of the run.
+func (s *state) int8Conv(g exact.ConvGeom, w uint64, wn string, x, bias, res uint64, act exact.Act, y uint64) error {
+	l, err := s.int8Layer(w, wn)
+	if err != nil {
+		return err
+	}
+	sc, err := s.alloc(int((fast.Int8Scratch(g) + 3) / 4))
+	if err != nil {
+		return err
+	}
+	return s.pr.fe8.Conv(s.l.st, s.cur.tile, g, l, x, sc.Ptr, bias, res, act, y)
+}
+
+// int8Gemm runs a Gemm of a (M x K) by its constant B (packed w, named
+// bn) on fast_int8.cu.
+func (s *state) int8Gemm(M, N, K int, a, w uint64, bn string, bias uint64, act exact.Act, y uint64) error {
+	l, err := s.int8Layer(w, bn)
+	if err != nil {
+		return err
+	}
+	sc, err := s.alloc(int((fast.Int8Scratch(exact.ConvGeom{N: M, C: K, H: 1, W: 1}) + 3) / 4))
+	if err != nil {
+		return err
+	}
+	return s.pr.fe8.GEMM(s.l.st, s.cur.tile, M, N, K, l, a, sc.Ptr, bias, act, y)
 }

@@ -13,12 +13,17 @@ import (
 // int8 op fast_int8.cu lacks.
 func TestParseFastInt8(t *testing.T) {
 	conv := &ir.Node{Name: "c", OpType: "Conv"}
-	s, _, err := parseFast("fast.int8.conv(128x64)", conv)
-	if err != nil || s.prec != plan.Int8 || s.op != "conv" || s.tile != (fast.Tile{BM: 128, BN: 64}) {
+	s, _, err := parseFast("fast.int8.conv(128x64 x=3d4ccccd)", conv)
+	if err != nil || s.prec != plan.Int8 || s.op != "conv" || s.tile != (fast.Tile{BM: 128, BN: 64}) || s.scale != 0.05 {
 		t.Errorf("%+v %v", s, err)
 	}
-	if _, _, err := parseFast("fast.int8.matmul(64x64)", &ir.Node{Name: "m", OpType: "MatMul"}); err == nil {
+	if _, _, err := parseFast("fast.int8.matmul(64x64 x=3d4ccccd)", &ir.Node{Name: "m", OpType: "MatMul"}); err == nil {
 		t.Error("an int8 matmul accepted")
+	}
+	for _, bad := range []string{"fast.int8.conv(128x64)", "fast.int8.conv(128x64 x=3d4cccc)", "fast.int8.conv(128x64 x=00000000)", "fast.int8.conv(128x64 x=7f800000)", "fast.fp16.conv(128x64 x=3d4ccccd)"} {
+		if _, _, err := parseFast(bad, conv); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 	if _, _, err := parseFast("fast.int4.conv(64x64)", conv); err == nil {
 		t.Error("int4 accepted")
