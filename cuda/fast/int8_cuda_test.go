@@ -51,15 +51,17 @@ func openGPU8(t *testing.T) *gpu8 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.LoadModule(img.Cubin)
+	ex, err := exact.Load(c, img)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ex.Close() })
+	m := ex.Mod
 	g := &gpu8{c: c}
 	if g.e8, err = LoadInt8(m); err != nil {
 		t.Fatal(err)
 	}
-	if g.e16, err = Load(m); err != nil {
+	if g.e16, err = Load(ex); err != nil {
 		t.Fatal(err)
 	}
 	if g.st, err = c.NewStream(); err != nil {
