@@ -29,6 +29,8 @@ import (
 //	C, D (16x8, s32): as m16n8k16's
 //
 // The products and sums are exact integers (int64 here, in int32's range).
+// ldmatrix is emuPrelude's emu_ldm (its 16-bit pairs are the four bytes
+// of a register).
 const emuPrelude8 = `#define V8_EMU 1
 #include <climits>
 inline float __fmul_rn(float a, float b) { return a * b; }
@@ -48,6 +50,8 @@ static int emu_A8(int w, int r, int k) {
 static int emu_B8(int w, int k, int n) {
 	return emu_s8(emu_b[w][n * 4 + (k % 16) / 4][k >= 16 ? 1 : 0], k % 4);
 }
+inline void v8_ldm4(unsigned* d, const unsigned char* p) { emu_ldm(d, (const unsigned short*)p, 4); }
+inline void v8_ldm2(unsigned* d, const unsigned char* p) { emu_ldm(d, (const unsigned short*)p, 2); }
 inline void v8_mma(int* c, const unsigned* a, const unsigned* b) {
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	for (int i = 0; i < 4; i++) emu_a[w][lane][i] = a[i];

@@ -51,6 +51,17 @@ __device__ __forceinline__ void v8_mma(int* c, const unsigned* a, const unsigned
 		: "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
 		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+// ldmatrix (.b16, the bytes as pairs): four (x4) or two (x2) 8x8
+// matrices of 16-byte rows, lane 8*j + r giving row r of matrix j;
+// register j of lane l holds bytes 4*(l%4)..+3 of row l/4 of matrix j.
+__device__ __forceinline__ void v8_ldm4(unsigned* d, const unsigned char* p) {
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a));
+}
+__device__ __forceinline__ void v8_ldm2(unsigned* d, const unsigned char* p) {
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "r"(a));
+}
 #endif
 
 // v8_q quantizes one input value (see the header).
@@ -206,23 +217,18 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* _
 #pragma unroll
 		for (int kk = 0; kk < V8_BK; kk += 32) {
 			// Fragments (PTX ISA, m16n8k32 .s8): A registers 0..3 hold
-			// row gid / gid+8 / gid / gid+8 at k 4*tig.. (+16 for 2, 3);
-			// B registers 0, 1 column gid at k 4*tig.. and 16 + 4*tig...
+			// row gid / gid+8 / gid / gid+8 at k 4*tig.. (+16 for 2, 3),
+			// ldmatrix's matrices (rows 0-7, k 0-15), (8-15, 0-15),
+			// (0-7, 16-31), (8-15, 16-31); B registers 0, 1 column gid at
+			// k 4*tig.. and 16 + 4*tig..: (columns 0-7, k 0-15),
+			// (0-7, 16-31) of tile j, then of j + 1.
 			unsigned a[MI][4], b[NI][2];
+			const int lr = lane & 7, lj = lane >> 3;
 #pragma unroll
-			for (int i = 0; i < MI; i++) {
-				int r = wm * WM + i * 16 + gid;
-				a[i][0] = *(const unsigned*)&As[cur][r][kk + tig * 4];
-				a[i][1] = *(const unsigned*)&As[cur][r + 8][kk + tig * 4];
-				a[i][2] = *(const unsigned*)&As[cur][r][kk + 16 + tig * 4];
-				a[i][3] = *(const unsigned*)&As[cur][r + 8][kk + 16 + tig * 4];
-			}
+			for (int i = 0; i < MI; i++) v8_ldm4(a[i], &As[cur][wm * WM + i * 16 + lr + (lj & 1) * 8][kk + (lj >> 1) * 16]);
 #pragma unroll
-			for (int j = 0; j < NI; j++) {
-				int n = wn * WN + j * 8 + gid;
-				b[j][0] = *(const unsigned*)&Bs[cur][n][kk + tig * 4];
-				b[j][1] = *(const unsigned*)&Bs[cur][n][kk + 16 + tig * 4];
-			}
+			for (int j = 0; j + 1 < NI; j += 2) v8_ldm4(&b[j][0], &Bs[cur][wn * WN + (j + (lj >> 1)) * 8 + lr][kk + (lj & 1) * 16]);
+			if (NI & 1) v8_ldm2(b[NI - 1], &Bs[cur][wn * WN + (NI - 1) * 8 + lr][kk + (lj & 1) * 16]);
 #pragma unroll
 			for (int i = 0; i < MI; i++)
 #pragma unroll

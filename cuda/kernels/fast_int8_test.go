@@ -30,7 +30,7 @@ func TestFastInt8GoldenMatchesSource(t *testing.T) {
 			t.Errorf("int8 golden PTX has no entry %s", k)
 		}
 	}
-	for _, want := range []string{"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "cvt.rni.s32.f32", "cvt.rn.f32.s32", "mul.rn.f32"} {
+	for _, want := range []string{"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "cvt.rni.s32.f32", "cvt.rn.f32.s32", "mul.rn.f32"} {
 		if !strings.Contains(ptx, want) {
 			t.Errorf("int8 golden PTX has no %s", want)
 		}
