@@ -299,25 +299,7 @@ func runEmu(t *testing.T, dir, bin string, c emuCase) []float32 {
 	}
 	ny := c.g.OutLen()
 	w(int64(ny))
-	inf, outf := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-	if err := os.WriteFile(inf, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, inf, outf).CombinedOutput(); err != nil {
-		t.Fatalf("%v: emulation: %v %s", c, err, out)
-	}
-	raw, err := os.ReadFile(outf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) != 4*ny {
-		t.Fatalf("%v: %d bytes of output, want %d", c, len(raw), 4*ny)
-	}
-	y := make([]float32, ny)
-	for i := range y {
-		y[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return y
+	return emuExec(t, dir, bin, c, buf.Bytes(), ny)
 }
 
 // reference is the convolution in float64 over the operands rounded to

@@ -227,8 +227,15 @@ func runEmu8(t *testing.T, dir, bin string, c case8) []float32 {
 	}
 	ny := c.g.OutLen()
 	put(int64(ny))
+	return emuExec(t, dir, bin, c, buf.Bytes(), ny)
+}
+
+// emuExec runs an emulation driver on its input and returns the ny floats
+// it writes (c names the case in failures).
+func emuExec(t *testing.T, dir, bin string, c fmt.Stringer, in []byte, ny int) []float32 {
+	t.Helper()
 	inf, outf := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-	if err := os.WriteFile(inf, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(inf, in, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(bin, inf, outf).CombinedOutput(); err != nil {
