@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -208,27 +205,7 @@ int main(int argc, char** argv) {
 
 func buildEmu(t *testing.T) (dir, bin string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++")
-	}
-	dir = t.TempDir()
-	src := emuPrelude + "#line 1 \"fast.cu\"\n" + kernels.FastSource() + "#line 1 \"driver\"\n" + emuDriver()
-	cpp := filepath.Join(dir, "emu.cpp")
-	bin = filepath.Join(dir, "emu")
-	if err := os.WriteFile(cpp, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-o", bin, cpp).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "_Float16") {
-			t.Skipf("g++ without _Float16: %s", out)
-		}
-		t.Fatalf("fast.cu does not compile under the emulation: %s", out)
-	}
-	return dir, bin
+	return buildEmuOf(t, "fast.cu", emuPrelude+"#line 1 \"fast.cu\"\n"+kernels.FastSource()+"#line 1 \"driver\"\n"+emuDriver())
 }
 
 // emuCase is one launch: a convolution (or a Gemm as 1x1 images), its

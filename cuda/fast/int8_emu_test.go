@@ -117,6 +117,14 @@ int main(int argc, char** argv) {
 
 func buildEmu8(t *testing.T) (dir, bin string) {
 	t.Helper()
+	return buildEmuOf(t, "fast_int8.cu", emuPrelude+emuPrelude8+"#line 1 \"fast_int8.cu\"\n"+kernels.FastInt8Source()+"#line 1 \"driver\"\n"+emuDriver8())
+}
+
+// buildEmuOf compiles an emulation's C++ source (g++; name: the kernels'
+// file, for messages) and returns its directory and binary; -short or no
+// g++ skips.
+func buildEmuOf(t *testing.T, name, src string) (dir, bin string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("-short")
 	}
@@ -125,9 +133,8 @@ func buildEmu8(t *testing.T) (dir, bin string) {
 		t.Skip("no g++")
 	}
 	dir = t.TempDir()
-	src := emuPrelude + emuPrelude8 + "#line 1 \"fast_int8.cu\"\n" + kernels.FastInt8Source() + "#line 1 \"driver\"\n" + emuDriver8()
-	cpp := filepath.Join(dir, "emu8.cpp")
-	bin = filepath.Join(dir, "emu8")
+	cpp := filepath.Join(dir, "emu.cpp")
+	bin = filepath.Join(dir, "emu")
 	if err := os.WriteFile(cpp, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +142,7 @@ func buildEmu8(t *testing.T) (dir, bin string) {
 		if strings.Contains(string(out), "_Float16") {
 			t.Skipf("g++ without _Float16: %s", out)
 		}
-		t.Fatalf("fast_int8.cu does not compile under the emulation: %s", out)
+		t.Fatalf("%s does not compile under the emulation: %s", name, out)
 	}
 	return dir, bin
 }
