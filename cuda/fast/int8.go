@@ -13,11 +13,13 @@ import (
 )
 
 // INT8 fast mode (cuda/kernels' fast_int8.cu): symmetric per-channel int8
-// weights, the input quantized per tensor with its calibrated scale as it
-// is staged, int32 accumulation by mma.sync m16n8k32 and a float32
-// epilogue. The integer sums are exact, so Int8Conv, the kernels' Go
+// weights, the input quantized per tensor with its calibrated scale once
+// per layer (v8_quant, into a channels-last int8 scratch), int32
+// accumulation by mma.sync m16n8k32 and a float32 epilogue. The integer sums are exact, so Int8Conv, the kernels' Go
 // twin, computes the same bits on any CPU; fast_int8.cu's header gives
 // every float32 operation and its order, and the twin performs them.
+// They are kernel/q8's (TestInt8ConvEqualsQ8): a fast int8 layer has the
+// bits of the CPU int8 layer with the same scales.
 
 // BK8 is the INT8 kernels' k block: a layer's reduction is padded to a
 // multiple of it.
@@ -168,7 +170,7 @@ func epilogue8(acc int32, mult float32, bias *float32, res float32, hasRes bool,
 // Int8Conv is the INT8 kernels' Go twin: convolution g (one group) of x
 // (NCHW float32) by w with activation scale sx, + bias (nil: none), +
 // res (nil: none; the output's shape), then act. Its bits are the
-// kernels' for every mode and tile: the same integers (exact sums) and
+// kernels' for every geometry and tile: the same integers (exact sums) and
 // the same float32 epilogue.
 func Int8Conv(g exact.ConvGeom, x []float32, w Int8Weights, sx float32, bias, res []float32, act exact.Act) ([]float32, error) {
 	if err := Geom(g); err != nil {
