@@ -102,6 +102,7 @@ type Program struct {
 	// fe and fast: the fast kernels and the layers (top-level, or a
 	// ConvChain's body nodes) the placement runs with them.
 	fe   *fast.Engine
+	fe8  *fast.Int8Engine // fast_int8.cu's kernels (fast_int8.go)
 	fast map[*ir.Node]*fastSpec
 }
 

@@ -91,7 +91,11 @@ func PlaceFast(g *ir.Graph, types map[string]ir.Type, o FastOptions) ([]plan.Pla
 		}
 		switch {
 		case p == plan.Int8:
-			note("int8 has no tensor-core kernel in this vouch yet: exact")
+			if k, why := fastInt8For(n, g, types, out[i], o.Scales); k != "" {
+				out[i].Kernel = k
+			} else if why != "" {
+				note(why)
+			}
 			continue
 		case !fast.Supported(p):
 			note(fmt.Sprintf("precision %q has no fast kernel: exact", p))
@@ -302,9 +306,10 @@ func fastMatMul(n *ir.Node, g *ir.Graph, types map[string]ir.Type) (fast.Tile, s
 
 // fastSpec is a layer's fast kernel as its placement names it.
 type fastSpec struct {
-	prec plan.Precision
-	op   string // conv, gemm, matmul
-	tile fast.Tile
+	prec  plan.Precision
+	op    string // conv, gemm, matmul
+	tile  fast.Tile
+	scale float32 // int8: the input's activation scale (fast_int8.go)
 }
 
 // parseFast reads a placement's fast kernel name for node n: its spec and,
@@ -315,8 +320,8 @@ func parseFast(kernel string, n *ir.Node) (fastSpec, map[*ir.Node]fastSpec, erro
 	op, rest, ok2 := strings.Cut(rest, "(")
 	tiles, _, ok3 := strings.Cut(rest, ")")
 	s := fastSpec{prec: plan.Precision(prec), op: op}
-	if !ok1 || !ok2 || !ok3 || !fast.Supported(s.prec) {
-		return s, nil, fmt.Errorf("fast kernel %q: want fast.<fp16|bf16>.<op>(<tiles>)", kernel)
+	if !ok1 || !ok2 || !ok3 || !fastPrec(s.prec, op) {
+		return s, nil, fmt.Errorf("fast kernel %q: want fast.<fp16|bf16>.<op>(<tiles>) or fast.int8.<conv|gemm>(<tiles>)", kernel)
 	}
 	want := map[string]string{"conv": "Conv", "gemm": "Gemm", "matmul": "MatMul"}[op]
 	if n.OpType == "ConvChain" && op == "conv" {
@@ -337,22 +342,22 @@ func parseFast(kernel string, n *ir.Node) (fastSpec, map[*ir.Node]fastSpec, erro
 			if fused.BaseOf(b) != "Conv" {
 				return s, nil, fmt.Errorf("fast kernel %q: body layer %s (%s) is not a Conv", kernel, b.Name, b.OpType)
 			}
-			t, err := fast.ParseTile(parts[i])
+			t, sc, err := parseFastTile(s.prec, parts[i])
 			if err != nil {
 				return s, nil, err
 			}
-			m[b] = fastSpec{prec: s.prec, op: op, tile: t}
+			m[b] = fastSpec{prec: s.prec, op: op, tile: t, scale: sc}
 		}
 		return s, m, nil
 	}
 	if want == "" || fused.BaseOf(n) != want {
 		return s, nil, fmt.Errorf("fast kernel %q for a %s layer", kernel, n.OpType)
 	}
-	t, err := fast.ParseTile(tiles)
+	t, sc, err := parseFastTile(s.prec, tiles)
 	if err != nil {
 		return s, nil, err
 	}
-	s.tile = t
+	s.tile, s.scale = t, sc
 	return s, nil, nil
 }
 

@@ -59,6 +59,9 @@ func packKey(g *ir.Graph, name string, p plan.Precision) wkey {
 // pack uploads n's weights as the fast kernels read them: [M][K] 16-bit
 // values, M the output channels (features), K the reduction.
 func (pr *Program) pack(g *ir.Graph, n *ir.Node, sp fastSpec) error {
+	if sp.prec == plan.Int8 {
+		return pr.packInt8(g, n, sp)
+	}
 	wn := n.Input(1)
 	key := packKey(g, wn, sp.prec)
 	if pr.weights[key] != nil {
@@ -116,6 +119,9 @@ func (s *state) fastConv(g exact.ConvGeom, wn string, x, bias, res uint64, act e
 	if err != nil {
 		return err
 	}
+	if s.cur.prec == plan.Int8 {
+		return s.int8Conv(g, w, wn, x, bias, res, act, y)
+	}
 	return s.pr.fe.Conv(s.l.st, s.cur.prec, s.cur.tile, g, x, w, bias, res, act, y)
 }
 
@@ -143,6 +149,9 @@ func (s *state) fastGemm(a uint64, M, N, K int, bn, cn string, act exact.Act, ou
 	y, err := s.out(out, []int{M, N})
 	if err != nil {
 		return err
+	}
+	if s.cur.prec == plan.Int8 {
+		return s.int8Gemm(M, N, K, a, w, bn, bias, act, y)
 	}
 	return s.pr.fe.GEMM(s.l.st, s.cur.prec, s.cur.tile, M, N, K, a, w, bias, act, y)
 }

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -208,27 +205,7 @@ int main(int argc, char** argv) {
 
 func buildEmu(t *testing.T) (dir, bin string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++")
-	}
-	dir = t.TempDir()
-	src := emuPrelude + "#line 1 \"fast.cu\"\n" + kernels.FastSource() + "#line 1 \"driver\"\n" + emuDriver()
-	cpp := filepath.Join(dir, "emu.cpp")
-	bin = filepath.Join(dir, "emu")
-	if err := os.WriteFile(cpp, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-o", bin, cpp).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "_Float16") {
-			t.Skipf("g++ without _Float16: %s", out)
-		}
-		t.Fatalf("fast.cu does not compile under the emulation: %s", out)
-	}
-	return dir, bin
+	return buildEmuOf(t, "fast.cu", emuPrelude+"#line 1 \"fast.cu\"\n"+kernels.FastSource()+"#line 1 \"driver\"\n"+emuDriver())
 }
 
 // emuCase is one launch: a convolution (or a Gemm as 1x1 images), its
@@ -299,25 +276,7 @@ func runEmu(t *testing.T, dir, bin string, c emuCase) []float32 {
 	}
 	ny := c.g.OutLen()
 	w(int64(ny))
-	inf, outf := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-	if err := os.WriteFile(inf, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, inf, outf).CombinedOutput(); err != nil {
-		t.Fatalf("%v: emulation: %v %s", c, err, out)
-	}
-	raw, err := os.ReadFile(outf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) != 4*ny {
-		t.Fatalf("%v: %d bytes of output, want %d", c, len(raw), 4*ny)
-	}
-	y := make([]float32, ny)
-	for i := range y {
-		y[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return y
+	return emuExec(t, dir, bin, c, buf.Bytes(), ny)
 }
 
 // reference is the convolution in float64 over the operands rounded to

@@ -197,6 +197,9 @@ func (s *fastSuite) kernels() error {
 	}
 	ctx := s.c
 	for _, pr := range s.cfg.Precisions {
+		if pr == plan.Int8 {
+			continue // fast_int8.cu's kernels have their tests in cuda/fast
+		}
 		for _, cc := range cases {
 			g := cc.g
 			K := g.C * g.KH * g.KW
@@ -574,7 +577,11 @@ func (s *fastSuite) model(path string) error {
 	defer exactE.Close()
 	ctx := context.Background()
 	for _, pr := range s.cfg.Precisions {
-		sec, notes := engine.FastSection(res.Graph, res.Graph.Types, s.img, s.env, engine.FastOptions{Precision: pr})
+		fo, err := fastOptions(path, src, name, res.Graph, pr)
+		if err != nil {
+			return err
+		}
+		sec, notes := engine.FastSection(res.Graph, res.Graph.Types, s.img, s.env, fo)
 		nfast := 0
 		for _, l := range sec.Layers {
 			if strings.HasPrefix(l.Kernel, "fast.") {

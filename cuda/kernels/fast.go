@@ -28,12 +28,12 @@ func FastDigest() string {
 }
 
 // FastImageName names the joined source of a fast plan's image.
-const FastImageName = "exact.cu+fast.cu"
+const FastImageName = "exact.cu+fast.cu+fast_int8.cu"
 
 // FastImageSource is what a fast plan's image is compiled from: the exact
-// kernels (the layers that stay exact) and then fast.cu, one translation
-// unit with Options.
-func FastImageSource() string { return exactSource + fastCU }
+// kernels (the layers that stay exact), then fast.cu and fast_int8.cu, one
+// translation unit with Options.
+func FastImageSource() string { return exactSource + fastCU + fastInt8CU }
 
 // Fast precisions (the 16-bit operand formats of fast.cu's kernels).
 const (
