@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -88,8 +89,8 @@ func Rewrite(p *plan.Plan) (*ir.Graph, error) {
 				return nil, fmt.Errorf("%w: layer %s: %w", ErrPlan, n.Name, err)
 			}
 			for name, t := range n.Attrs["body"].G.Initializers {
-				if _, dup := g.Initializers[name]; dup {
-					return nil, fmt.Errorf("%w: layer %s: body weight %q is also a graph weight", ErrPlan, n.Name, name)
+				if have, dup := g.Initializers[name]; dup && have != t && (have.DType != t.DType || !slices.Equal(have.Shape, t.Shape) || !reflect.DeepEqual(have.Data, t.Data)) {
+					return nil, fmt.Errorf("%w: layer %s: body weight %q is also a different graph weight", ErrPlan, n.Name, name)
 				}
 				g.Initializers[name] = t
 			}

@@ -114,6 +114,13 @@ func PlaceFast(g *ir.Graph, types map[string]ir.Type, o FastOptions) ([]plan.Pla
 		}
 		out[i].Kernel = k
 	}
+	// Each fast layer's placement states its kernel's precision (plan
+	// refuses one that does not).
+	for i := range out {
+		if p, _, ok := plan.ParseFastKernel(out[i].Kernel); ok && out[i].Backend == plan.BackendCUDA {
+			out[i].Precision = p
+		}
+	}
 	return out, notes
 }
 

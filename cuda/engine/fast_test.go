@@ -126,6 +126,22 @@ func TestPlaceFastMLP(t *testing.T) {
 	if !slices.Equal(kinds, want) || len(notes) != 0 {
 		t.Errorf("kernels %q notes %v, want %q", kinds, notes, want)
 	}
+	// The placement is one plan.AddGPU takes: each fast layer states its
+	// kernel's precision, the exact one none.
+	for _, l := range got {
+		if want := plan.Precision(""); l.Fast() && l.Precision != plan.FP16 || !l.Fast() && l.Precision != want {
+			t.Errorf("layer %s (%s): precision %q", l.Layer, l.Kernel, l.Precision)
+		}
+	}
+	sec := plan.GPU{Device: "cuda", Mode: plan.ModeFast, Arch: "sm_90", Layers: got,
+		Kernels: plan.GPUKernels{Source: "fast.cu", SourceSHA256: strings.Repeat("ab", 32), PTXSHA256: strings.Repeat("ab", 32), CubinSHA256: strings.Repeat("ab", 32)}}
+	b, err := plan.AddGPU(res.Plan, sec, []byte("image"))
+	if err != nil {
+		t.Fatalf("AddGPU of PlaceFast's placement: %v", err)
+	}
+	if p, err := plan.Decode(b); err != nil || p.Precision() != plan.FP16 {
+		t.Fatalf("the fast plan: %v, label %v", err, p.Precision())
+	}
 }
 
 // Layer by layer: what a fast kernel takes, and why the rest stays exact.
