@@ -173,3 +173,22 @@ func TestPlaceFastOps(t *testing.T) {
 		}
 	}
 }
+
+// FastSection's mode follows the placement: "fast" with a fast layer,
+// "exact" without; the kernels are the image's.
+func TestFastSection(t *testing.T) {
+	res := build(t, "breast_cancer_mlp")
+	img := fakeImage("sm_90")
+	env := Env{Device: h200, Release: "580.159.04"}
+	sec, notes := FastSection(res.Graph, res.Graph.Types, img, env, FastOptions{Precision: plan.FP16})
+	if sec.Mode != "fast" || len(notes) != 0 || sec.GPULayers() != 4 || sec.Kernels.SourceSHA256 != img.SourceDigest {
+		t.Errorf("fp16: mode %q, %d notes, %d GPU layers, kernels %+v", sec.Mode, len(notes), sec.GPULayers(), sec.Kernels)
+	}
+	sec, _ = FastSection(res.Graph, res.Graph.Types, img, env, FastOptions{Precision: plan.FP32})
+	if sec.Mode != "exact" {
+		t.Errorf("fp32: mode %q", sec.Mode)
+	}
+	if _, _, _, err := BuildFast(res.Plan, res.Graph, res.Graph.Types, nil, "sm_90", env, FastOptions{Precision: "fp8"}); err == nil || !strings.Contains(err.Error(), `"fp8"`) {
+		t.Errorf("BuildFast of fp8: %v", err)
+	}
+}
