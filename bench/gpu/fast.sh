@@ -26,7 +26,7 @@ if [ "${1:-}" = prepare ]; then
 	CGO_ENABLED=0 go test -c -tags cuda -o $C/kernels.test ./cuda/kernels
 	gzip -9 $C/gputest.test $C/kernels.test
 	cp bench/gpu/fast.sh bench/gpu/torch_fast.py $C/
-	for m in ${MODELS:-breast_cancer_mlp digits_cnn mobilenet_v2}; do
+	for m in ${MODELS:-breast_cancer_mlp digits_cnn mobilenet_v2 tiny_bert}; do
 		[ -d ../shared/models/$m ] && cp -r ../shared/models/$m $C/models/
 	done
 	du -sh $C
@@ -64,7 +64,7 @@ wait $exp
 cat $T/export.log
 models=""
 [ -f $T/resnet50/model.onnx ] && models=$T/resnet50/model.onnx
-for m in ${MODELS:-breast_cancer_mlp digits_cnn mobilenet_v2}; do
+for m in ${MODELS:-breast_cancer_mlp digits_cnn mobilenet_v2 tiny_bert}; do
 	[ -f $C/models/$m/model.onnx ] && models="$models,$C/models/$m/model.onnx"
 done
 timeout "${SUITE_S:-200}" $T/gputest.test -test.run 'TestFast$' -test.v -fast-models "${models#,}" -fast-bench resnet50 \

@@ -32,8 +32,8 @@ func TestPlaceFastResNet(t *testing.T) {
 		// layer1 (64 channels, 56x56), layer2 (128, 28x28: wide), layer3
 		// and layer4 (14x14 and 7x7: 64 columns), each with its
 		// downsampling convolution.
-		"/layer1/layer1.0/conv1/Conv": "fast.fp16.conv(chain " + strings.Repeat("64x64,", 4) + strings.Repeat("128x128,", 5) +
-			strings.TrimSuffix(strings.Repeat("128x64,", 10), ",") + ")",
+		"/layer1/layer1.0/conv1/Conv": "fast.fp16.conv(chain " + strings.Repeat("64x64,", 4) +
+			strings.TrimSuffix(strings.Repeat("128x64,", 15), ",") + ")",
 	}
 	for i, l := range got {
 		if l.Layer != exact[i].Layer || l.Backend != exact[i].Backend {
@@ -187,5 +187,24 @@ func TestPlaceFastOps(t *testing.T) {
 		case c.kernel == "" && (len(notes) != 1 || !strings.HasPrefix(notes[0].Reason, c.note) || strings.HasPrefix(got[0].Kernel, "fast.")):
 			t.Errorf("%s: %+v notes %v, want a note %q", c.name, got[0], notes, c.note)
 		}
+	}
+}
+
+// FastSection's mode follows the placement: "fast" with a fast layer,
+// "exact" without; the kernels are the image's.
+func TestFastSection(t *testing.T) {
+	res := build(t, "breast_cancer_mlp")
+	img := fakeImage("sm_90")
+	env := Env{Device: h200, Release: "580.159.04"}
+	sec, notes := FastSection(res.Graph, res.Graph.Types, img, env, FastOptions{Precision: plan.FP16})
+	if sec.Mode != "fast" || len(notes) != 0 || sec.GPULayers() != 4 || sec.Kernels.SourceSHA256 != img.SourceDigest {
+		t.Errorf("fp16: mode %q, %d notes, %d GPU layers, kernels %+v", sec.Mode, len(notes), sec.GPULayers(), sec.Kernels)
+	}
+	sec, _ = FastSection(res.Graph, res.Graph.Types, img, env, FastOptions{Precision: plan.FP32})
+	if sec.Mode != "exact" {
+		t.Errorf("fp32: mode %q", sec.Mode)
+	}
+	if _, _, _, err := BuildFast(res.Plan, res.Graph, res.Graph.Types, nil, "sm_90", env, FastOptions{Precision: "fp8"}); err == nil || !strings.Contains(err.Error(), `"fp8"`) {
+		t.Errorf("BuildFast of fp8: %v", err)
 	}
 }

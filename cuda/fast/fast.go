@@ -77,25 +77,19 @@ func ParseTile(s string) (Tile, error) {
 // (or features) and P output pixels per image (1 for a Gemm; 0 when
 // unknown at build time). It never sees the batch: a plan's tile is the
 // same for every batch it runs, and the bits do not depend on it anyway
-// (fast.cu's chains are the tile's). Wide images take the 128-column
-// tiles, the 7x7 and 14x14 maps of a ResNet's last stages 64 columns
-// (less padding at batch 1), narrow layers the 64-channel ones.
+// (fast.cu's chains are the tile's). Measured on the H200 (every tile on
+// ResNet-50's convolutions at batch 8-256, docs/gpu/fast-2026-12-02-r2.log)
+// the 64-column tiles beat 128 columns on every shape (1.1-1.4x), 64
+// channels where M is 64; a Gemm's rows are the batch, so it takes the
+// smallest block.
 func ChooseTile(M, P int) Tile {
-	bm := 128
-	if M <= 64 {
-		bm = 64
-	}
-	switch {
-	case P == 1:
-		// A Gemm's rows are the batch: the smallest column block.
+	if P == 1 {
 		return Tile{64, 32}
-	case P > 0 && P <= 256:
-		return Tile{bm, 64}
 	}
-	if bm == 64 {
+	if M <= 64 {
 		return Tile{64, 64}
 	}
-	return Tile{128, 128}
+	return Tile{128, 64}
 }
 
 // PackedLen is the number of 16-bit values of an M x K matrix packed for

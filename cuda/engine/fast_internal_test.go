@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vouchml/vouch/cuda/fast"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/fused"
+	"github.com/vouchml/vouch/plan"
+)
+
+// A fast kernel's name is what Open reads back: precision, op and tile of
+// a layer; one spec per body convolution of a chain (exact ones left out).
+func TestParseFast(t *testing.T) {
+	conv := &ir.Node{OpType: "Conv"}
+	gemm := &ir.Node{OpType: fused.OpFused, Domain: fused.Domain, Attrs: map[string]*ir.Attr{fused.AttrBase: {Name: fused.AttrBase, Kind: ir.AttrString, S: "Gemm"}}}
+	body := &ir.Graph{Nodes: []*ir.Node{{Name: "a", OpType: "Conv"}, {Name: "r", OpType: "Relu"}, {Name: "b", OpType: "Conv"}}}
+	chain := &ir.Node{OpType: "ConvChain", Attrs: map[string]*ir.Attr{"body": {Name: "body", Kind: ir.AttrGraph, G: body}}}
+	sp, m, err := parseFast("fast.bf16.conv(128x64)", conv)
+	if err != nil || m != nil || sp != (fastSpec{prec: fast.BF16, op: "conv", tile: fast.Tile{BM: 128, BN: 64}}) {
+		t.Errorf("conv: %+v %v %v", sp, m, err)
+	}
+	if sp, _, err := parseFast("fast.fp16.gemm(64x32)", gemm); err != nil || sp.op != "gemm" || sp.prec != plan.FP16 {
+		t.Errorf("fused gemm: %+v %v", sp, err)
+	}
+	_, m, err = parseFast("fast.fp16.conv(chain 64x64,exact,128x128)", chain)
+	if err != nil || len(m) != 2 || m[body.Nodes[0]].tile != (fast.Tile{BM: 64, BN: 64}) || m[body.Nodes[2]].tile != (fast.Tile{BM: 128, BN: 128}) {
+		t.Errorf("chain: %v %v", m, err)
+	}
+	for _, c := range []struct {
+		k string
+		n *ir.Node
+	}{
+		{"fast.fp16.conv(128x64", conv},
+		{"fast.int8.conv(128x64)", conv},
+		{"fast.fp16.conv(32x32)", conv},
+		{"fast.fp16.gemm(64x32)", conv},
+		{"fast.fp16.conv(64x32)", gemm},
+		{"fast.fp16.conv(chain 64x64,exact)", chain},
+		{"fast.fp16.conv(chain 64x64,64x64,exact)", chain},
+		{"fast.fp16.conv(64x64)", chain},
+	} {
+		if _, _, err := parseFast(c.k, c.n); err == nil {
+			t.Errorf("parseFast(%q) accepted it for a %s", c.k, c.n.OpType)
+		}
+	}
+}
+
+// Every kernel PlaceFast names parses back to its layer.
+func TestPlaceFastParses(t *testing.T) {
+	for _, k := range []string{fastName(plan.FP16, "conv", fast.ChooseTile(256, 784).String()), fastName(fast.BF16, "conv", fast.ChooseTile(64, 49).String())} {
+		if _, _, err := parseFast(k, &ir.Node{OpType: "Conv"}); err != nil || !strings.HasPrefix(k, "fast.") {
+			t.Errorf("%s: %v", k, err)
+		}
+	}
+}
