@@ -17,14 +17,14 @@ import (
 )
 
 func TestParseDevice(t *testing.T) {
-	for in, want := range map[string]string{"": "cpu", "cpu": "cpu", "cuda": "cuda:0", "cuda:0": "cuda:0", "cuda:7": "cuda:7"} {
+	for in, want := range map[string]string{"": "cpu", "cpu": "cpu", "cuda": "cuda:0", "cuda:0": "cuda:0", "cuda:7": "cuda:7", "emu": "emu"} {
 		d, err := exec.ParseDevice(in)
 		if err != nil || d.String() != want {
 			t.Errorf("ParseDevice(%q) = %v, %v; want %s", in, d, err, want)
 		}
 	}
 	for _, in := range []string{"gpu", "cuda:", "cuda:-1", "cuda:01", "cuda:x", "cuda:1024", "CUDA:0", "cuda0", "cpu:0", "rocm:0"} {
-		if _, err := exec.ParseDevice(in); !errors.Is(err, exec.ErrDevice) || !strings.Contains(err.Error(), "want cpu, cuda or cuda:N") {
+		if _, err := exec.ParseDevice(in); !errors.Is(err, exec.ErrDevice) || !strings.Contains(err.Error(), "want cpu, cuda, cuda:N or emu") {
 			t.Errorf("ParseDevice(%q): %v", in, err)
 		}
 	}

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"fmt"
+	"github.com/vouchml/vouch/kernel/q8"
 	"math"
 	"sort"
 )
@@ -226,39 +227,12 @@ func klDiv(p, q []float64) float64 {
 // clamp(round(w·127/amax), −127, 127), scale = amax/127 (1 for an
 // all-zero channel).
 func WeightScales(w []float32, channels int) (q []int8, scales []float32) {
-	per := len(w) / channels
-	q = make([]int8, len(w))
-	scales = make([]float32, channels)
-	for c := 0; c < channels; c++ {
-		row := w[c*per : (c+1)*per]
-		var amax float64
-		for _, v := range row {
-			amax = math.Max(amax, math.Abs(float64(v)))
-		}
-		if amax == 0 || math.IsInf(amax, 0) || math.IsNaN(amax) {
-			scales[c] = 1
-			continue
-		}
-		s := float32(amax / 127)
-		scales[c] = s
-		for k, v := range row {
-			q[c*per+k] = Quantize(v, s)
-		}
-	}
-	return q, scales
+	return q8.WeightScales(w, channels)
 }
 
-// Quantize maps x to int8 with scale s, rounding half to even and
-// clamping to [−127, 127] (NaN maps to 0). It works in float64 and is
-// for build-time use; kernels quantize activations with their own
-// documented float32 arithmetic.
-func Quantize(x, s float32) int8 {
-	if x != x {
-		return 0
-	}
-	v := math.RoundToEven(float64(x) / float64(s))
-	return int8(math.Max(-127, math.Min(127, v)))
-}
+// Quantize maps x to int8 with scale s (kernel/q8.Quantize: half to even,
+// clamped to [−127, 127], NaN to 0).
+func Quantize(x, s float32) int8 { return q8.Quantize(x, s) }
 
 // SQNR returns the signal-to-quantization-noise ratio in dB of approx
 // against ref: 10·log10(Σref² / Σ(ref−approx)²); +Inf when equal.

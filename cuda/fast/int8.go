@@ -8,8 +8,8 @@ import (
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/cuda/kernels"
+	"github.com/vouchml/vouch/kernel/q8"
 	"github.com/vouchml/vouch/plan"
-	"github.com/vouchml/vouch/quant"
 )
 
 // INT8 fast mode (cuda/kernels' fast_int8.cu): symmetric per-channel int8
@@ -31,7 +31,7 @@ const MaxK8 = 131072
 
 // Int8Weights are a layer's weights quantized per output channel: Q is
 // [M][K] in the (c, kh, kw) order of an ONNX Conv's weights (a Gemm's
-// [N][K]), Scale[m] the channel's scale (quant.WeightScales: max|w|/127
+// [N][K]), Scale[m] the channel's scale (q8.WeightScales: max|w|/127
 // as float32, 1 for an all-zero or non-finite channel, whose Q is zero).
 type Int8Weights struct {
 	M, K  int
@@ -54,7 +54,7 @@ func QuantizeWeights(w []float32, M, K, rs, cs int) (Int8Weights, error) {
 			rows[m*K+k] = w[m*rs+k*cs]
 		}
 	}
-	q, s := quant.WeightScales(rows, M)
+	q, s := q8.WeightScales(rows, M)
 	return Int8Weights{M: M, K: K, Q: q, Scale: s}, nil
 }
 

@@ -1,0 +1,43 @@
+package q8
+
+import "math"
+
+// WeightScales quantizes w (channels rows of equal length) per row,
+// symmetrically: scale s = max|row|/127 (1 for a row of zeros or with a
+// non-finite value, whose values are then left 0) and each value
+// Quantize(v, s). The compiler's int8 layers and the GPU's fast int8
+// layers pack their weights with it, so both hold the same int8 values.
+func WeightScales(w []float32, channels int) (q []int8, scales []float32) {
+	per := len(w) / channels
+	q = make([]int8, len(w))
+	scales = make([]float32, channels)
+	for c := 0; c < channels; c++ {
+		row := w[c*per : (c+1)*per]
+		var amax float64
+		for _, v := range row {
+			amax = math.Max(amax, math.Abs(float64(v)))
+		}
+		if amax == 0 || math.IsInf(amax, 0) || math.IsNaN(amax) {
+			scales[c] = 1
+			continue
+		}
+		s := float32(amax / 127)
+		scales[c] = s
+		for k, v := range row {
+			q[c*per+k] = Quantize(v, s)
+		}
+	}
+	return q, scales
+}
+
+// Quantize maps x to int8 with scale s, rounding half to even and
+// clamping to [−127, 127] (NaN maps to 0). It works in float64 and is
+// for weights, at build or load time; kernels quantize activations with
+// their own documented float32 arithmetic.
+func Quantize(x, s float32) int8 {
+	if x != x {
+		return 0
+	}
+	v := math.RoundToEven(float64(x) / float64(s))
+	return int8(math.Max(-127, math.Min(127, v)))
+}
