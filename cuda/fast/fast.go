@@ -24,6 +24,7 @@ import (
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/cuda/kernels"
+	"github.com/vouchml/vouch/cuda/mma"
 	"github.com/vouchml/vouch/plan"
 )
 
@@ -127,84 +128,16 @@ func PackWeights(w []float32, M, K int, rs, cs int, p plan.Precision) ([]uint16,
 }
 
 // HalfBits is f as an IEEE binary16, rounded to nearest even (overflow to
-// infinity, subnormals kept, NaN quiet with its sign).
-func HalfBits(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	man := b & 0x7fffff
-	switch {
-	case exp == 0xff:
-		if man != 0 {
-			return sign | 0x7e00 | uint16(man>>13)
-		}
-		return sign | 0x7c00
-	case exp == 0 && man == 0:
-		return sign
-	}
-	// The value is 1.man * 2^(exp-127) (or a float32 subnormal, far below
-	// half's range: it rounds to zero).
-	e := exp - 127 + 15
-	if e >= 31 {
-		return sign | 0x7c00
-	}
-	full := man | 0x800000 // 24 significant bits
-	shift := 13            // to half's 11
-	if e <= 0 {
-		// Subnormal half: the significand shifts right by 1 - e more.
-		shift += 1 - e
-		e = 0
-		if shift > 24 {
-			return sign
-		}
-	}
-	q := full >> shift
-	rem := full & (1<<shift - 1)
-	half := uint32(1) << (shift - 1)
-	if rem > half || rem == half && q&1 == 1 {
-		q++
-	}
-	if e == 0 {
-		// q holds the subnormal significand; a carry into 0x400 is the
-		// smallest normal, which the same bits encode.
-		return sign | uint16(q)
-	}
-	// Normal: q in [0x400, 0x800]; a carry to 0x800 bumps the exponent.
-	v := uint32(e)<<10 + (q - 0x400)
-	if v >= 0x7c00 {
-		return sign | 0x7c00
-	}
-	return sign | uint16(v)
-}
+// infinity, subnormals kept, NaN quiet with its sign): cuda/mma's
+// conversion, which the emulation of the fast kernels uses too.
+func HalfBits(f float32) uint16 { return mma.FromFloat32(mma.FP16, f) }
 
 // HalfFloat is the float32 value of binary16 bits h (exact).
-func HalfFloat(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := int(h>>10) & 0x1f
-	man := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp == 0:
-		v := float32(man) / (1 << 24)
-		if sign != 0 {
-			return -v
-		}
-		return v
-	}
-	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | man<<13)
-}
+func HalfFloat(h uint16) float32 { return float32(mma.Value(mma.FP16, h)) }
 
 // BF16Bits is f as a bfloat16 (the top half of a float32), rounded to
 // nearest even; NaN stays NaN (quiet).
-func BF16Bits(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x40
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
-}
+func BF16Bits(f float32) uint16 { return mma.FromFloat32(mma.BF16, f) }
 
 // BF16Float is the float32 value of bfloat16 bits.
 func BF16Float(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }

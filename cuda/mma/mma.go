@@ -179,7 +179,7 @@ func FromFloat32(f Format, v float32) uint16 {
 	m := b & (1<<23 - 1)
 	if e == 0xff {
 		if m != 0 {
-			return sign | 0x7e00
+			return sign | 0x7e00 | uint16(m>>13) // quiet, the payload's top bits kept
 		}
 		return sign | 0x7c00
 	}
