@@ -166,6 +166,7 @@ func (r *region) run(t Task, lo, hi int) {
 // pool is held) before blocking; ok is false once the pool is closed.
 func (p *Pool) next() (job, bool) {
 	start := time.Now()
+	polite := false
 	for i := 0; ; i++ {
 		select {
 		case j, ok := <-p.jobs:
@@ -173,21 +174,27 @@ func (p *Pool) next() (job, bool) {
 		default:
 		}
 		if i&63 == 63 {
-			limit := spin
-			if p.holds.Load() > 0 {
-				limit = holdSpin
-			}
-			if time.Since(start) > limit {
+			since := time.Since(start)
+			held := p.holds.Load() > 0
+			if since > holdSpin || since > spin && !held {
 				select {
 				case j, ok := <-p.jobs:
 					return j, ok
 				case <-p.wake:
-					start = time.Now()
+					start, i = time.Now(), 0
 					continue
 				}
 			}
+			// Past spin (held), poll between OS yields: on a machine whose
+			// cores are all busy, a polling worker must not take a core
+			// from the caller or from other processes.
+			polite = since > spin
 		}
-		runtime.Gosched()
+		if polite {
+			osYield()
+		} else {
+			runtime.Gosched()
+		}
 	}
 }
 
