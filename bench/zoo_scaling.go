@@ -11,6 +11,10 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // ZooScalingCommand is `vouch bench --zoo DIR --scaling`: issue 16's
@@ -47,11 +51,17 @@ type ScalingRow struct {
 	Model  string `json:"model"`
 	Layers int    `json:"layers"`
 	// T1 and T2 are the sums of the layers' medians at 1 and 2 threads.
-	T1      time.Duration  `json:"t1_ns"`
-	T2      time.Duration  `json:"t2_ns"`
-	Speedup float64        `json:"speedup"`
-	Slower  []ScalingLayer `json:"slower_layers,omitempty"`
-	Reason  string         `json:"reason,omitempty"`
+	T1      time.Duration `json:"t1_ns"`
+	T2      time.Duration `json:"t2_ns"`
+	Speedup float64       `json:"speedup"`
+	// Run1 and Run2 are the medians of whole runs (no per-layer timing)
+	// at 1 and 2 threads, timed alternately; RunSpeedup is Run1/Run2:
+	// whether the model gains, with the costs between layers counted.
+	Run1       time.Duration  `json:"run1_ns"`
+	Run2       time.Duration  `json:"run2_ns"`
+	RunSpeedup float64        `json:"run_speedup"`
+	Slower     []ScalingLayer `json:"slower_layers,omitempty"`
+	Reason     string         `json:"reason,omitempty"`
 }
 
 func (c ZooScalingCommand) withDefaults() ZooScalingCommand {
@@ -95,8 +105,8 @@ func (c ZooScalingCommand) Run(ctx context.Context) error {
 		}
 		row := c.model(ctx, name)
 		if c.Stderr != nil {
-			fmt.Fprintf(c.Stderr, "zoo scaling: %-28s 1 thread %s ms, 2 threads %s ms, speed-up %s, %d layers slower on 2 %s\n",
-				row.Model, zooMS(row.T1), zooMS(row.T2), ratio(row.Speedup), len(row.Slower), cell(row.Reason))
+			fmt.Fprintf(c.Stderr, "zoo scaling: %-28s 1 thread %s ms, 2 threads %s ms, speed-up %s (whole runs %s), %d layers slower on 2 %s\n",
+				row.Model, zooMS(row.T1), zooMS(row.T2), ratio(row.Speedup), ratio(row.RunSpeedup), len(row.Slower), cell(row.Reason))
 		}
 		rows = append(rows, row)
 	}
@@ -167,15 +177,49 @@ func (c ZooScalingCommand) model(ctx context.Context, name string) (row ScalingR
 	if row.T2 > 0 {
 		row.Speedup = float64(row.T1) / float64(row.T2)
 	}
+	if err := c.wholeRuns(ctx, m, &row); err != nil {
+		row.Reason = err.Error()
+	}
 	slices.SortFunc(row.Slower, func(a, b ScalingLayer) int { return int((b.T2 - b.T1) - (a.T2 - a.T1)) })
 	return row
 }
 
+// wholeRuns times whole runs of m at 1 and at 2 threads, alternating.
+func (c ZooScalingCommand) wholeRuns(ctx context.Context, m *Model, row *ScalingRow) error {
+	g := m.Plan.Graph
+	var engines []Engine
+	for th := 1; th <= 2; th++ {
+		eng, err := exec.NewEngine(g, builtin.Registry(), exec.Options{CPU: exec.CPU{Threads: th}})
+		if err != nil {
+			return err
+		}
+		inputs := make([]*tensor.Tensor, len(g.Inputs))
+		shapes := make([][]int, len(g.Inputs))
+		for i, v := range g.Inputs {
+			inputs[i], shapes[i] = m.Inputs[v.Name], m.Inputs[v.Name].Shape
+		}
+		b, err := eng.Bind(shapes)
+		if err != nil {
+			return err
+		}
+		engines = append(engines, &vouchEngine{b: b, inputs: inputs})
+	}
+	res, err := Compare(ctx, engines, Options{Runs: c.Rounds * c.Runs, Warmup: c.Warmup})
+	if err != nil {
+		return err
+	}
+	row.Run1, row.Run2 = res[0].Summary.Median, res[1].Summary.Median
+	if row.Run2 > 0 {
+		row.RunSpeedup = float64(row.Run1) / float64(row.Run2)
+	}
+	return nil
+}
+
 func writeScalingTable(w io.Writer, rows []ScalingRow) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "model\tlayers\t1 thread ms\t2 threads ms\tspeed-up\tlayers slower on 2\tmost slower (1 → 2 threads)")
-	notFaster, slowLayers, ok := 0, 0, 0
-	var logSum float64
+	fmt.Fprintln(tw, "model\tlayers\t1 thread ms\t2 threads ms\tspeed-up\trun 1 thread ms\trun 2 threads ms\trun speed-up\tlayers slower on 2\tmost slower (1 → 2 threads)")
+	notFaster, runNotFaster, slowLayers, ok := 0, 0, 0, 0
+	var logSum, runLogSum float64
 	for _, r := range rows {
 		if r.Reason != "" {
 			fmt.Fprintf(tw, "%s\t%d\t\t\t\t\t%s\n", r.Model, r.Layers, cell(r.Reason))
@@ -186,10 +230,15 @@ func writeScalingTable(w io.Writer, rows []ScalingRow) error {
 			l := r.Slower[0]
 			worst = fmt.Sprintf("%s %s %v → %v", l.Kind, l.Name, l.T1.Round(time.Microsecond), l.T2.Round(time.Microsecond))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\n", r.Model, r.Layers, zooMS(r.T1), zooMS(r.T2), ratio(r.Speedup), len(r.Slower), worst)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Model, r.Layers, zooMS(r.T1), zooMS(r.T2), ratio(r.Speedup),
+			zooMS(r.Run1), zooMS(r.Run2), ratio(r.RunSpeedup), len(r.Slower), worst)
 		if r.Speedup <= 1 {
 			notFaster++
 		}
+		if r.RunSpeedup <= 1 {
+			runNotFaster++
+		}
+		runLogSum += math.Log(r.RunSpeedup)
 		slowLayers += len(r.Slower)
 		logSum += math.Log(r.Speedup)
 		ok++
@@ -197,10 +246,11 @@ func writeScalingTable(w io.Writer, rows []ScalingRow) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	geo := 0.0
+	geo, runGeo := 0.0, 0.0
 	if ok > 0 {
-		geo = math.Exp(logSum / float64(ok))
+		geo, runGeo = math.Exp(logSum/float64(ok)), math.Exp(runLogSum/float64(ok))
 	}
-	_, err := fmt.Fprintf(w, "\n%d models profiled: geomean speed-up %.2f×, %d not faster on 2 threads, %d layers slower on 2 threads\n", ok, geo, notFaster, slowLayers)
+	_, err := fmt.Fprintf(w, "\n%d models profiled: geomean speed-up %.2f× (layers' sums), %.2f× (whole runs); %d not faster on 2 threads by the layers' sums, %d by whole runs; %d layers slower on 2 threads\n",
+		ok, geo, runGeo, notFaster, runNotFaster, slowLayers)
 	return err
 }

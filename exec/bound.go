@@ -366,6 +366,11 @@ func (b *Bound) run() (err error) {
 		}
 	}()
 	b.ctx.Trace = b.Trace
+	// The workers poll for ranges through the whole run rather than
+	// parking between split layers (a parked worker's wake-up cost 29 µs
+	// against a 7.8 µs split 10 µs task: kernel/parallel BenchmarkHandoff).
+	b.ctx.Pool.Hold()
+	defer b.ctx.Pool.Release()
 	r := &b.runState
 	r.reset(b.e.limits)
 	for i := range b.steps {

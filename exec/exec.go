@@ -125,6 +125,9 @@ func (e *Executor) Run(inputs map[string]*tensor.Tensor) (map[string]*tensor.Ten
 	for k, v := range inputs {
 		vals[k] = v
 	}
+	pool := e.cpu.pool()
+	pool.Hold()
+	defer pool.Release()
 	if err := e.runNodes(e.g, vals, nil, true, newRun(e.limits)); err != nil {
 		return nil, err
 	}
