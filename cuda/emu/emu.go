@@ -149,7 +149,14 @@ func emulated(n *ir.Node, prec plan.Precision, k, arch string) (*ir.Node, error)
 	default:
 		return nil, fmt.Errorf("fast kernel %q for a %s layer: this vouch emulates fast Conv, Gemm and MatMul layers", k, n.OpType)
 	}
-	if _, err := format(prec); err != nil {
+	if prec == plan.Int8 {
+		if _, err := int8Scale(k); err != nil {
+			return nil, err
+		}
+		if fused.BaseOf(n) == "MatMul" {
+			return nil, fmt.Errorf("fast kernel %q for a MatMul: the int8 kernels run Conv and Gemm", k)
+		}
+	} else if _, err := format(prec); err != nil {
 		return nil, err
 	}
 	if fused.BaseOf(n) == "Conv" && n.Int("group", 1) != 1 {
@@ -209,9 +216,24 @@ func (o *fastOp) infer(n *ir.Node, in []ir.InferInput) ([]ir.Type, error) {
 }
 
 func (o *fastOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	prec, _, ok := plan.ParseFastKernel(n.String(attrKernel, ""))
+	k := n.String(attrKernel, "")
+	prec, _, ok := plan.ParseFastKernel(k)
 	if !ok {
-		return nil, fmt.Errorf("emu: %q is not a fast kernel", n.String(attrKernel, ""))
+		return nil, fmt.Errorf("emu: %q is not a fast kernel", k)
+	}
+	orig := original(n)
+	if prec == plan.Int8 {
+		sx, err := int8Scale(k)
+		if err != nil {
+			return nil, err
+		}
+		switch fused.BaseOf(orig) {
+		case "Conv":
+			return conv(int8Product(sx), orig, in)
+		case "Gemm":
+			return gemm(int8Product(sx), orig, in)
+		}
+		return nil, fmt.Errorf("emu: no int8 emulation of %s", orig.OpType)
 	}
 	f, err := format(prec)
 	if err != nil {
@@ -222,12 +244,11 @@ func (o *fastOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.
 	if !ok {
 		return nil, fmt.Errorf("emu: no tensor-core model for %s %v", arch, f)
 	}
-	orig := original(n)
 	switch fused.BaseOf(orig) {
 	case "Conv":
-		return conv(m, f, orig, in)
+		return conv(mmaProduct(m, f), orig, in)
 	case "Gemm":
-		return gemm(m, f, orig, in)
+		return gemm(mmaProduct(m, f), orig, in)
 	case "MatMul":
 		return o.matmul(c, m, f, orig, in)
 	}

@@ -76,9 +76,21 @@ func epilogue(n *ir.Node, h fused.Layer, in []*tensor.Tensor, first int) (mma.Ep
 
 func ints(n *ir.Node, name string, def ...int) []int { return n.IntList(name, def...) }
 
-// conv is a fast Conv layer: mma's Conv2D with the layer's bias, residual
+// product is a fast layer's arithmetic on the operands as the engine
+// reads them: the convolution g of x by w ([M][C*KH*KW]), epilogue e,
+// into y. mmaProduct is the 16-bit kernels' (mma's Conv2D), int8.go's
+// the INT8 kernels' (their Go twin).
+type product func(g mma.ConvGeom, x, w []float32, e mma.Epilogue, y []float32) error
+
+func mmaProduct(m mma.Model, f mma.Format) product {
+	return func(g mma.ConvGeom, x, w []float32, e mma.Epilogue, y []float32) error {
+		return m.Conv2D(f, g, x, w, e, y)
+	}
+}
+
+// conv is a fast Conv layer: the product with the layer's bias, residual
 // and Relu/Clip in its epilogue.
-func conv(m mma.Model, f mma.Format, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func conv(pr product, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	h, err := layer(n)
 	if err != nil {
 		return nil, err
@@ -128,7 +140,7 @@ func conv(m mma.Model, f mma.Format, n *ir.Node, in []*tensor.Tensor) ([]*tensor
 		}
 	}
 	y := tensor.New(tensor.Float32, g.N, g.M, oh, ow)
-	if err := m.Conv2D(f, g, x, w, e, y.Data.([]float32)); err != nil {
+	if err := pr(g, x, w, e, y.Data.([]float32)); err != nil {
 		return nil, err
 	}
 	return []*tensor.Tensor{y}, nil
@@ -143,7 +155,7 @@ func shapeOf(t *tensor.Tensor) []int {
 
 // gemm is a fast Gemm (alpha = beta = 1, A not transposed): the 1×1
 // convolution of A's rows by B's columns, C (a row) as the bias.
-func gemm(m mma.Model, f mma.Format, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func gemm(pr product, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	h, err := layer(n)
 	if err != nil {
 		return nil, err
@@ -195,7 +207,7 @@ func gemm(m mma.Model, f mma.Format, n *ir.Node, in []*tensor.Tensor) ([]*tensor
 	}
 	y := tensor.New(tensor.Float32, M, N)
 	g := mma.ConvGeom{N: M, C: K, H: 1, W: 1, M: N, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1}
-	if err := m.Conv2D(f, g, a, w, e, y.Data.([]float32)); err != nil {
+	if err := pr(g, a, w, e, y.Data.([]float32)); err != nil {
 		return nil, err
 	}
 	return []*tensor.Tensor{y}, nil

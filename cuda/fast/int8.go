@@ -3,6 +3,8 @@ package fast
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/vouchml/vouch/cuda"
@@ -364,4 +366,25 @@ func planLaunch8(t Tile, g exact.ConvGeom) (launch8, error) {
 		return launch8{}, fmt.Errorf("%w: int8 input of %d images of %d x %d x %d", ErrArgs, g.N, g.C, g.H, g.W)
 	}
 	return launch8{l, uint32(nq)}, nil
+}
+
+// ParseInt8Tile reads an INT8 layer's tile and activation scale as a fast
+// plan's kernel name writes them (cuda/engine): "BMxBN x=BITS", BITS the
+// scale's float32 bits as 8 hex digits (the calibration cache's
+// notation), e.g. "128x64 x=3c23d70a". The scale must pass CheckScale.
+func ParseInt8Tile(s string) (Tile, float32, error) {
+	ts, hex, ok := strings.Cut(s, " x=")
+	bits, err := strconv.ParseUint(hex, 16, 32)
+	if !ok || err != nil || len(hex) != 8 {
+		return Tile{}, 0, fmt.Errorf("fast: int8 tile %q: want TILE x=SCALEBITS (8 hex digits)", s)
+	}
+	t, err := ParseTile(ts)
+	if err != nil {
+		return Tile{}, 0, err
+	}
+	sc := math.Float32frombits(uint32(bits))
+	if err := CheckScale(sc); err != nil {
+		return Tile{}, 0, err
+	}
+	return t, sc, nil
 }

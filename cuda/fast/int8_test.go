@@ -179,3 +179,15 @@ func TestInt8ConvArgs(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestParseInt8Tile(t *testing.T) {
+	tl, s, err := ParseInt8Tile("128x64 x=3c23d70a")
+	if err != nil || tl != (Tile{128, 64}) || math.Float32bits(s) != 0x3c23d70a {
+		t.Errorf("%v %v %v", tl, s, err)
+	}
+	for _, bad := range []string{"128x64", "128x64 x=3c23d70", "128x64 x=zz23d70a", "12x x=3c23d70a", "64x64 x=00000000", "64x64 x=7f800000", "64x64 x=bf800000"} {
+		if _, _, err := ParseInt8Tile(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
