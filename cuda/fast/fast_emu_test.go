@@ -59,6 +59,7 @@ struct int4 { int x, y, z, w; };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
 inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
 
 static ucontext_t emu_sched;
@@ -159,6 +160,11 @@ static void emu_ldm(unsigned* d, const unsigned short* p, int n) {
 }
 inline void vf_ldm4(unsigned* d, const unsigned short* p) { emu_ldm(d, p, 4); }
 inline void vf_ldm2(unsigned* d, const unsigned short* p) { emu_ldm(d, p, 2); }
+// cp.async lands at once here: every read of a stage follows its wait and
+// __syncthreads in the kernel, so the values read are the same.
+inline void vf_cp16(void* s, const void* g) { memcpy(s, g, 16); }
+inline void vf_commit() {}
+template <int N> inline void vf_wait() {}
 inline void vf_mma_f16(float* c, const unsigned* a, const unsigned* b) { emu_mma(c, a, b, false); }
 inline void vf_mma_bf16(float* c, const unsigned* a, const unsigned* b) { emu_mma(c, a, b, true); }
 `

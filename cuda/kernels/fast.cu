@@ -30,12 +30,21 @@
 // tap table). 256 threads: 8 warps as 2 (m) x 4 (col), each warp a
 // (BM/2) x (BN/4) block of m16n8 tiles. Shared memory holds A as [m][k]
 // and B as [col][k] (k contiguous: a 32-bit word is the pair of 16-bit
-// values k, k+1 that one fragment register takes), double buffered: the
-// next k block is loaded into registers while the current one is
-// multiplied.
+// values k, k+1 that one fragment register takes). A (already 16-bit in
+// global memory) comes by cp.async into a ring of VF_SA(BM, BN) stages,
+// issued that many k blocks ahead; B is converted through registers,
+// double buffered: the next k block is loaded while the current one is
+// multiplied. Mode 0's tap-table entries of a k block are loaded two
+// k blocks ahead into shared memory, so a gather waits for one load, not
+// two. The staging changes when a value arrives, never which values an
+// output's chain takes or in what order.
 
 #define VF_BK 32
 #define VF_LD (VF_BK + 8) // row stride of the shared tiles, in 16-bit values
+// VF_SA: A's cp.async stages for a BM x BN tile, as many (at most 4) as fit
+// in 48 KiB of static shared memory beside B's two buffers and the taps.
+#define VF_SA_FIT(BM, BN) ((49152 - 2 * (BN) * VF_LD * 2 - 2 * VF_BK * 16) / ((BM) * VF_LD * 2))
+#define VF_SA(BM, BN) (VF_SA_FIT(BM, BN) > 4 ? 4 : VF_SA_FIT(BM, BN))
 
 // The fragment helpers: cvt packs two floats into 16-bit pairs (lo in the
 // low half, the first of a fragment register's two elements), mma is one
@@ -72,6 +81,17 @@ __device__ __forceinline__ void vf_ldm4(unsigned* d, const unsigned short* p) {
 __device__ __forceinline__ void vf_ldm2(unsigned* d, const unsigned short* p) {
 	unsigned a = (unsigned)__cvta_generic_to_shared(p);
 	asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "r"(a));
+}
+// cp.async: 16 bytes global -> shared (L2 only), the groups committed and
+// waited for (vf_wait<N>: all but the newest N groups of this thread done).
+__device__ __forceinline__ void vf_cp16(void* s, const void* g) {
+	unsigned a = (unsigned)__cvta_generic_to_shared(s);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(g));
+}
+__device__ __forceinline__ void vf_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void vf_wait() {
+	asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 #endif
 
@@ -115,9 +135,12 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 	constexpr int VG = BN / 4;               // mode 3: groups of 4 columns
 	constexpr int VR = 256 / VG;             // mode 3: thread rows over the k pairs
 	constexpr int LV = VR >= 16 ? 1 : 16 / VR; // mode 3: k pairs per thread
+	constexpr int SA = VF_SA(BM, BN);        // A's stages
 	static_assert(MODE != 3 || BN >= 64, "mode 3 takes 64 columns or more");
-	__shared__ __align__(16) unsigned short As[2][BM][VF_LD];
+	static_assert(SA >= 2, "two A stages at least");
+	__shared__ __align__(16) unsigned short As[SA][BM][VF_LD];
 	__shared__ __align__(16) unsigned short Bs[2][BN][VF_LD];
+	__shared__ __align__(16) int4 Ts[2][MODE == 0 ? VF_BK : 1]; // mode 0: the taps of k blocks
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int wm = warp & 1, wn = warp >> 1;
 	const int gid = lane >> 2, tig = lane & 3;
@@ -139,7 +162,6 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 	const int xo = ih0 * g.W + iw0;
 	const float* xb = x + (long long)bn * g.C * HW + (MODE == 1 ? xo : 0);
 
-	unsigned ra[LA][4];
 	// Mode 3 (1x1, stride 1, H*W a multiple of 4): four adjacent columns
 	// of one image are four adjacent floats of a channel.
 	const int vcol = (tid % VG) * 4, vkp = tid / VG;
@@ -149,16 +171,15 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 	const float* vb = x + (long long)vn * g.C * HW + (vj - (long long)vn * P);
 	unsigned rb[MODE == 2 ? LR * 2 : MODE == 3 ? LV * 4 : LB];
 
-	auto load = [&](int k0) {
+	// issue: A's k block at k0 into stage st, by cp.async.
+	auto issue = [&](int k0, int st) {
 #pragma unroll
 		for (int l = 0; l < LA; l++) {
 			int e = tid + l * 256, r = e >> 2, ch = e & 3;
-			const uint4 v = *(const uint4*)(wb + (long long)r * g.Kp + k0 + ch * 8);
-			ra[l][0] = v.x;
-			ra[l][1] = v.y;
-			ra[l][2] = v.z;
-			ra[l][3] = v.w;
+			vf_cp16(&As[st][r][ch * 8], wb + (long long)r * g.Kp + k0 + ch * 8);
 		}
+	};
+	auto load = [&](int k0) {
 		if (MODE == 3) {
 #pragma unroll
 			for (int l = 0; l < LV; l++) {
@@ -196,7 +217,7 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 					} else {
 						// taps[k] = {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw}: one
 						// load, the same for every thread of the warp.
-						const int4 t = taps[kk];
+						const int4 t = Ts[(k0 / VF_BK) & 1][kk - k0];
 						int ih = ih0 + t.y, iw = iw0 + t.z;
 						if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) v[h] = xb[t.x + xo];
 					}
@@ -206,11 +227,6 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 		}
 	};
 	auto store = [&](int buf) {
-#pragma unroll
-		for (int l = 0; l < LA; l++) {
-			int e = tid + l * 256, r = e >> 2, ch = e & 3;
-			*(uint4*)&As[buf][r][ch * 8] = make_uint4(ra[l][0], ra[l][1], ra[l][2], ra[l][3]);
-		}
 		if (MODE == 3) {
 			if (vkp < 16) {
 #pragma unroll
@@ -238,12 +254,37 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 #pragma unroll
 			for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
 
+	// The pipeline. Before iteration kt: A's blocks up to kt + SA - 2 issued
+	// (one commit group each, empty past the end), block kt's A landed, its
+	// B stored in Bs[kt & 1], the taps of blocks kt and kt + 1 in Ts. In
+	// it: issue A's block kt + SA - 1 into the stage block kt - 1 left,
+	// load B's block kt + 1 (and the taps of kt + 2) into registers,
+	// multiply block kt, store the registers, wait for A's block kt + 1.
 	const int KT = g.Kp / VF_BK;
+	int4 tr = make_int4(0, 0, 0, 0);
+	auto ktaps = [&](int kt) { // a tap-table entry of block kt (tid < VF_BK)
+		int k = kt * VF_BK + tid;
+		return kt < KT && k < K ? taps[k] : make_int4(0, 0, 0, 0);
+	};
+#pragma unroll
+	for (int s = 0; s < SA - 1; s++) {
+		if (s < KT) issue(s * VF_BK, s);
+		vf_commit();
+	}
+	if (MODE == 0 && tid < VF_BK) {
+		Ts[0][tid] = ktaps(0);
+		Ts[1][tid] = ktaps(1);
+	}
+	__syncthreads();
 	load(0);
 	store(0);
+	vf_wait<SA - 2>();
 	__syncthreads();
 	for (int kt = 0; kt < KT; kt++) {
-		const int cur = kt & 1;
+		const int cur = kt & 1, sa = kt % SA;
+		if (kt + SA - 1 < KT) issue((kt + SA - 1) * VF_BK, (kt + SA - 1) % SA);
+		vf_commit();
+		if (MODE == 0 && tid < VF_BK) tr = ktaps(kt + 2);
 		if (kt + 1 < KT) load((kt + 1) * VF_BK);
 #pragma unroll
 		for (int kk = 0; kk < VF_BK; kk += 16) {
@@ -253,7 +294,7 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 			unsigned a[MI][4], b[NI][2];
 			const int lr = lane & 7, lj = lane >> 3;
 #pragma unroll
-			for (int i = 0; i < MI; i++) vf_ldm4(a[i], &As[cur][wm * WM + i * 16 + lr + (lj & 1) * 8][kk + (lj >> 1) * 8]);
+			for (int i = 0; i < MI; i++) vf_ldm4(a[i], &As[sa][wm * WM + i * 16 + lr + (lj & 1) * 8][kk + (lj >> 1) * 8]);
 #pragma unroll
 			for (int j = 0; j + 1 < NI; j += 2) vf_ldm4(&b[j][0], &Bs[cur][wn * WN + (j + (lj >> 1)) * 8 + lr][kk + (lj & 1) * 8]);
 			if (NI & 1) vf_ldm2(b[NI - 1], &Bs[cur][wn * WN + (NI - 1) * 8 + lr][kk + (lj & 1) * 8]);
@@ -263,6 +304,8 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 				for (int j = 0; j < NI; j++) vf_mma<BF>(acc[i][j], a[i], b[j]);
 		}
 		if (kt + 1 < KT) store(cur ^ 1);
+		if (MODE == 0 && tid < VF_BK) Ts[cur][tid] = tr; // block kt + 2's; block kt's were read last iteration
+		vf_wait<SA - 2>();
 		__syncthreads();
 	}
 
