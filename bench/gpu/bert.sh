@@ -10,6 +10,7 @@
 # serving engine at batch 1 and 64 (gputest -plans: each batch's outputs
 # also checked against the CPU engine, row 0 alone == in a batch of 3, four
 # lanes == serial), then times PyTorch FP32/FP16 on the same GPU.
+# FAST=1 runs the fast-mode (fp16) checks and timings instead (below).
 # SKIP_BERT_RUN=1 leaves out bert_base's vouch run comparisons (gputest's
 # check the same batches); TWINS=1 also runs the twin suite (CASES per
 # kernel, default 4) into $OUT/twins.log.
@@ -20,11 +21,31 @@ C=${C:-.gpucarry-bertg}
 T=/tmp/bertg
 rm -rf $T && mkdir -p $T
 for f in gputest.test vouch; do
-	gunzip -c $C/$f.gz >$T/$f && chmod +x $T/$f
+	[ -f $C/$f.gz ] && gunzip -c $C/$f.gz >$T/$f && chmod +x $T/$f
 done
 exec > >(tee "$OUT/bert.log") 2>&1
 date -u
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv
+if [ -n "${FAST:-}" ]; then
+	# Fast mode (issue 19's FP16 bars): bert_base exported with its last
+	# encoder state as a second output ("hidden", 128 x 768 a row: the
+	# batch-invariance count over every value, not the 2 probabilities),
+	# built in memory as an fp16 fast plan by the fast suite (cuda/gputest
+	# TestFast: the kernel checks, then row 0 alone vs in batches of
+	# 2..256, RUNS runs, 2/4 lanes, the CPU emulation at batch 1, the
+	# accuracy against the exact plan, and bert_base timed fast and exact
+	# at batches 1 and 64), then PyTorch on the same GPU. Log also
+	# $OUT/fast.log.
+	MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 150 python3 "$(dirname "$0")/torch_bert.py" --export $T --hidden --batches 1 2>&1 | grep -v Warning | tail -3
+	timeout "${SUITE_S:-240}" $T/gputest.test -test.run 'TestFast$' -test.v -fast-models $T/bert_base/model.onnx -fast-bench bert_base \
+		-fast-bench-batches 1,64 -fast-precisions "${PRECS:-fp16}" -fast-runs "${RUNS:-20}" >"$OUT/fast.log" 2>&1
+	echo "fast suite exit $?"
+	grep -E "^(bench|accuracy|model|fast:|emulation|FAIL)|fast suite|panic|^---|^ok" "$OUT/fast.log" | grep -v "not run" | head -60
+	echo "invariance lines: $(grep -c "^invariant" "$OUT/fast.log"), failures: $(grep -c "^FAIL" "$OUT/fast.log")"
+	MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 100 python3 "$(dirname "$0")/torch_bert.py" --time --hidden --batches 1,64 2>&1 | grep -v Warning | tail -6
+	date -u
+	exit 0
+fi
 MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 150 python3 "$(dirname "$0")/torch_bert.py" --export $T --batches 1,64 2>&1 | grep -v Warning | tail -5
 V=$T/vouch
 prof='input_ids:1x128,64x128,64x128;attention_mask:1x128,64x128,64x128'
