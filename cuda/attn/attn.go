@@ -155,15 +155,17 @@ func Fits(S, D int) string {
 	if D != 32 && D != 64 {
 		return fmt.Sprintf("head size %d (the fused attention takes 32 or 64)", D)
 	}
-	if S < 16 || S > MaxS || S%16 != 0 {
-		return fmt.Sprintf("sequence of %d (the fused attention takes a multiple of 16 up to %d)", S, MaxS)
+	if S < 1 || S > MaxS {
+		return fmt.Sprintf("sequence of %d (the fused attention takes 1 to %d)", S, MaxS)
 	}
 	return ""
 }
 
-// SMax is the kernel's longest sequence for S: 64 or 128.
+// SMax is the kernel's longest sequence for S (0: unknown at build time,
+// the longest): 64 or 128. It changes where a block's keys sit, never a
+// chain: every SMAX that holds S gives the same bits.
 func SMax(S int) int {
-	if S <= 64 {
+	if S >= 1 && S <= 64 {
 		return 64
 	}
 	return 128

@@ -265,6 +265,7 @@ func buildAttnEmu(t *testing.T) (dir, bin string) {
 // attnCase is one launch.
 type attnCase struct {
 	bf          bool
+	smax        int // the kernel's (0: SMax's)
 	g           Shape
 	op          int
 	scale       float32
@@ -276,7 +277,11 @@ func (c attnCase) kernel() string {
 	if c.bf {
 		p = kernels.FastBF16
 	}
-	return kernels.FastAttnKernel(p, c.g.D, SMax(c.g.S))
+	sm := c.smax
+	if sm == 0 {
+		sm = SMax(c.g.S)
+	}
+	return kernels.FastAttnKernel(p, c.g.D, sm)
 }
 
 func (c attnCase) String() string {
@@ -372,6 +377,14 @@ func TestKernelEmulated(t *testing.T) {
 		randAttn(r, true, 1, 3, 128, 64, DivScale, 8, []int{1, 3, 128, 128}, true),
 		randAttn(r, false, 2, 1, 16, 64, DivScale, 8, []int{2, 1, 1, 16}, false),
 	}
+	// Sequences that are no multiple of 16 (keys padded with zeros), and
+	// one on both kernels that hold it: the same bits.
+	cases = append(cases, randAttn(r, false, 2, 2, 37, 64, DivScale, 8, []int{2, 1, 1, 37}, false),
+		randAttn(r, true, 1, 2, 100, 32, MulScale, 0.17677669, []int{100, 100}, true))
+	s20 := randAttn(r, false, 2, 1, 20, 64, DivScale, 8, []int{2, 1, 1, 20}, false)
+	s20on128 := s20
+	s20on128.smax = 128
+	cases = append(cases, s20, s20on128)
 	// Specials: a NaN in a query row, an infinite key, a row of -Inf
 	// mask (every key masked: NaN), a huge value.
 	sp := randAttn(r, false, 1, 2, 64, 64, DivScale, 8, []int{1, 1, 64, 64}, false)

@@ -2,16 +2,26 @@ package emu
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/vouchml/vouch/cuda/attn"
 	"github.com/vouchml/vouch/cuda/mma"
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
 
-// attention is a fast Attention layer: package attn's Reference, the
-// arithmetic of fast_attn.cu, on the layer's inputs.
-func attention(m mma.Model, f mma.Format, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+// attention is a fast Attention layer of kernel k
+// ("fast.<p>.attention(s<SMAX>)"): package attn's Reference, the
+// arithmetic of fast_attn.cu, on the layer's inputs; a sequence past the
+// kernel's SMAX fails as on the GPU.
+func attention(m mma.Model, f mma.Format, n *ir.Node, in []*tensor.Tensor, k string) ([]*tensor.Tensor, error) {
+	_, op, _ := plan.ParseFastKernel(k)
+	smax, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(op, "attention(s"), ")"))
+	if err != nil {
+		return nil, fmt.Errorf("emu: attention kernel %q: want attention(s<SMAX>)", k)
+	}
 	sp, err := attn.Parse(n)
 	if err != nil {
 		return nil, fmt.Errorf("emu: %w", err)
@@ -57,6 +67,9 @@ func attention(m mma.Model, f mma.Format, n *ir.Node, in []*tensor.Tensor) ([]*t
 	g, err := attn.Geometry(qs, kts, vs, ms, sp.Mask >= 0)
 	if err != nil {
 		return nil, fmt.Errorf("emu: %w", err)
+	}
+	if g.S > smax {
+		return nil, fmt.Errorf("emu: attention of a sequence of %d on the s%d kernel (the plan was built for at most %d)", g.S, smax, smax)
 	}
 	y, err := attn.Reference(m, f, g, q, kt, v, mask, sp.Op, scale)
 	if err != nil {

@@ -231,7 +231,7 @@ func (o *fastOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.
 	case "MatMul":
 		return o.matmul(c, m, f, orig, in)
 	case "Attention":
-		return attention(m, f, orig, in)
+		return attention(m, f, orig, in, n.String(attrKernel, ""))
 	}
 	return nil, fmt.Errorf("emu: no emulation of %s", orig.OpType)
 }

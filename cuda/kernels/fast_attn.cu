@@ -26,7 +26,9 @@
 // Operands, float32 and contiguous: q [BH][S][D], kt [BH][D][S] (the keys
 // transposed, as the graph's MatMul reads them), v [BH][S][D], y [BH][S][D];
 // mask element (b, h, i, j) at mb*b + mh*h + mi*i + mj*j (0 strides
-// broadcast). S <= SMAX, S and D multiples of 16. 128 threads: 4 warps, 2
+// broadcast). S <= SMAX, D a multiple of 16; the keys are padded with zeros
+// to Sp, a multiple of 16, for p v (zero terms change no chain, so the
+// bits do not depend on SMAX). 128 threads: 4 warps, 2
 // (16-row halves of the block) x 2 (halves of the columns).
 
 #define VA_BQ 32
@@ -100,6 +102,7 @@ __device__ __forceinline__ void va_attention(const float* __restrict__ q, const 
 			if (j0 >= S) continue;
 			for (int x = 0; x < 4; x++) {
 				const int r = mt * 16 + gid + (x >> 1) * 8, j = j0 + tig * 2 + (x & 1), i = q0 + r;
+				if (j >= S) continue;
 				float s = vx_canon(acc[t][x]);
 				if (op == 1) s = __fdiv_rn(s, scale);
 				if (op == 2) s = __fmul_rn(s, scale);
@@ -109,10 +112,12 @@ __device__ __forceinline__ void va_attention(const float* __restrict__ q, const 
 		}
 	}
 	__syncthreads();
-	// V as [d][j], over K (no longer read).
-	for (int e = tid; e < S / 2 * D; e += VA_THREADS) {
+	// V as [d][j], over K (no longer read); keys from S to Sp are zeros.
+	const int Sp = (S + 15) & ~15;
+	for (int e = tid; e < Sp / 2 * D; e += VA_THREADS) {
 		int d = e % D, j = e / D * 2;
-		kv32[(d * LV + j) / 2] = vf_pack<BF>(v[(i64)j * D + d], v[(i64)(j + 1) * D + d]);
+		float lo = j < S ? v[(i64)j * D + d] : 0.0f, hi = j + 1 < S ? v[(i64)(j + 1) * D + d] : 0.0f;
+		kv32[(d * LV + j) / 2] = vf_pack<BF>(lo, hi);
 	}
 	if (tid < VA_BQ) {
 		const float* sr = ss + tid * LS;
@@ -143,9 +148,9 @@ __device__ __forceinline__ void va_attention(const float* __restrict__ q, const 
 	for (int x = 0; x < NP; x++) {
 		int e = tid + x * VA_THREADS, r = e / (SMAX / 2), j = e % (SMAX / 2) * 2;
 		float lo = 0.0f, hi = 0.0f;
-		if (j < S && q0 + r < S) {
-			lo = __fdiv_rn(ss[r * LS + j], rsum[r]);
-			hi = __fdiv_rn(ss[r * LS + j + 1], rsum[r]);
+		if (q0 + r < S) {
+			if (j < S) lo = __fdiv_rn(ss[r * LS + j], rsum[r]);
+			if (j + 1 < S) hi = __fdiv_rn(ss[r * LS + j + 1], rsum[r]);
 		}
 		pk[x] = vf_pack<BF>(lo, hi);
 	}
@@ -163,7 +168,7 @@ __device__ __forceinline__ void va_attention(const float* __restrict__ q, const 
 		float acc[NT2][4];
 		for (int t = 0; t < NT2; t++)
 			for (int x = 0; x < 4; x++) acc[t][x] = 0.0f;
-		for (int k0 = 0; k0 < S; k0 += 16) {
+		for (int k0 = 0; k0 < Sp; k0 += 16) {
 			unsigned a[4];
 			const int r = mt * 16 + gid, c = k0 + tig * 2;
 			a[0] = p32[r * LS + c / 2];
