@@ -29,18 +29,24 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv
 if [ -n "${FAST:-}" ]; then
 	# Fast mode (issue 19's FP16 bars): bert_base exported with its last
 	# encoder state as a second output ("hidden", 128 x 768 a row: the
-	# batch-invariance count over every value, not the 2 probabilities),
-	# built in memory as an fp16 fast plan by the fast suite (cuda/gputest
-	# TestFast: the kernel checks, then row 0 alone vs in batches of
-	# 2..256, RUNS runs, 2/4 lanes, the CPU emulation at batch 1, the
-	# accuracy against the exact plan, and bert_base timed fast and exact
-	# at batches 1 and 64), then PyTorch on the same GPU. Log also
-	# $OUT/fast.log.
-	MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 150 python3 "$(dirname "$0")/torch_bert.py" --export $T --hidden --batches 1 2>&1 | grep -v Warning | tail -3
-	timeout "${SUITE_S:-240}" $T/gputest.test -test.run 'TestFast$' -test.v -fast-models $T/bert_base/model.onnx -fast-bench bert_base \
-		-fast-bench-batches 1,64 -fast-precisions "${PRECS:-fp16}" -fast-runs "${RUNS:-20}" >"$OUT/fast.log" 2>&1
+	# batch-invariance count over every value, not the 2 probabilities).
+	# cuda/gputest TestFastAttention: fast_attn.cu on attn.Cases(19) against
+	# attn.Reference bit for bit (their output digests to
+	# $OUT/attn-record.txt, for cuda/attn's recorded test), a BERT-base row
+	# alone vs in a batch of 64 and 20 runs, the kernel timed; then
+	# bert_base as fp16 fast plans with its Attention layers exact and
+	# fused, each: row 0 alone vs in batches of 2, 8 and 64, RUNS runs, 2/4
+	# lanes, the CPU emulation at batch 1, the accuracy against the exact
+	# plan, timed at batches 1 and 64 (and the exact plan); then PyTorch on
+	# the same GPU. Log also $OUT/fast.log.
+	# The export runs while the check compiles the kernels and tests them
+	# (-attn-wait: it waits for the model file).
+	(MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 150 python3 "$(dirname "$0")/torch_bert.py" --export $T --hidden --batches 1 2>&1 | grep -v Warning | tail -3) &
+	timeout "${SUITE_S:-240}" $T/gputest.test -test.run 'TestFastAttention$' -test.v -attn-models $T/bert_base/model.onnx -attn-wait 170s \
+		-attn-record "$OUT/attn-record.txt" -attn-runs "${RUNS:-20}" >"$OUT/fast.log" 2>&1
 	echo "fast suite exit $?"
-	grep -E "^(bench|accuracy|model|fast:|emulation|FAIL)|fast suite|panic|^---|^ok" "$OUT/fast.log" | grep -v "not run" | head -60
+	wait
+	grep -E "^(bench|accuracy|model|attn:|kernel|time|emulation|FAIL)|fast attention|panic|^---|^ok" "$OUT/fast.log" | head -60
 	echo "invariance lines: $(grep -c "^invariant" "$OUT/fast.log"), failures: $(grep -c "^FAIL" "$OUT/fast.log")"
 	MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 100 python3 "$(dirname "$0")/torch_bert.py" --time --hidden --batches 1,64 2>&1 | grep -v Warning | tail -6
 	date -u

@@ -86,10 +86,14 @@ def main():
         outs = ["output", "hidden"] if a.hidden else ["output"]
         kw = dict(opset_version=14, input_names=["input_ids", "attention_mask"], output_names=outs,
                   do_constant_folding=True, dynamic_axes={n: {0: "batch"} for n in ["input_ids", "attention_mask"] + outs})
+        # Written beside, then renamed: a reader waiting for the file
+        # (bert.sh FAST=1 starts the GPU check meanwhile) never sees half.
+        tmp = d + "/model.onnx.tmp"
         try:
-            torch.onnx.export(model, x, d + "/model.onnx", dynamo=False, **kw)
+            torch.onnx.export(model, x, tmp, dynamo=False, **kw)
         except TypeError:
-            torch.onnx.export(model, x, d + "/model.onnx", **kw)
+            torch.onnx.export(model, x, tmp, **kw)
+        os.replace(tmp, d + "/model.onnx")
         rng = np.random.default_rng(0)
         for b in batches:
             ids = rng.integers(0, 30522, size=(b, 128), dtype=np.int64)

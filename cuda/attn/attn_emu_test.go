@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -262,43 +261,17 @@ func buildAttnEmu(t *testing.T) (dir, bin string) {
 	return dir, bin
 }
 
-// attnCase is one launch.
-type attnCase struct {
-	bf          bool
-	smax        int // the kernel's (0: SMax's)
-	g           Shape
-	op          int
-	scale       float32
-	q, kt, v, m []float32 // m nil: no mask
-}
-
-func (c attnCase) kernel() string {
-	p := kernels.FastF16
-	if c.bf {
-		p = kernels.FastBF16
-	}
-	sm := c.smax
-	if sm == 0 {
-		sm = SMax(c.g.S)
-	}
-	return kernels.FastAttnKernel(p, c.g.D, sm)
-}
-
-func (c attnCase) String() string {
-	return fmt.Sprintf("%s B%d H%d S%d D%d op %d mask %v", c.kernel(), c.g.B, c.g.H, c.g.S, c.g.D, c.op, c.m != nil)
-}
-
-func runAttnEmu(t *testing.T, dir, bin string, c attnCase) []float32 {
+func runAttnEmu(t *testing.T, dir, bin string, c Case) []float32 {
 	t.Helper()
 	var buf bytes.Buffer
 	w := func(v any) { binary.Write(&buf, binary.LittleEndian, v) }
 	name := make([]byte, 63)
-	copy(name, c.kernel())
+	copy(name, c.Kernel())
 	w(name)
-	w([]int32{int32(c.g.S), int32(c.g.H), int32(c.g.B), int32(c.op)})
-	w(c.scale)
-	w([]int64{int64(c.g.MB), int64(c.g.MH), int64(c.g.MI), int64(c.g.MJ)})
-	for _, a := range [][]float32{c.q, c.kt, c.v, c.m} {
+	w([]int32{int32(c.G.S), int32(c.G.H), int32(c.G.B), int32(c.Op)})
+	w(c.Scale)
+	w([]int64{int64(c.G.MB), int64(c.G.MH), int64(c.G.MI), int64(c.G.MJ)})
+	for _, a := range [][]float32{c.Q, c.Kt, c.V, c.M} {
 		if a == nil {
 			w(int64(-1))
 			continue
@@ -324,43 +297,6 @@ func runAttnEmu(t *testing.T, dir, bin string, c attnCase) []float32 {
 	return y
 }
 
-// randAttn draws a case: q, kt, v of scale ~1 (q times qs), the mask shape
-// given (nil: none) with a padded tail or a causal pattern of -10000.
-func randAttn(r *rand.Rand, bf bool, B, H, S, D, op int, scale float32, mshape []int, causal bool) attnCase {
-	n := B * H * S * D
-	c := attnCase{bf: bf, op: op, scale: scale, q: make([]float32, n), kt: make([]float32, n), v: make([]float32, n)}
-	for i := range c.q {
-		c.q[i] = float32(r.NormFloat64() * 1.5)
-		c.kt[i] = float32(r.NormFloat64() * 1.5)
-		c.v[i] = float32(r.NormFloat64())
-	}
-	qs, ks := []int{B, H, S, D}, []int{B, H, D, S}
-	var err error
-	if c.g, err = Geometry(qs, ks, qs, mshape, mshape != nil); err != nil {
-		panic(err)
-	}
-	if mshape != nil {
-		m4 := append([]int{1, 1, 1, 1}[:4-len(mshape)], mshape...)
-		c.m = make([]float32, m4[0]*m4[1]*m4[2]*m4[3])
-		for b := 0; b < m4[0]; b++ {
-			for h := 0; h < m4[1]; h++ {
-				for i := 0; i < m4[2]; i++ {
-					for j := 0; j < m4[3]; j++ {
-						o := ((b*m4[1]+h)*m4[2]+i)*m4[3] + j
-						switch {
-						case causal && j > i:
-							c.m[o] = -10000
-						case !causal && j >= S-S/4-b*16:
-							c.m[o] = -10000 // padding, longer for later rows of the batch
-						}
-					}
-				}
-			}
-		}
-	}
-	return c
-}
-
 // TestKernelEmulated runs fast_attn.cu itself on the CPU (attnPrelude) and
 // requires Reference's bits, output for output: the kernel's fragment
 // layouts, staging, masking, softmax order and tails against the
@@ -368,41 +304,15 @@ func randAttn(r *rand.Rand, bf bool, B, H, S, D, op int, scale float32, mshape [
 // the 16-bit formats' error of attention in float64.
 func TestKernelEmulated(t *testing.T) {
 	dir, bin := buildAttnEmu(t)
-	r := rand.New(rand.NewSource(19))
-	cases := []attnCase{
-		randAttn(r, false, 2, 3, 128, 64, DivScale, 8, []int{2, 1, 1, 128}, false), // BERT-base's
-		randAttn(r, false, 1, 2, 64, 64, MulScale, 0.125, nil, false),
-		randAttn(r, true, 2, 2, 96, 32, NoScale, 0, []int{96, 96}, true), // causal, 3 query blocks, keys past S
-		randAttn(r, false, 3, 1, 48, 32, DivScale, 5.656854, []int{3, 1, 1, 48}, false),
-		randAttn(r, true, 1, 3, 128, 64, DivScale, 8, []int{1, 3, 128, 128}, true),
-		randAttn(r, false, 2, 1, 16, 64, DivScale, 8, []int{2, 1, 1, 16}, false),
-	}
-	// Sequences that are no multiple of 16 (keys padded with zeros), and
-	// one on both kernels that hold it: the same bits.
-	cases = append(cases, randAttn(r, false, 2, 2, 37, 64, DivScale, 8, []int{2, 1, 1, 37}, false),
-		randAttn(r, true, 1, 2, 100, 32, MulScale, 0.17677669, []int{100, 100}, true))
-	s20 := randAttn(r, false, 2, 1, 20, 64, DivScale, 8, []int{2, 1, 1, 20}, false)
-	s20on128 := s20
-	s20on128.smax = 128
-	cases = append(cases, s20, s20on128)
-	// Specials: a NaN in a query row, an infinite key, a row of -Inf
-	// mask (every key masked: NaN), a huge value.
-	sp := randAttn(r, false, 1, 2, 64, 64, DivScale, 8, []int{1, 1, 64, 64}, false)
-	sp.q[5*64+3] = float32(math.NaN())
-	sp.kt[1*64*64+7*64+20] = float32(math.Inf(1))
-	for j := 0; j < 64; j++ {
-		sp.m[9*64+j] = float32(math.Inf(-1))
-	}
-	sp.v[100] = 60000
-	cases = append(cases, sp)
+	cases := Cases(19)
 	m16, _ := mma.ModelFor("sm_90", mma.FP16)
 	mbf, _ := mma.ModelFor("sm_90", mma.BF16)
 	for _, c := range cases {
 		m, f := m16, mma.FP16
-		if c.bf {
+		if c.BF {
 			m, f = mbf, mma.BF16
 		}
-		want, err := Reference(m, f, c.g, c.q, c.kt, c.v, c.m, c.op, c.scale)
+		want, err := Reference(m, f, c.G, c.Q, c.Kt, c.V, c.M, c.Op, c.Scale)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -428,12 +338,12 @@ func TestKernelEmulated(t *testing.T) {
 		for i, v := range want {
 			if v != v {
 				nan++
-				if i < c.g.S*c.g.D {
+				if i < c.G.S*c.G.D {
 					nan0++
 				}
 			}
 		}
-		if c.m != nil && len(c.m) == 64*64 {
+		if c.M != nil && c.Special {
 			// The special case: in head 0, row 5 (a NaN q) and row 9 (every
 			// key -Inf) are NaN and the rest finite (head 1's infinite key
 			// makes the rows whose score with it is +Inf NaN too).
@@ -447,7 +357,7 @@ func TestKernelEmulated(t *testing.T) {
 			// bf16 keeps 8 bits: scores of ~13 (the unscaled case) are off
 			// by ~0.05, their exponentials by ~5%.
 			tol := 0.01
-			if c.bf {
+			if c.BF {
 				tol = 0.15
 			}
 			if e := maxErr(c, want); e > tol {
@@ -460,8 +370,8 @@ func TestKernelEmulated(t *testing.T) {
 
 // maxErr is the largest difference between y and attention computed in
 // float64 on the unrounded operands.
-func maxErr(c attnCase, y []float32) float64 {
-	g := c.g
+func maxErr(c Case, y []float32) float64 {
+	g := c.G
 	S, D := g.S, g.D
 	worst := 0.0
 	p := make([]float64, S)
@@ -473,16 +383,16 @@ func maxErr(c attnCase, y []float32) float64 {
 			for j := 0; j < S; j++ {
 				s := 0.0
 				for d := 0; d < D; d++ {
-					s += float64(c.q[o+i*D+d]) * float64(c.kt[o+d*S+j])
+					s += float64(c.Q[o+i*D+d]) * float64(c.Kt[o+d*S+j])
 				}
-				switch c.op {
+				switch c.Op {
 				case DivScale:
-					s /= float64(c.scale)
+					s /= float64(c.Scale)
 				case MulScale:
-					s *= float64(c.scale)
+					s *= float64(c.Scale)
 				}
-				if c.m != nil {
-					s += float64(c.m[g.MB*b+g.MH*h+g.MI*i+g.MJ*j])
+				if c.M != nil {
+					s += float64(c.M[g.MB*b+g.MH*h+g.MI*i+g.MJ*j])
 				}
 				p[j] = s
 				mx = math.Max(mx, s)
@@ -495,7 +405,7 @@ func maxErr(c attnCase, y []float32) float64 {
 			for d := 0; d < D; d++ {
 				s := 0.0
 				for j := 0; j < S; j++ {
-					s += p[j] / sum * float64(c.v[o+j*D+d])
+					s += p[j] / sum * float64(c.V[o+j*D+d])
 				}
 				worst = math.Max(worst, math.Abs(s-float64(y[o+i*D+d])))
 			}
