@@ -8,9 +8,12 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/vouchml/vouch/bench"
 	"github.com/vouchml/vouch/buildlog"
 	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/cuda"
@@ -329,9 +332,10 @@ func (s *fastSuite) attnModel(path string) error {
 	for _, v := range []struct {
 		label string
 		o     engine.FastOptions
+		full  bool
 	}{
-		{"fp16 (attention exact)", engine.FastOptions{Precision: plan.FP16, Layers: unfused}},
-		{"fp16 (attention fused)", engine.FastOptions{Precision: plan.FP16}},
+		{"fp16 (attention exact)", engine.FastOptions{Precision: plan.FP16, Layers: unfused}, false},
+		{"fp16 (attention fused)", engine.FastOptions{Precision: plan.FP16}, true},
 	} {
 		sec, notes := engine.FastSection(res.Graph, res.Graph.Types, s.img, s.env, v.o)
 		nfast, nattn := 0, 0
@@ -353,7 +357,11 @@ func (s *fastSuite) attnModel(path string) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", name, v.label, err)
 		}
-		if err := s.modelChecks(ctx, name, v.label, p, fe, exactE); err != nil {
+		if !v.full {
+			// The plan before the fused attention: timed, and row 0 alone
+			// against the same row in the largest batch only.
+			s.rowInBatch(ctx, name, v.label, p, fe)
+		} else if err := s.modelChecks(ctx, name, v.label, p, fe, exactE); err != nil {
 			fe.Close()
 			return err
 		}
@@ -362,4 +370,30 @@ func (s *fastSuite) attnModel(path string) error {
 	}
 	s.timeModel(ctx, name+" exact", ep, exactE)
 	return nil
+}
+
+// rowInBatch compares row 0 alone with the same row in a batch of the
+// largest of s.cfg.Batches (its other rows different), every output.
+func (s *fastSuite) rowInBatch(ctx context.Context, name, label string, p *plan.Plan, fe *exec.Engine) {
+	b := slices.Max(s.cfg.Batches)
+	alone, err1 := bench.Inputs(p.Graph, bench.Shape{Batch: 1}, 5)
+	in, err2 := bench.Inputs(p.Graph, bench.Shape{Batch: b}, 6)
+	if err1 != nil || err2 != nil {
+		fmt.Fprintf(s.w, "model %s %s: no inputs: %v %v\n", name, label, err1, err2)
+		return
+	}
+	for k, t := range in {
+		reflect.Copy(reflect.ValueOf(t.Data), reflect.ValueOf(alone[k].Data))
+	}
+	ref, err1 := fe.Run(ctx, alone)
+	out, err2 := fe.Run(ctx, in)
+	if err1 != nil || err2 != nil {
+		s.fail("model %s %s: %v %v", name, label, err1, err2)
+		return
+	}
+	for k, t := range ref {
+		if f, ok := t.Data.([]float32); ok {
+			s.same(fmt.Sprintf("model %s %s: output %s of row 0 alone == in a batch of %d", name, label, k, b), out[k].Data.([]float32)[:len(f)], f)
+		}
+	}
 }
