@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,10 @@ import (
 
 	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/cuda/mma"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // attnPrelude stands in for the CUDA builtins exact.cu and fast_attn.cu use
@@ -73,6 +78,7 @@ static std::vector<int> emu_done;
 static std::function<void()> emu_fn;
 static int emu_cur;
 inline void __syncthreads() { swapcontext(&emu_ctx[emu_cur], &emu_sched); }
+inline void __syncwarp() { __syncthreads(); } // every thread reaches each the same times
 static void emu_tramp() { emu_fn(); emu_done[emu_cur] = 1; }
 template <class F>
 void emu_launch(dim3 grid, dim3 block, F f) {
@@ -214,7 +220,11 @@ int main(int argc, char** argv) {
 	dim3 grid = {(unsigned)((S + 31) / 32), (unsigned)H, (unsigned)B};
 	bool ok = false;
 `)
-	for _, k := range kernels.FastAttnKernels {
+	// va_layernorm: geo {rows, D}, scale the epsilon, q x, kt the scale,
+	// v the bias (or absent).
+	fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch({(unsigned)((S + %d) / %d), 1, 1}, {%d, 1, 1}, [&] { %s(q.data(), kt.data(), pv ? v.data() : nullptr, scale, y.data(), S, H); }); }\n",
+		kernels.FastLayerNorm, kernels.FastLayerNormRows-1, kernels.FastLayerNormRows, 32*kernels.FastLayerNormRows, kernels.FastLayerNorm)
+	for _, k := range kernels.FastAttnKernels[1:] {
 		fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch(grid, {128, 1, 1}, [&] { %s(q.data(), kt.data(), v.data(), mp, y.data(), S, H, op, scale, st[0], st[1], st[2], st[3]); }); }\n", k, k)
 	}
 	b.WriteString(`	if (!ok) { fprintf(stderr, "no kernel %s\n", name); return 3; }
@@ -263,10 +273,21 @@ func buildAttnEmu(t *testing.T) (dir, bin string) {
 
 func runAttnEmu(t *testing.T, dir, bin string, c Case) []float32 {
 	t.Helper()
+	return runEmuNamed(t, dir, bin, c.Kernel(), c)
+}
+
+func runLayerNorm(t *testing.T, dir, bin string, c Case) []float32 {
+	t.Helper()
+	return runEmuNamed(t, dir, bin, kernels.FastLayerNorm, c)
+}
+
+// runEmuNamed runs kernel k of the emulation program on c's operands.
+func runEmuNamed(t *testing.T, dir, bin, k string, c Case) []float32 {
+	t.Helper()
 	var buf bytes.Buffer
 	w := func(v any) { binary.Write(&buf, binary.LittleEndian, v) }
 	name := make([]byte, 63)
-	copy(name, c.Kernel())
+	copy(name, k)
 	w(name)
 	w([]int32{int32(c.G.S), int32(c.G.H), int32(c.G.B), int32(c.Op)})
 	w(c.Scale)
@@ -422,4 +443,68 @@ func TestPreludeModel(t *testing.T) {
 			t.Errorf("sm_90 %v: model %v, the prelude emulates %v", f, m, want)
 		}
 	}
+}
+
+// TestLayerNormEmulated runs va_layernorm (fast_attn.cu, under g++) and
+// requires the CPU's LayerNormalization bits, which vx_layernorm gives:
+// the staged kernel keeps the exact plan's arithmetic. Rows of 768 (BERT),
+// 1024 (the most it takes) and 5, 3 and 130 rows (a last block part
+// full), data with NaN, ±Inf, ±0 and subnormals, with and without a bias.
+func TestLayerNormEmulated(t *testing.T) {
+	dir, bin := buildAttnEmu(t)
+	r := rand.New(rand.NewSource(7))
+	for _, c := range []struct {
+		rows, D int
+		bias    bool
+	}{{5, 768, true}, {3, 1024, false}, {130, 64, true}, {2, 1, true}} {
+		x := make([]float32, c.rows*c.D)
+		for i := range x {
+			x[i] = float32(r.NormFloat64()*3 + 1)
+		}
+		specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Copysign(0, -1)), math.Float32frombits(3), 1e30}
+		for i, v := range specials {
+			if c.rows > 2 && len(x) > 4*c.D {
+				x[(i%c.rows)*c.D+r.Intn(c.D)] = v
+			}
+		}
+		sc, bi := make([]float32, c.D), make([]float32, c.D)
+		for i := range sc {
+			sc[i], bi[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		var bias []float32
+		if c.bias {
+			bias = bi
+		}
+		in := Case{G: Shape{S: c.rows, H: c.D}, Scale: 1e-5, Q: x, Kt: sc, V: bias}
+		got := runLayerNorm(t, dir, bin, in)
+		want := cpuLayerNorm(t, x, sc, bias, c.rows, c.D)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("rows %d D %d: output %d is %#08x (%v), the CPU's %#08x (%v)", c.rows, c.D, i, math.Float32bits(got[i]), got[i], math.Float32bits(want[i]), want[i])
+			}
+		}
+		t.Logf("layernorm rows %d D %d bias %v: 0 of %d differ from the CPU", c.rows, c.D, c.bias, len(want))
+	}
+}
+
+// cpuLayerNorm is the CPU registry's LayerNormalization over the last axis.
+func cpuLayerNorm(t *testing.T, x, sc, bias []float32, rows, D int) []float32 {
+	t.Helper()
+	n := &ir.Node{OpType: "LayerNormalization", Version: 17, Attrs: map[string]*ir.Attr{"epsilon": {Name: "epsilon", Kind: ir.AttrFloat, F: 1e-5}},
+		Inputs: []string{"x", "s", "b"}, Outputs: []string{"y"}}
+	ins := []*tensor.Tensor{tensor.From(x, rows, D), tensor.From(sc, D)}
+	if bias != nil {
+		ins = append(ins, tensor.From(bias, D))
+	} else {
+		n.Inputs = n.Inputs[:2]
+	}
+	k, err := builtin.Registry().Lookup(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := k.Run(&kernel.Ctx{}, n, ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out[0].Data.([]float32)
 }

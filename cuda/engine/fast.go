@@ -188,6 +188,8 @@ func fastKernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, p plan.Pre
 		return "", "ExpandDepthwise (a depthwise part) has no fast kernel yet: exact"
 	case "Attention":
 		return fastAttention(n, g, types, p)
+	case "LayerNormalization":
+		return fastLayerNorm(n, types, exactKernel), ""
 	}
 	return "", ""
 }

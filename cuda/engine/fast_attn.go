@@ -12,6 +12,7 @@ import (
 	"github.com/vouchml/vouch/cuda/kernels"
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // Fast attention (issue 19): an Attention layer (kernel/fused's chain of
@@ -20,8 +21,80 @@ import (
 // the kernel, from the layer's types at build time, never from the batch. Package attn states the arithmetic and
 // computes it on the CPU.
 
+// A fast plan's LayerNormalization layers over rows of at most
+// kernels.FastLayerNormMaxD values known at build time run on
+// fast_attn.cu's va_layernorm: vx_layernorm's arithmetic in its order (the
+// exact bits: the layer stays exact, its placement states no precision),
+// a warp per row staged in shared memory instead of a thread per row.
+
 func init() {
-	families = append(families, family{place: func(*ir.Node, *ir.Graph, map[string]ir.Type) (string, string, bool) { return "", "", false }, run: runFastAttention})
+	families = append(families, family{place: func(*ir.Node, *ir.Graph, map[string]ir.Type) (string, string, bool) { return "", "", false }, run: runFastAttention},
+		family{place: func(*ir.Node, *ir.Graph, map[string]ir.Type) (string, string, bool) { return "", "", false }, run: runFastLayerNorm})
+}
+
+// fastLayerNorm is the kernel of a fast plan's LayerNormalization whose
+// exact kernel is vx_layernorm: va_layernorm for rows of a known size up
+// to FastLayerNormMaxD, else "" (it keeps vx_layernorm).
+func fastLayerNorm(n *ir.Node, types map[string]ir.Type, exactKernel string) string {
+	t, ok := types[n.Input(0)]
+	if exactKernel != kernels.LayerNorm || !ok || !t.RankKnown || len(t.Shape) == 0 {
+		return ""
+	}
+	if d := t.Shape[len(t.Shape)-1]; !d.Known() || d.Value < 1 || d.Value > kernels.FastLayerNormMaxD {
+		return ""
+	}
+	return kernels.FastLayerNorm
+}
+
+// runFastLayerNorm runs a LayerNormalization placed on va_layernorm, its
+// operands checked as the exact kernel's are.
+func runFastLayerNorm(s *state, n *ir.Node) (bool, error) {
+	if n.OpType != "LayerNormalization" || s.pr.kernel[n] != kernels.FastLayerNorm {
+		return false, nil
+	}
+	x, shape, err := s.dev(n.Inputs[0])
+	if err != nil {
+		return true, err
+	}
+	if len(shape) == 0 {
+		return true, fmt.Errorf("LayerNormalization of a scalar")
+	}
+	D := shape[len(shape)-1]
+	if D < 1 || D > kernels.FastLayerNormMaxD {
+		return true, fmt.Errorf("LayerNormalization over rows of %d on %s (at most %d)", D, kernels.FastLayerNorm, kernels.FastLayerNormMaxD)
+	}
+	scale, ss, err := s.dev(n.Inputs[1])
+	if err != nil {
+		return true, err
+	}
+	if tensor.NumElems(ss) != D {
+		return true, fmt.Errorf("LayerNormalization scale of shape %v over rows of %d", ss, D)
+	}
+	var bias uint64
+	if n.Input(2) != "" {
+		var bs []int
+		if bias, bs, err = s.dev(n.Inputs[2]); err != nil {
+			return true, err
+		}
+		if tensor.NumElems(bs) != D {
+			return true, fmt.Errorf("LayerNormalization bias of shape %v over rows of %d", bs, D)
+		}
+	}
+	y, err := s.out(n.Outputs[0], shape)
+	if err != nil {
+		return true, err
+	}
+	rows := int64(tensor.NumElems(shape) / D)
+	if rows == 0 {
+		return true, nil
+	}
+	f, err := s.pr.attnFunc(kernels.FastLayerNorm)
+	if err != nil {
+		return true, err
+	}
+	args := (&cuda.Args{}).Ptr(x).Ptr(scale).Ptr(bias).F32(n.Float("epsilon", 1e-5)).Ptr(y).I64(rows).I32(int32(D))
+	grid := cuda.D3(uint32((rows+kernels.FastLayerNormRows-1)/kernels.FastLayerNormRows), 1, 1)
+	return true, f.Launch(s.l.st, grid, cuda.D3(32*kernels.FastLayerNormRows, 1, 1), 0, args)
 }
 
 // fastAttention names n's fused attention kernel in precision p, or says
@@ -89,6 +162,20 @@ type attnFunc struct {
 	name string
 }
 
+// attnFunc returns the loaded entry point name of the program's image.
+func (pr *Program) attnFunc(name string) (*cuda.Function, error) {
+	key := attnFunc{pr.e.Mod, name}
+	if f, ok := attnFuncs.Load(key); ok {
+		return f.(*cuda.Function), nil
+	}
+	fn, err := pr.e.Mod.Function(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
+	}
+	f, _ := attnFuncs.LoadOrStore(key, fn)
+	return f.(*cuda.Function), nil
+}
+
 // runFastAttention runs an Attention layer placed on the fused kernel.
 func runFastAttention(s *state, n *ir.Node) (bool, error) {
 	if s.cur == nil || s.cur.op != "attention" {
@@ -150,18 +237,12 @@ func runFastAttention(s *state, n *ir.Node) (bool, error) {
 	if s.cur.prec == fast.BF16 {
 		prec = kernels.FastBF16
 	}
-	name := kernels.FastAttnKernel(prec, g.D, s.cur.tile.BN)
-	key := attnFunc{s.pr.e.Mod, name}
-	f, _ := attnFuncs.Load(key)
-	if f == nil {
-		fn, err := s.pr.e.Mod.Function(name)
-		if err != nil {
-			return true, fmt.Errorf("%w: %w", ErrPlan, err)
-		}
-		f, _ = attnFuncs.LoadOrStore(key, fn)
+	f, err := s.pr.attnFunc(kernels.FastAttnKernel(prec, g.D, s.cur.tile.BN))
+	if err != nil {
+		return true, err
 	}
 	args := (&cuda.Args{}).Ptr(q).Ptr(kt).Ptr(v).Ptr(mask).Ptr(y).I32(int32(g.S)).I32(int32(g.H)).I32(int32(sp.Op)).F32(scale).
 		I64(int64(g.MB)).I64(int64(g.MH)).I64(int64(g.MI)).I64(int64(g.MJ))
 	grid := cuda.D3(uint32((g.S+kernels.FastAttnBQ-1)/kernels.FastAttnBQ), uint32(g.H), uint32(g.B))
-	return true, f.(*cuda.Function).Launch(s.l.st, grid, cuda.D3(kernels.FastAttnThreads, 1, 1), 0, args)
+	return true, f.Launch(s.l.st, grid, cuda.D3(kernels.FastAttnThreads, 1, 1), 0, args)
 }

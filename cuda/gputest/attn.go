@@ -324,7 +324,7 @@ func (s *fastSuite) attnModel(path string) error {
 	fused, _ := engine.PlaceFast(res.Graph, res.Graph.Types, engine.FastOptions{Precision: plan.FP16})
 	unfused := map[string]plan.Precision{}
 	for _, l := range fused {
-		if strings.Contains(l.Kernel, ".attention(") {
+		if strings.Contains(l.Kernel, ".attention(") || l.Kernel == kernels.FastLayerNorm {
 			unfused[l.Layer] = plan.FP32
 		}
 	}
@@ -334,12 +334,15 @@ func (s *fastSuite) attnModel(path string) error {
 		o     engine.FastOptions
 		full  bool
 	}{
-		{"fp16 (attention exact)", engine.FastOptions{Precision: plan.FP16, Layers: unfused}, false},
-		{"fp16 (attention fused)", engine.FastOptions{Precision: plan.FP16}, true},
+		{"fp16 as before (attention, LayerNorm exact)", engine.FastOptions{Precision: plan.FP16, Layers: unfused}, false},
+		{"fp16 (fused attention, staged LayerNorm)", engine.FastOptions{Precision: plan.FP16}, true},
 	} {
 		sec, notes := engine.FastSection(res.Graph, res.Graph.Types, s.img, s.env, v.o)
-		nfast, nattn := 0, 0
+		nfast, nattn, nln := 0, 0, 0
 		for _, l := range sec.Layers {
+			if l.Kernel == kernels.FastLayerNorm {
+				nln++
+			}
 			if strings.HasPrefix(l.Kernel, "fast.") {
 				nfast++
 			}
@@ -347,7 +350,7 @@ func (s *fastSuite) attnModel(path string) error {
 				nattn++
 			}
 		}
-		fmt.Fprintf(s.w, "model %s %s: %d of %d layers fast (%d fused attention), mode %s; %d notes\n", name, v.label, nfast, len(sec.Layers), nattn, sec.Mode, len(notes))
+		fmt.Fprintf(s.w, "model %s %s: %d of %d layers fast (%d fused attention), %d on %s, mode %s; %d notes\n", name, v.label, nfast, len(sec.Layers), nattn, nln, kernels.FastLayerNorm, sec.Mode, len(notes))
 		p, err := mk(sec)
 		if err != nil {
 			return err
@@ -358,7 +361,7 @@ func (s *fastSuite) attnModel(path string) error {
 			return fmt.Errorf("%s %s: %w", name, v.label, err)
 		}
 		if !v.full {
-			// The plan before the fused attention: timed, and row 0 alone
+			// The plan as it was before fast_attn.cu: timed, and row 0 alone
 			// against the same row in the largest batch only.
 			s.rowInBatch(ctx, name, v.label, p, fe)
 		} else if err := s.modelChecks(ctx, name, v.label, p, fe, exactE); err != nil {

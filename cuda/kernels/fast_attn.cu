@@ -211,3 +211,47 @@ VA_ENTRY(va_bf16_d64_s128, true, 64, 128)
 VA_ENTRY(va_bf16_d64_s64, true, 64, 64)
 VA_ENTRY(va_bf16_d32_s128, true, 32, 128)
 VA_ENTRY(va_bf16_d32_s64, true, 32, 64)
+
+// va_layernorm is vx_layernorm's arithmetic, every operation in the same
+// order (so the exact plan's bits: the layer stays exact), staged for the
+// GPU: one warp per row loads it into shared memory (coalesced), lane 0
+// runs the two sequential chains (the sum, m = s/D, the chain
+// q = fma(x-m, x-m, q), inv = 1/sqrt(q/D + eps)) from there, then the warp
+// writes y = ((x-m)*inv)*scale (+ bias), NaN canonical. vx_layernorm runs
+// a row per thread from global memory (2 blocks of 64 threads for
+// BERT-base's 128 tokens at batch 1). D <= VA_LN_MAXD.
+#define VA_LN_MAXD 1024
+#define VA_LN_ROWS 4 // rows (warps) per block
+
+extern "C" __global__ void __launch_bounds__(32 * VA_LN_ROWS) va_layernorm(const float* __restrict__ x, const float* __restrict__ scale,
+	const float* __restrict__ bias, float eps, float* __restrict__ y, i64 rows, int D) {
+	__shared__ float buf[VA_LN_ROWS][VA_LN_MAXD];
+	__shared__ float stat[VA_LN_ROWS][2];
+	const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	const i64 r = (i64)blockIdx.x * VA_LN_ROWS + w;
+	if (r >= rows) return;
+	const float* xr = x + r * D;
+	float* yr = y + r * D;
+	float* b = buf[w];
+	for (int i = lane; i < D; i += 32) b[i] = xr[i];
+	__syncwarp();
+	if (lane == 0) {
+		float s = 0.0f;
+		for (int i = 0; i < D; i++) s = __fadd_rn(s, b[i]);
+		float m = __fdiv_rn(s, (float)D);
+		float q = 0.0f;
+		for (int i = 0; i < D; i++) {
+			float d = __fsub_rn(b[i], m);
+			q = __fmaf_rn(d, d, q);
+		}
+		stat[w][0] = m;
+		stat[w][1] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(q, (float)D), eps)));
+	}
+	__syncwarp();
+	const float m = stat[w][0], iv = stat[w][1];
+	for (int i = lane; i < D; i += 32) {
+		float v = __fmul_rn(__fmul_rn(__fsub_rn(b[i], m), iv), scale[i]);
+		if (bias) v = __fadd_rn(v, bias[i]);
+		yr[i] = vx_canon(v);
+	}
+}

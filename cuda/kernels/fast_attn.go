@@ -35,6 +35,16 @@ const FastAttnImageName = FastImageName + "+" + FastAttnName
 // fast_attn.cu, one translation unit with Options.
 func FastAttnImageSource() string { return FastImageSource() + fastAttnCU }
 
+// FastLayerNorm is fast_attn.cu's LayerNormalization: vx_layernorm's
+// operations in vx_layernorm's order (the exact bits), one warp per row of
+// at most FastLayerNormMaxD values staged in shared memory,
+// FastLayerNormRows rows a block.
+const (
+	FastLayerNorm     = "va_layernorm"
+	FastLayerNormMaxD = 1024
+	FastLayerNormRows = 4
+)
+
 // FastAttnBQ is the query rows of one attention block (fast_attn.cu's
 // VA_BQ), FastAttnThreads its threads.
 const (
@@ -53,11 +63,12 @@ func FastAttnKernel(prec string, d, smax int) string {
 	return fmt.Sprintf("va_%s_d%d_s%d", prec, d, smax)
 }
 
-// FastAttnKernels lists every entry point of fast_attn.cu.
+// FastAttnKernels lists every entry point of fast_attn.cu: FastLayerNorm,
+// then the attention kernels.
 var FastAttnKernels = fastAttnKernels()
 
 func fastAttnKernels() []string {
-	var a []string
+	a := []string{FastLayerNorm}
 	for _, p := range []string{FastF16, FastBF16} {
 		for _, s := range FastAttnShapes {
 			a = append(a, FastAttnKernel(p, s[0], s[1]))

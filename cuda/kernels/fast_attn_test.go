@@ -11,7 +11,10 @@ import (
 // whose helpers it uses.
 func TestFastAttnKernels(t *testing.T) {
 	seen := map[string]bool{}
-	for _, k := range FastAttnKernels {
+	if FastAttnKernels[0] != FastLayerNorm || !strings.Contains(fastAttnCU, " "+FastLayerNorm+"(") {
+		t.Errorf("fast_attn.cu has no %s first", FastLayerNorm)
+	}
+	for _, k := range FastAttnKernels[1:] {
 		if seen[k] || !strings.HasPrefix(k, "va_") {
 			t.Errorf("attention kernel %q", k)
 		}
@@ -23,17 +26,17 @@ func TestFastAttnKernels(t *testing.T) {
 			t.Errorf("fast_attn.cu has no %s", entry)
 		}
 	}
-	if len(FastAttnKernels) != 2*len(FastAttnShapes) {
+	if len(FastAttnKernels) != 1+2*len(FastAttnShapes) {
 		t.Errorf("%d attention kernels", len(FastAttnKernels))
 	}
-	if strings.Count(fastAttnCU, "VA_ENTRY(va_") != len(FastAttnKernels) {
-		t.Errorf("fast_attn.cu has %d entry points, FastAttnKernels %d", strings.Count(fastAttnCU, "VA_ENTRY(va_"), len(FastAttnKernels))
+	if strings.Count(fastAttnCU, "VA_ENTRY(va_") != len(FastAttnKernels)-1 {
+		t.Errorf("fast_attn.cu has %d attention entry points, FastAttnKernels %d", strings.Count(fastAttnCU, "VA_ENTRY(va_"), len(FastAttnKernels)-1)
 	}
 	src := FastAttnImageSource()
 	if !strings.HasSuffix(src, fastAttnCU) || !strings.HasPrefix(src, FastImageSource()) {
 		t.Error("a fast plan's image is not FastImageSource then fast_attn.cu")
 	}
-	for _, k := range []string{"#define VA_BQ 32", "#define VA_THREADS 128"} {
+	for _, k := range []string{"#define VA_BQ 32", "#define VA_THREADS 128", "#define VA_LN_MAXD 1024", "#define VA_LN_ROWS 4"} {
 		if !strings.Contains(fastAttnCU, k) {
 			t.Errorf("fast_attn.cu has no %q (FastAttnBQ, FastAttnThreads)", k)
 		}
