@@ -42,10 +42,13 @@ if [ -n "${FAST:-}" ]; then
 	# The export runs while the check compiles the kernels and tests them
 	# (-attn-wait: it waits for the model file).
 	(MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 150 python3 "$(dirname "$0")/torch_bert.py" --export $T --hidden --batches 1 2>&1 | grep -v Warning | tail -3) &
+	exp=$!
 	timeout "${SUITE_S:-240}" $T/gputest.test -test.run 'TestFastAttention$' -test.v -attn-models $T/bert_base/model.onnx -attn-wait 170s \
 		-attn-record "$OUT/attn-record.txt" -attn-runs "${RUNS:-20}" >"$OUT/fast.log" 2>&1
 	echo "fast suite exit $?"
-	wait
+	# The export's pid: a bare wait would also wait for the log's tee (the
+	# 2026-12-03 call hung there until its limit, before the PyTorch peer).
+	wait $exp
 	grep -E "^(bench|accuracy|model|attn:|kernel|time|emulation|FAIL)|fast attention|panic|^---|^ok" "$OUT/fast.log" | head -60
 	echo "invariance lines: $(grep -c "^invariant" "$OUT/fast.log"), failures: $(grep -c "^FAIL" "$OUT/fast.log")"
 	MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 100 python3 "$(dirname "$0")/torch_bert.py" --time --hidden --batches 1,64 2>&1 | grep -v Warning | tail -6
