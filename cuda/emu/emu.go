@@ -145,9 +145,9 @@ func chainBody(n *ir.Node, prec plan.Precision, op, arch string) ([]*ir.Node, er
 // emulated is node n as an emulated fast layer of kernel k.
 func emulated(n *ir.Node, prec plan.Precision, k, arch string) (*ir.Node, error) {
 	switch fused.BaseOf(n) {
-	case "Conv", "Gemm", "MatMul":
+	case "Conv", "Gemm", "MatMul", "Attention":
 	default:
-		return nil, fmt.Errorf("fast kernel %q for a %s layer: this vouch emulates fast Conv, Gemm and MatMul layers", k, n.OpType)
+		return nil, fmt.Errorf("fast kernel %q for a %s layer: this vouch emulates fast Conv, Gemm, MatMul and Attention layers", k, n.OpType)
 	}
 	if prec == plan.Int8 {
 		if _, err := int8Scale(k); err != nil {
@@ -251,6 +251,8 @@ func (o *fastOp) run(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.
 		return gemm(mmaProduct(m, f), orig, in)
 	case "MatMul":
 		return o.matmul(c, m, f, orig, in)
+	case "Attention":
+		return attention(m, f, orig, in, n.String(attrKernel, ""))
 	}
 	return nil, fmt.Errorf("emu: no emulation of %s", orig.OpType)
 }

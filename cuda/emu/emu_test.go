@@ -210,7 +210,7 @@ func TestEmulationRefusals(t *testing.T) {
 		if fused.BaseOf(n) != "Gemm" && fused.BaseOf(n) != "MatMul" && n.OpType != "Conv" {
 			hdr.Layers[i].Kernel = plan.FastKernel(plan.FP16, "attention(64x64)")
 			bad.Header.GPU = &hdr
-			if _, err := emu.Rewrite(&bad); err == nil || !strings.Contains(err.Error(), "emulates fast Conv, Gemm and MatMul") {
+			if _, err := emu.Rewrite(&bad); err == nil || !strings.Contains(err.Error(), "emulates fast Conv, Gemm, MatMul and Attention") {
 				t.Errorf("fast kernel on a %s: %v", n.OpType, err)
 			}
 			return

@@ -187,7 +187,9 @@ func fastKernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, p plan.Pre
 	case fused.ExpandDepthwise:
 		return "", "ExpandDepthwise (a depthwise part) has no fast kernel yet: exact"
 	case "Attention":
-		return "", "Attention (activation by activation products) has no fast kernel yet: exact"
+		return fastAttention(n, g, types, p)
+	case "LayerNormalization":
+		return fastLayerNorm(n, types, exactKernel), ""
 	}
 	return "", ""
 }
@@ -330,6 +332,14 @@ func parseFast(kernel string, n *ir.Node) (fastSpec, map[*ir.Node]fastSpec, erro
 	if !ok1 || !ok2 || !ok3 || !fastPrec(s.prec, op) {
 		return s, nil, fmt.Errorf("fast kernel %q: want fast.<fp16|bf16>.<op>(<tiles>) or fast.int8.<conv|gemm>(<tiles>)", kernel)
 	}
+	if op == "attention" {
+		if n.OpType != "Attention" {
+			return s, nil, fmt.Errorf("fast kernel %q for a %s layer", kernel, n.OpType)
+		}
+		t, err := parseAttnTile(tiles)
+		s.tile = t
+		return s, nil, err
+	}
 	want := map[string]string{"conv": "Conv", "gemm": "Gemm", "matmul": "MatMul"}[op]
 	if n.OpType == "ConvChain" && op == "conv" {
 		list, ok := strings.CutPrefix(tiles, "chain ")
@@ -383,10 +393,11 @@ func FastSection(g *ir.Graph, types map[string]ir.Type, img *cuda.Image, env Env
 	return sec, notes
 }
 
-// FastKernels compiles the exact kernels and fast.cu, one translation
-// unit, with n for arch: the image of a fast plan.
+// FastKernels compiles the exact kernels, fast.cu, fast_int8.cu and
+// fast_attn.cu, one translation unit, with n for arch: the image of a fast
+// plan.
 func FastKernels(n *cuda.NVRTC, arch string) (*cuda.Image, error) {
-	return cuda.Build(n, kernels.FastImageSource(), kernels.FastImageName, arch, kernels.Options)
+	return cuda.Build(n, kernels.FastAttnImageSource(), kernels.FastAttnImageName, arch, kernels.Options)
 }
 
 // BuildFast is Build for fast mode: it compiles the exact and fast kernels

@@ -62,6 +62,9 @@ func (pr *Program) pack(g *ir.Graph, n *ir.Node, sp fastSpec) error {
 	if sp.prec == plan.Int8 {
 		return pr.packInt8(g, n, sp)
 	}
+	if sp.op == "attention" {
+		return nil // activations only (fast_attn.go)
+	}
 	wn := n.Input(1)
 	key := packKey(g, wn, sp.prec)
 	if pr.weights[key] != nil {

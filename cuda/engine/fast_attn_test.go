@@ -1,0 +1,59 @@
+package engine_test
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/vouchml/vouch/cuda/engine"
+	"github.com/vouchml/vouch/cuda/kernels"
+	"github.com/vouchml/vouch/plan"
+)
+
+// tiny_bert's fast placement: its Attention layers on the fused kernel
+// (its sequence is unknown at build time: the longest, s128), its
+// LayerNormalizations on va_layernorm (exact arithmetic: no precision),
+// which the exact placement leaves on vx_layernorm; bf16 names its
+// attention so; int8 and fp32 leave both exact.
+func TestPlaceFastTransformer(t *testing.T) {
+	res := build(t, "tiny_bert")
+	g := res.Graph
+	exact := Place(g, g.Types)
+	for _, c := range []struct {
+		p          plan.Precision
+		attn, norm string
+	}{
+		{plan.FP16, "fast.fp16.attention(s128)", kernels.FastLayerNorm},
+		{fastBF16, "fast.bf16.attention(s128)", kernels.FastLayerNorm},
+		{plan.FP32, "", kernels.LayerNorm},
+	} {
+		got, _ := PlaceFast(g, g.Types, FastOptions{Precision: c.p})
+		na, nn := 0, 0
+		for i, n := range g.Nodes {
+			switch n.OpType {
+			case "Attention":
+				na++
+				want := c.attn
+				if want == "" {
+					want = exact[i].Kernel
+				}
+				if got[i].Kernel != want || (c.attn != "") != (got[i].Precision == c.p) {
+					t.Errorf("%s %s: %+v, want %q", c.p, got[i].Layer, got[i], want)
+				}
+			case "LayerNormalization":
+				nn++
+				if exact[i].Kernel != kernels.LayerNorm || got[i].Kernel != c.norm || got[i].Precision != "" {
+					t.Errorf("%s %s: %+v (exact %q), want %q without a precision", c.p, got[i].Layer, got[i], exact[i].Kernel, c.norm)
+				}
+			}
+		}
+		if na == 0 || nn == 0 {
+			t.Fatalf("tiny_bert: %d Attention, %d LayerNormalization layers", na, nn)
+		}
+	}
+	got, _ := PlaceFast(g, g.Types, FastOptions{Precision: plan.FP16})
+	sec := plan.GPU{Device: "cuda", Mode: plan.ModeFast, Arch: "sm_90", Layers: got,
+		Kernels: plan.GPUKernels{Source: "fast.cu", SourceSHA256: strings.Repeat("ab", 32), PTXSHA256: strings.Repeat("ab", 32), CubinSHA256: strings.Repeat("ab", 32)}}
+	if _, err := plan.AddGPU(res.Plan, sec, []byte("image")); err != nil {
+		t.Fatalf("AddGPU of the placement: %v", err)
+	}
+}

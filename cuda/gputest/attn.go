@@ -1,0 +1,402 @@
+package gputest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vouchml/vouch/bench"
+	"github.com/vouchml/vouch/buildlog"
+	"github.com/vouchml/vouch/compile"
+	"github.com/vouchml/vouch/cuda"
+	"github.com/vouchml/vouch/cuda/attn"
+	"github.com/vouchml/vouch/cuda/engine"
+	"github.com/vouchml/vouch/cuda/exact"
+	"github.com/vouchml/vouch/cuda/kernels"
+	"github.com/vouchml/vouch/cuda/mma"
+	"github.com/vouchml/vouch/exec"
+	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/onnx"
+	"github.com/vouchml/vouch/plan"
+)
+
+// AttnConfig is the fused attention's device check (issue 19, BERT): the
+// kernel on attn.Cases against attn.Reference (bits), a row alone against
+// the same row in a batch of 64, runs; then Models built as fast plans
+// twice, with their Attention layers exact and fused, each checked and
+// timed as the fast suite does (row 0 alone vs in Batches, Runs runs,
+// lanes, the CPU emulation at batch 1, the accuracy against the exact
+// plan, BenchBatches timed), and the exact plan timed.
+type AttnConfig struct {
+	Driver, NVRTC string
+	Device        int
+	Models        []string
+	Batches       []int
+	BenchBatches  []int
+	Runs          int
+	Record        string // where the kernel cases' output digests are written ("": not)
+	// Wait is how long a model file that does not exist yet is waited
+	// for (one being exported beside the check).
+	Wait time.Duration
+}
+
+// RunAttn runs the check on cfg.Device.
+func RunAttn(cfg AttnConfig, w io.Writer) (*FastReport, error) {
+	d, err := cuda.Open(cfg.Driver)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.Context(cfg.Device)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	nv, err := cuda.OpenNVRTC(cfg.NVRTC)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	img, err := engine.FastKernels(nv, c.Info.Arch())
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "attn: NVRTC %s compiled %s for %s in %.1f s\n", img.NVRTC, img.Source, img.Arch, time.Since(t0).Seconds())
+	e, err := exact.Load(c, img)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	for _, k := range kernels.FastAttnKernels {
+		f, err := e.Mod.Function(k)
+		if err != nil {
+			return nil, err
+		}
+		if a, err := f.Attrs(); err == nil {
+			fmt.Fprintf(w, "kernel %-18s %3d registers, %5d B shared, %d B local\n", k, a.Registers, a.SharedBytes, a.LocalBytes)
+		}
+	}
+	s := &fastSuite{cfg: FastConfig{Device: cfg.Device, Batches: cfg.Batches, BenchBatches: cfg.BenchBatches, Runs: cfg.Runs},
+		w: w, c: c, e: e, img: img, r: rand.New(rand.NewSource(23)), rep: &FastReport{},
+		env: engine.Env{Device: c.Info, Release: d.Release(), NVRTC: img.NVRTC}}
+	if err := s.attnKernels(cfg.Record); err != nil {
+		return s.rep, err
+	}
+	for _, m := range cfg.Models {
+		for end := time.Now().Add(cfg.Wait); time.Now().Before(end); time.Sleep(time.Second) {
+			if _, err := os.Stat(m); err == nil {
+				break
+			}
+		}
+		if err := s.attnModel(m); err != nil {
+			return s.rep, err
+		}
+	}
+	return s.rep, nil
+}
+
+// launchAttn runs case c's kernel on the device operands.
+func (s *fastSuite) launchAttn(st *cuda.Stream, c attn.Case, q, kt, v, m, y uint64) error {
+	f, err := s.e.Mod.Function(c.Kernel())
+	if err != nil {
+		return err
+	}
+	g := c.G
+	args := (&cuda.Args{}).Ptr(q).Ptr(kt).Ptr(v).Ptr(m).Ptr(y).I32(int32(g.S)).I32(int32(g.H)).I32(int32(c.Op)).F32(c.Scale).
+		I64(int64(g.MB)).I64(int64(g.MH)).I64(int64(g.MI)).I64(int64(g.MJ))
+	return f.Launch(st, cuda.D3(uint32((g.S+kernels.FastAttnBQ-1)/kernels.FastAttnBQ), uint32(g.H), uint32(g.B)), cuda.D3(kernels.FastAttnThreads, 1, 1), 0, args)
+}
+
+// runAttnCase uploads c, launches it and returns y.
+func (s *fastSuite) runAttnCase(c attn.Case) ([]float32, error) {
+	var bufs []*cuda.Buffer
+	defer func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}()
+	up := func(v []float32) (uint64, error) {
+		if v == nil {
+			return 0, nil
+		}
+		b, err := s.upload(v)
+		if err != nil {
+			return 0, err
+		}
+		bufs = append(bufs, b)
+		return b.Ptr, nil
+	}
+	var p [4]uint64
+	for i, v := range [][]float32{c.Q, c.Kt, c.V, c.M} {
+		var err error
+		if p[i], err = up(v); err != nil {
+			return nil, err
+		}
+	}
+	y, err := s.c.Alloc(uint64(len(c.Q)) * 4)
+	if err != nil {
+		return nil, err
+	}
+	bufs = append(bufs, y)
+	if err := s.launchAttn(nil, c, p[0], p[1], p[2], p[3], y.Ptr); err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(c.Q))
+	if err := s.c.Synchronize(); err != nil {
+		return nil, err
+	}
+	return out, s.c.Download(out, y)
+}
+
+// attnKernels checks the kernel on attn.Cases(19) against Reference, a
+// BERT-base row alone against the same row in a batch of 64, and repeated
+// runs; it times BERT-base's shape at batch 1 and 64 and writes the cases'
+// digests to record.
+func (s *fastSuite) attnKernels(record string) error {
+	var rec strings.Builder
+	fmt.Fprintf(&rec, "# fast_attn.cu sha256 %s on %s (%s); attn.Cases(19): case kernel sha256-of-output\n", kernels.FastAttnDigest(), s.c.Info.Name, s.c.Info.Arch())
+	for i, c := range attn.Cases(19) {
+		f := mma.FP16
+		if c.BF {
+			f = mma.BF16
+		}
+		m, ok := mma.ModelFor(s.c.Info.Arch(), f)
+		got, err := s.runAttnCase(c)
+		if err != nil {
+			return fmt.Errorf("attention case %v: %w", c, err)
+		}
+		fmt.Fprintf(&rec, "%d %s %s\n", i, c.Kernel(), attn.Digest(got))
+		if !ok {
+			fmt.Fprintf(s.w, "attention case %v: no tensor-core model for %s\n", c, s.c.Info.Arch())
+			continue
+		}
+		want, err := attn.Reference(m, f, c.G, c.Q, c.Kt, c.V, c.M, c.Op, c.Scale)
+		if err != nil {
+			return err
+		}
+		s.same(fmt.Sprintf("attention kernel %v == attn.Reference", c), got, want)
+	}
+	// BERT-base: batch 64 of 12 heads; row 0 alone (batch 1) must be the
+	// batch's first 12 heads, bit for bit; 20 runs the same.
+	r := rand.New(rand.NewSource(64))
+	big := attn.Random(r, false, 64, 12, 128, 64, attn.DivScale, 8, []int{64, 1, 1, 128}, false)
+	one := big
+	n1 := 12 * 128 * 64
+	one.Q, one.Kt, one.V, one.M = big.Q[:n1], big.Kt[:n1], big.V[:n1], big.M[:128]
+	one.G.B = 1
+	yb, err := s.runAttnCase(big)
+	if err != nil {
+		return err
+	}
+	y1, err := s.runAttnCase(one)
+	if err != nil {
+		return err
+	}
+	s.same("attention kernel: BERT-base row 0 alone == in a batch of 64", y1, yb[:n1])
+	for i := 0; i < 20; i++ {
+		again, err := s.runAttnCase(big)
+		if err != nil {
+			return err
+		}
+		if i == 0 || i == 19 {
+			s.same(fmt.Sprintf("attention kernel: BERT-base batch 64, run %d == run 0", i+1), again, yb)
+		} else {
+			for j := range again {
+				if math.Float32bits(again[j]) != math.Float32bits(yb[j]) {
+					s.fail("attention kernel: batch 64 run %d differs at %d", i+1, j)
+					break
+				}
+			}
+		}
+	}
+	if err := s.timeAttn(big, one); err != nil {
+		return err
+	}
+	if record != "" {
+		if err := os.WriteFile(record, []byte(rec.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timeAttn times the kernel on cases (medians of 20 after 3).
+func (s *fastSuite) timeAttn(cases ...attn.Case) error {
+	st, err := s.c.NewStream()
+	if err != nil {
+		return err
+	}
+	defer st.Destroy()
+	e0, err := s.c.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e0.Destroy()
+	e1, err := s.c.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer e1.Destroy()
+	for _, c := range cases {
+		var bufs []*cuda.Buffer
+		var p [5]uint64
+		for i, v := range [][]float32{c.Q, c.Kt, c.V, c.M, c.Q} {
+			if v == nil {
+				continue // no mask: a null pointer
+			}
+			b, err := s.upload(v)
+			if err != nil {
+				return err
+			}
+			bufs = append(bufs, b)
+			p[i] = b.Ptr
+		}
+		var ms []float64
+		for i := 0; i < 23; i++ {
+			if err := e0.Record(st); err != nil {
+				return err
+			}
+			if err := s.launchAttn(st, c, p[0], p[1], p[2], p[3], p[4]); err != nil {
+				return err
+			}
+			if err := e1.Record(st); err != nil {
+				return err
+			}
+			v, err := e0.Elapsed(e1)
+			if err != nil {
+				return err
+			}
+			if i >= 3 {
+				ms = append(ms, v)
+			}
+		}
+		for _, b := range bufs {
+			b.Free()
+		}
+		fmt.Fprintf(s.w, "time attention %v: %.4f ms (one layer's 12 heads x batch)\n", c, median(ms))
+	}
+	return nil
+}
+
+// attnModel builds path's fast fp16 plan with its Attention layers exact
+// and fused, and its exact plan; checks and times them.
+func (s *fastSuite) attnModel(path string) error {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	name := filepath.Base(filepath.Dir(path))
+	m, err := onnx.Decode(src, filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	t0 := time.Now()
+	res, err := compile.Build(m, src, name, "fast", compile.DefaultOptions(), builtin.Registry(), buildlog.New(nil))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	fmt.Fprintf(s.w, "model %s: compiled in %.1f s\n", name, time.Since(t0).Seconds())
+	mk := func(sec plan.GPU) (*plan.Plan, error) {
+		b, err := plan.AddGPU(res.Plan, sec, s.img.Encode())
+		if err != nil {
+			return nil, err
+		}
+		return plan.Decode(b)
+	}
+	dev := exec.Options{Device: fmt.Sprintf("cuda:%d", s.cfg.Device)}
+	ep, err := mk(engine.Section(res.Graph, res.Graph.Types, s.img, s.env))
+	if err != nil {
+		return err
+	}
+	exactE, err := exec.NewPlanEngine(ep, builtin.Registry(), dev)
+	if err != nil {
+		return fmt.Errorf("%s exact: %w", name, err)
+	}
+	defer exactE.Close()
+	ctx := context.Background()
+	fused, _ := engine.PlaceFast(res.Graph, res.Graph.Types, engine.FastOptions{Precision: plan.FP16})
+	unfused := map[string]plan.Precision{}
+	for _, l := range fused {
+		if strings.Contains(l.Kernel, ".attention(") || l.Kernel == kernels.FastLayerNorm {
+			unfused[l.Layer] = plan.FP32
+		}
+	}
+	s.cfg.BenchModels = []string{name}
+	for _, v := range []struct {
+		label string
+		o     engine.FastOptions
+		full  bool
+	}{
+		{"fp16 as before (attention, LayerNorm exact)", engine.FastOptions{Precision: plan.FP16, Layers: unfused}, false},
+		{"fp16 (fused attention, staged LayerNorm)", engine.FastOptions{Precision: plan.FP16}, true},
+	} {
+		sec, notes := engine.FastSection(res.Graph, res.Graph.Types, s.img, s.env, v.o)
+		nfast, nattn, nln := 0, 0, 0
+		for _, l := range sec.Layers {
+			if l.Kernel == kernels.FastLayerNorm {
+				nln++
+			}
+			if strings.HasPrefix(l.Kernel, "fast.") {
+				nfast++
+			}
+			if strings.Contains(l.Kernel, ".attention(") {
+				nattn++
+			}
+		}
+		fmt.Fprintf(s.w, "model %s %s: %d of %d layers fast (%d fused attention), %d on %s, mode %s; %d notes\n", name, v.label, nfast, len(sec.Layers), nattn, nln, kernels.FastLayerNorm, sec.Mode, len(notes))
+		p, err := mk(sec)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(s.w, "model %s %s: plan precision %s\n", name, v.label, p.Precision())
+		fe, err := exec.NewPlanEngine(p, builtin.Registry(), dev)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", name, v.label, err)
+		}
+		if !v.full {
+			// The plan as it was before fast_attn.cu: timed, and row 0 alone
+			// against the same row in the largest batch only.
+			s.rowInBatch(ctx, name, v.label, p, fe)
+		} else if err := s.modelChecks(ctx, name, v.label, p, fe, exactE); err != nil {
+			fe.Close()
+			return err
+		}
+		s.timeModel(ctx, name+" "+v.label, p, fe)
+		fe.Close()
+	}
+	s.timeModel(ctx, name+" exact", ep, exactE)
+	return nil
+}
+
+// rowInBatch compares row 0 alone with the same row in a batch of the
+// largest of s.cfg.Batches (its other rows different), every output.
+func (s *fastSuite) rowInBatch(ctx context.Context, name, label string, p *plan.Plan, fe *exec.Engine) {
+	b := slices.Max(s.cfg.Batches)
+	alone, err1 := bench.Inputs(p.Graph, bench.Shape{Batch: 1}, 5)
+	in, err2 := bench.Inputs(p.Graph, bench.Shape{Batch: b}, 6)
+	if err1 != nil || err2 != nil {
+		fmt.Fprintf(s.w, "model %s %s: no inputs: %v %v\n", name, label, err1, err2)
+		return
+	}
+	for k, t := range in {
+		reflect.Copy(reflect.ValueOf(t.Data), reflect.ValueOf(alone[k].Data))
+	}
+	ref, err1 := fe.Run(ctx, alone)
+	out, err2 := fe.Run(ctx, in)
+	if err1 != nil || err2 != nil {
+		s.fail("model %s %s: %v %v", name, label, err1, err2)
+		return
+	}
+	for k, t := range ref {
+		if f, ok := t.Data.([]float32); ok {
+			s.same(fmt.Sprintf("model %s %s: output %s of row 0 alone == in a batch of %d", name, label, k, b), out[k].Data.([]float32)[:len(f)], f)
+		}
+	}
+}
