@@ -45,7 +45,7 @@ type dwAnyJob struct {
 	d             *dwAnyGeom
 	x, w, bias, y []float32
 	ep            epi
-	z             bool // AVX-512 (DwTapsZ, DwStoreZ); else AVX2 (DwTapsA, dwStore)
+	z             bool // AVX-512 (DwTapsZ, DwStoreZ); else AVX2 (DwTapsA, DwStoreA)
 }
 
 var dwAnyJobs = sync.Pool{New: func() any { return new(dwAnyJob) }}
@@ -79,7 +79,7 @@ func (j *dwAnyJob) Run(lo, hi int) {
 		if j.z {
 			amd64.DwStoreZ(&(*out)[0], d.Wq, &yc[0], d.OW, d.OH, d.OW, bv, blo, bhi)
 		} else {
-			dwStore((*out)[:(d.OH-1)*d.Wq+d.OW], d.Wq, yc, d.OW, d.OH, d.OW, bv, blo, bhi)
+			amd64.DwStoreA(&(*out)[0], d.Wq, &yc[0], d.OW, d.OH, d.OW, bv, blo, bhi)
 		}
 		if late {
 			e := j.ep.at(nc * P)
@@ -89,25 +89,6 @@ func (j *dwAnyJob) Run(lo, hi int) {
 	}
 	putF32(out)
 	putF32(buf)
-}
-
-// dwStore is amd64.DwStoreZ in Go (for AVX2, where the store is a small
-// share of the work): dst[i*ldd+j] = v, v = src[i*lds+j] + bias, then v =
-// lo > v ? lo : v, then v = hi < v ? hi : v.
-func dwStore(src []float32, lds int, dst []float32, ldd, rows, cols int, bias, lo, hi float32) {
-	for i := 0; i < rows; i++ {
-		s, d := src[i*lds:i*lds+cols], dst[i*ldd:i*ldd+cols]
-		for j, a := range s {
-			v := a + bias
-			if lo > v {
-				v = lo
-			}
-			if hi < v {
-				v = hi
-			}
-			d[j] = v
-		}
-	}
 }
 
 // dwAnyOK reports whether dwAny runs the depthwise convolution s here.
