@@ -190,8 +190,27 @@ func newDwAnyGeom(g *geom) *dwAnyGeom {
 func (d *dwAnyGeom) fill(buf, xc []float32, z bool) {
 	W, Wq, sw := d.W, d.Wq, d.sw
 	switch {
+	case !z && sw == 1:
+		// AVX2: each row a copy.
+		n := min(W, Wq-d.pl)
+		if n <= 0 {
+			return
+		}
+		for _, gr := range d.groups {
+			for r := 0; r < gr.n; r++ {
+				src := xc[(gr.iy0+r*d.sh)*W:]
+				o := gr.base + (gr.a0+r)*Wq + d.pl
+				copy(buf[o:o+n], src[:n])
+			}
+		}
+		return
+	case !z && sw == 2:
+		for _, gr := range d.groups {
+			d.fillS2Go(buf, xc, gr)
+		}
+		return
 	case !z:
-		// AVX2: the strided copies below, any stride.
+		// AVX2: the strided copies below.
 	case sw == 1:
 		// Each row phase's rows in one call.
 		n := min(W, Wq-d.pl)
@@ -258,4 +277,29 @@ func (d *dwAnyGeom) fillS2(buf, xc []float32, gr dwRowGroup) {
 		od = &do[0]
 	}
 	amd64.Deint2Z(&src[0], d.W, gr.n, ld, ev, ne, od, no, d.Wq, &amd64.Deint2Idx)
+}
+
+// fillS2Go is fillS2 in Go (AVX2 CPUs): the same elements to the same
+// places, each row's even columns, then its odd ones.
+func (d *dwAnyGeom) fillS2Go(buf, xc []float32, gr dwRowGroup) {
+	pe, be := d.pl%2, d.pl/2
+	po, bo := 1-pe, (d.pl+1)/2
+	ne := max(0, min((d.W+1)/2, d.Wq-be))
+	no := max(0, min(d.W/2, d.Wq-bo))
+	ld := d.sh * d.W
+	for r := 0; r < gr.n; r++ {
+		src := xc[(gr.iy0*d.W)+r*ld:]
+		src = src[:d.W]
+		row := gr.base + (gr.a0+r)*d.Wq
+		de := buf[row+pe*d.plane+be:]
+		de = de[:ne]
+		for i := range de {
+			de[i] = src[2*i]
+		}
+		do := buf[row+po*d.plane+bo:]
+		do = do[:no]
+		for i := range do {
+			do[i] = src[2*i+1]
+		}
+	}
 }
