@@ -6,3 +6,13 @@ package amd64
 func DwTapsZ(n, taps int, offs *int32, w *float32, x *float32, y *float32) {
 	panic("amd64: DwTapsZ called without AVX-512")
 }
+
+// DwTapsA needs amd64 (Enabled is false elsewhere).
+func DwTapsA(n, taps int, offs *int32, w *float32, x *float32, y *float32) {
+	panic("amd64: DwTapsA called without AVX2")
+}
+
+// DwStoreA needs amd64 (Enabled is false elsewhere).
+func DwStoreA(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias, lo, hi float32) {
+	panic("amd64: DwStoreA called without AVX2")
+}

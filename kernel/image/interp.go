@@ -20,10 +20,10 @@ import (
 // Nearest mode copies elements and works for every dtype.
 //
 // A float32 Resize of the last two axes takes the separable path
-// (separable32; z selects its AVX-512 kernel), which stores NaNs as
+// (separable32 at lv's vector kernel: tapsZ, tapsA), which stores NaNs as
 // 0x7fc00000; interpInto's result is canonicalised the same way wherever
 // that path applies, so that every level gives the same bits.
-func interpolate(a *resizeAttrs, x *tensor.Tensor, g *geometry, z bool) (*tensor.Tensor, error) {
+func interpolate(a *resizeAttrs, x *tensor.Tensor, g *geometry, lv tapsLv) (*tensor.Tensor, error) {
 	for d := range x.Shape {
 		if g.out[d] > 0 && x.Shape[d] == 0 {
 			return nil, fmt.Errorf("cannot resize an empty axis %d to %d", d, g.out[d])
@@ -41,8 +41,8 @@ func interpolate(a *resizeAttrs, x *tensor.Tensor, g *geometry, z bool) (*tensor
 	case []float32:
 		dst := out.Data.([]float32)
 		if separableOK(w) {
-			if z {
-				separable32(w, src, dst, true)
+			if lv != tapsGo {
+				separable32(w, src, dst, lv)
 				break
 			}
 			interpInto(w, src, dst, float32(a.extrap), vmath.FMA32)

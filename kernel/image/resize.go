@@ -2,7 +2,6 @@ package image
 
 import (
 	"fmt"
-	"github.com/vouchml/vouch/kernel/amd64"
 	"math"
 
 	"github.com/vouchml/vouch/ir"
@@ -413,7 +412,7 @@ func runResize(kc *kernel.Ctx, n *ir.Node, in []*tensor.Tensor) ([]*tensor.Tenso
 	if err != nil {
 		return nil, err
 	}
-	out, err := interpolate(&a, x, g, kc.AVX512() && amd64.EnabledZ)
+	out, err := interpolate(&a, x, g, tapsLevel(kc))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", n.OpType, err)
 	}

@@ -3,6 +3,7 @@ package image
 import (
 	"math"
 
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
 	"github.com/vouchml/vouch/kernel/vmath"
 )
@@ -43,10 +44,30 @@ func separableOK(w *walker) bool {
 	return true
 }
 
-// separable32 is the separable path; z selects the AVX-512 kernel
-// (amd64.DwTapsZ) for the vertical and horizontal sums, else the portable
-// twin below.
-func separable32(w *walker, src, dst []float32, z bool) {
+// tapsLv is the kernel taps32 runs: the portable loop, amd64.DwTapsA
+// (AVX2+FMA) or amd64.DwTapsZ (AVX-512), all with the same bits.
+type tapsLv int
+
+const (
+	tapsGo tapsLv = iota
+	tapsA
+	tapsZ
+)
+
+// tapsLevel is the best taps32 kernel kc allows on this CPU.
+func tapsLevel(kc *kernel.Ctx) tapsLv {
+	switch {
+	case kc.AVX512() && amd64.EnabledZ:
+		return tapsZ
+	case kc.AVX2() && amd64.Enabled:
+		return tapsA
+	}
+	return tapsGo
+}
+
+// separable32 is the separable path; lv selects the kernel for the
+// vertical and horizontal sums (taps32).
+func separable32(w *walker, src, dst []float32, lv tapsLv) {
 	r := len(w.out)
 	H, W := w.in[r-2], w.in[r-1]
 	OH, OW := w.out[r-2], w.out[r-1]
@@ -89,7 +110,7 @@ func separable32(w *walker, src, dst []float32, z bool) {
 			for _, ix := range tx.idx[lo:hi] {
 				offs = append(offs, int32(ix*hs))
 			}
-			taps32(z, hs, offs, wx[lo:hi], xt, ht[ox*hs:])
+			taps32(lv, hs, offs, wx[lo:hi], xt, ht[ox*hs:])
 		}
 		for ox := 0; ox < OW; ox++ {
 			for iy := 0; iy < H; iy++ {
@@ -103,7 +124,7 @@ func separable32(w *walker, src, dst []float32, z bool) {
 			for _, iy := range ty.idx[lo:hi] {
 				offs = append(offs, int32(iy*ows))
 			}
-			taps32(z, ows, offs, wy[lo:hi], hr, row)
+			taps32(lv, ows, offs, wy[lo:hi], hr, row)
 			out := yp[oy*OW : (oy+1)*OW]
 			if ones {
 				// fma(1, v, +0) is v + 0, exactly, however many times.
@@ -128,13 +149,17 @@ func separable32(w *walker, src, dst []float32, z bool) {
 }
 
 // taps32 sets y[i], i < n (a multiple of 16), to the chain acc =
-// FMA(x[offs[t]+i], w[t], acc) over the taps from +0, canon: DwTapsZ, or
-// its portable twin.
-func taps32(z bool, n int, offs []int32, w, x, y []float32) {
-	if z {
+// FMA(x[offs[t]+i], w[t], acc) over the taps from +0, canon: DwTapsZ,
+// DwTapsA, or their portable twin.
+func taps32(lv tapsLv, n int, offs []int32, w, x, y []float32) {
+	if lv != tapsGo {
 		_ = x[int(offs[len(offs)-1])+n-1]
 		_ = y[n-1]
-		amd64.DwTapsZ(n, len(offs), &offs[0], &w[0], &x[0], &y[0])
+		if lv == tapsZ {
+			amd64.DwTapsZ(n, len(offs), &offs[0], &w[0], &x[0], &y[0])
+		} else {
+			amd64.DwTapsA(n, len(offs), &offs[0], &w[0], &x[0], &y[0])
+		}
 		return
 	}
 	for i := 0; i < n; i++ {

@@ -56,7 +56,7 @@ func TestSeparableTwins(t *testing.T) {
 				t.Fatal("not separable")
 			}
 			got := make([]float32, ref[0].Len())
-			separable32(w, d, got, false)
+			separable32(w, d, got, tapsGo)
 			want := ref[0].Data.([]float32)
 			for j := range want {
 				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {

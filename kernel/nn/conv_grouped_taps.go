@@ -78,7 +78,7 @@ func (j *groupTapsJob) Run(lo, hi int) {
 		ni, gi := u/s.G, u%s.G
 		for c := 0; c < s.Cg; c++ {
 			ch := ni*s.C + gi*s.Cg + c
-			d.fill((*buf)[c*t.chs:], j.x[ch*t.inSz:(ch+1)*t.inSz])
+			d.fill((*buf)[c*t.chs:], j.x[ch*t.inSz:(ch+1)*t.inSz], true)
 		}
 		for m := gi * s.Mg; m < (gi+1)*s.Mg; m++ {
 			amd64.DwTapsZ(d.n16, t.K, &t.offs[0], &j.w[m*t.K], &(*buf)[0], &(*out)[0])

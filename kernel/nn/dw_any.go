@@ -33,7 +33,7 @@ import (
 func dwAny(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 	t := s.groupTapsGeom()
 	j := dwAnyJobs.Get().(*dwAnyJob)
-	*j = dwAnyJob{s: s, d: t.d, x: x, w: w, bias: bias, y: y, ep: ep}
+	*j = dwAnyJob{s: s, d: t.d, x: x, w: w, bias: bias, y: y, ep: ep, z: pool.z}
 	pool.Run(s.N*s.C, s.N*s.C*t.P*len(t.d.offs), j)
 	*j = dwAnyJob{}
 	dwAnyJobs.Put(j)
@@ -45,6 +45,7 @@ type dwAnyJob struct {
 	d             *dwAnyGeom
 	x, w, bias, y []float32
 	ep            epi
+	z             bool // AVX-512 (DwTapsZ, DwStoreZ); else AVX2 (DwTapsA, DwStoreA)
 }
 
 var dwAnyJobs = sync.Pool{New: func() any { return new(dwAnyJob) }}
@@ -63,15 +64,23 @@ func (j *dwAnyJob) Run(lo, hi int) {
 	}
 	for nc := lo; nc < hi; nc++ {
 		c := nc % s.C
-		d.fill(*buf, j.x[nc*inSz:(nc+1)*inSz])
-		amd64.DwTapsZ(d.n16, kn, &d.offs[0], &j.w[c*kn], &(*buf)[0], &(*out)[0])
+		d.fill(*buf, j.x[nc*inSz:(nc+1)*inSz], j.z)
+		if j.z {
+			amd64.DwTapsZ(d.n16, kn, &d.offs[0], &j.w[c*kn], &(*buf)[0], &(*out)[0])
+		} else {
+			amd64.DwTapsA(d.n16, kn, &d.offs[0], &j.w[c*kn], &(*buf)[0], &(*out)[0])
+		}
 		yc := j.y[nc*P : (nc+1)*P]
 		bv := negZero // y = acc + -0 is acc, bit for bit
 		if j.bias != nil {
 			bv = j.bias[c]
 		}
 		_ = (*out)[(d.OH-1)*d.Wq+d.OW-1]
-		amd64.DwStoreZ(&(*out)[0], d.Wq, &yc[0], d.OW, d.OH, d.OW, bv, blo, bhi)
+		if j.z {
+			amd64.DwStoreZ(&(*out)[0], d.Wq, &yc[0], d.OW, d.OH, d.OW, bv, blo, bhi)
+		} else {
+			amd64.DwStoreA(&(*out)[0], d.Wq, &yc[0], d.OW, d.OH, d.OW, bv, blo, bhi)
+		}
 		if late {
 			e := j.ep.at(nc * P)
 			e.block(yc, P, 1, P)
@@ -85,7 +94,7 @@ func (j *dwAnyJob) Run(lo, hi int) {
 // dwAnyOK reports whether dwAny runs the depthwise convolution s here.
 func dwAnyOK(pool machine, s *convSetup) bool {
 	nd := len(s.g.in)
-	return pool.z && s.Cg == 1 && s.Mg == 1 && (nd == 1 || nd == 2) && prod(s.g.out) > 0 && prod(s.g.k) > 0
+	return (pool.z || pool.fast) && s.Cg == 1 && s.Mg == 1 && (nd == 1 || nd == 2) && prod(s.g.out) > 0 && prod(s.g.k) > 0
 }
 
 // dwAnyGeom is dwAny's layout of one plane (1-D as one row).
@@ -178,10 +187,31 @@ func newDwAnyGeom(g *geom) *dwAnyGeom {
 // and the input elements that no output reads are left as they are (zero).
 // Input column ix goes to column phase (ix+pl) mod sw at (ix+pl) div sw:
 // each phase's columns are a strided copy.
-func (d *dwAnyGeom) fill(buf, xc []float32) {
+func (d *dwAnyGeom) fill(buf, xc []float32, z bool) {
 	W, Wq, sw := d.W, d.Wq, d.sw
-	switch sw {
-	case 1:
+	switch {
+	case !z && sw == 1:
+		// AVX2: each row a copy.
+		n := min(W, Wq-d.pl)
+		if n <= 0 {
+			return
+		}
+		for _, gr := range d.groups {
+			for r := 0; r < gr.n; r++ {
+				src := xc[(gr.iy0+r*d.sh)*W:]
+				o := gr.base + (gr.a0+r)*Wq + d.pl
+				copy(buf[o:o+n], src[:n])
+			}
+		}
+		return
+	case !z && sw == 2:
+		for _, gr := range d.groups {
+			d.fillS2Go(buf, xc, gr)
+		}
+		return
+	case !z:
+		// AVX2: the strided copies below.
+	case sw == 1:
 		// Each row phase's rows in one call.
 		n := min(W, Wq-d.pl)
 		if n <= 0 {
@@ -194,7 +224,7 @@ func (d *dwAnyGeom) fill(buf, xc []float32) {
 			amd64.CopyRowsZ(&src[0], n, gr.n, d.sh*W, &dst[0], Wq)
 		}
 		return
-	case 2:
+	case sw == 2:
 		for _, gr := range d.groups {
 			d.fillS2(buf, xc, gr)
 		}
@@ -247,4 +277,29 @@ func (d *dwAnyGeom) fillS2(buf, xc []float32, gr dwRowGroup) {
 		od = &do[0]
 	}
 	amd64.Deint2Z(&src[0], d.W, gr.n, ld, ev, ne, od, no, d.Wq, &amd64.Deint2Idx)
+}
+
+// fillS2Go is fillS2 in Go (AVX2 CPUs): the same elements to the same
+// places, each row's even columns, then its odd ones.
+func (d *dwAnyGeom) fillS2Go(buf, xc []float32, gr dwRowGroup) {
+	pe, be := d.pl%2, d.pl/2
+	po, bo := 1-pe, (d.pl+1)/2
+	ne := max(0, min((d.W+1)/2, d.Wq-be))
+	no := max(0, min(d.W/2, d.Wq-bo))
+	ld := d.sh * d.W
+	for r := 0; r < gr.n; r++ {
+		src := xc[(gr.iy0*d.W)+r*ld:]
+		src = src[:d.W]
+		row := gr.base + (gr.a0+r)*d.Wq
+		de := buf[row+pe*d.plane+be:]
+		de = de[:ne]
+		for i := range de {
+			de[i] = src[2*i]
+		}
+		do := buf[row+po*d.plane+bo:]
+		do = do[:no]
+		for i := range do {
+			do[i] = src[2*i+1]
+		}
+	}
 }

@@ -15,12 +15,24 @@ import (
 // dilations and paddings (symmetric and not), planes narrower than a
 // vector, batches, and inputs with zeros of both signs, infinities and
 // NaNs; with a bias and a clamp (and a residual before it) against
-// convF32's passes.
+// convF32's passes; at AVX-512 (DwTapsZ) and at AVX2 (DwTapsA), each where
+// the CPU has it.
 func TestDwAnyTwin(t *testing.T) {
-	pool := machineOf((*kernel.Ctx)(nil).WithISA(kernel.ISAAVX512))
-	if !pool.z {
-		t.Skip("no AVX-512 on this CPU: dwAny does not run here")
+	ran := false
+	for _, isa := range []kernel.ISA{kernel.ISAAVX512, kernel.ISAAVX2} {
+		pool := machineOf((*kernel.Ctx)(nil).WithISA(isa))
+		if isa == kernel.ISAAVX512 && !pool.z || isa == kernel.ISAAVX2 && (!pool.fast || pool.z) {
+			continue // that level is not on this CPU
+		}
+		ran = true
+		t.Run(fmt.Sprint(isa), func(t *testing.T) { testDwAnyTwin(t, pool) })
 	}
+	if !ran {
+		t.Skip("neither AVX-512 nor AVX2 on this CPU: dwAny does not run here")
+	}
+}
+
+func testDwAnyTwin(t *testing.T, pool machine) {
 	r := rand.New(rand.NewSource(16))
 	type tc struct {
 		in, k, stride, dil, pads []int

@@ -1,0 +1,18 @@
+package amd64
+
+// DwTapsA (AVX2+FMA, where Enabled) is DwTapsZ for CPUs without AVX-512:
+// y[i], i < n (n a multiple of 16), is the chain acc = FMA(x[offs[t]+i],
+// w[t], acc) over t < taps (at least one) ascending from +0, a NaN stored
+// as 0x7fc00000; the same operations in the same order, so DwTapsZ's bits.
+//
+//go:noescape
+func DwTapsA(n, taps int, offs *int32, w *float32, x *float32, y *float32)
+
+// DwStoreA (AVX2, where Enabled) is DwStoreZ for CPUs without AVX-512:
+// dst[i*ldd+j], i < rows, j < cols, is v = src[i*lds+j] + bias (src the
+// sum's first operand), then v = lo > v ? lo : v and v = hi < v ? hi : v;
+// the same instructions (scalar for the columns after the last whole
+// vector), so DwStoreZ's bits.
+//
+//go:noescape
+func DwStoreA(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias, lo, hi float32)
