@@ -253,13 +253,7 @@ func chainTactic(s *state, m *ir.Node) string {
 			in[i] = s.g.Types[name]
 		}
 	}
-	var cands []string
-	if op.Tactics != nil {
-		cands = op.Tactics(m, in)
-	} else if m.Domain == fusedDomain && m.OpType == fused.OpFused {
-		cands = fusedTactics(m, in, s.reg)
-	}
-	if cands = constCands(s.g, m, cands); len(cands) > 0 {
+	if cands := tacticCands(s.g, s.reg, op, m, in); len(cands) > 0 {
 		return cands[0]
 	}
 	return nn.TacticDirect
