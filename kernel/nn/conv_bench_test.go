@@ -108,3 +108,33 @@ func BenchmarkConvZTiles(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkConv1x1S2 is ResNet-50's stride-2 1x1 downsampling
+// convolutions (C -> 2C over a 2H x 2W plane) through each tactic, one
+// worker, the packed weights kept in a kernel.State.
+func BenchmarkConv1x1S2(b *testing.B) {
+	for _, c := range []struct{ ch, hw int }{{256, 28}, {512, 14}, {1024, 7}} {
+		for _, tac := range []string{TacticIm2col, TacticDirect} {
+			b.Run(fmt.Sprintf("%dx%d/%s", c.ch, c.hw, tac), func(b *testing.B) {
+				r := rand.New(rand.NewSource(1))
+				n := node("Conv", ints("strides", 2, 2), strAttr(kernel.TacticAttr, tac))
+				x := tensor.From(randF32(r, c.ch*4*c.hw*c.hw), 1, c.ch, 2*c.hw, 2*c.hw)
+				w := tensor.From(randF32(r, 2*c.ch*c.ch), 2*c.ch, c.ch, 1, 1)
+				y := tensor.New(tensor.Float32, 1, 2*c.ch, c.hw, c.hw)
+				p := parallel.New(1)
+				defer p.Close()
+				ctx := &kernel.Ctx{Pool: p, State: &kernel.State{}}
+				if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(2*float64(2*c.ch*c.ch*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
