@@ -138,3 +138,35 @@ func BenchmarkConv1x1S2(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkConvFCNHead is fcn_resnet50's (160x160 input) dilated 3x3
+// convolutions of its last stage and its 3x3 head over 20x20 planes, and
+// VGG's 512-channel 3x3 over 28x28, through each tactic, one worker,
+// weights kept in a kernel.State.
+func BenchmarkConvFCNHead(b *testing.B) {
+	for _, c := range []struct{ cin, cout, dil, hw int }{{512, 512, 4, 20}, {2048, 512, 1, 20}, {512, 512, 1, 28}} {
+		for _, tac := range []string{TacticIm2col, TacticDirect} {
+			b.Run(fmt.Sprintf("%d-%d-d%d-%dx%d/%s", c.cin, c.cout, c.dil, c.hw, c.hw, tac), func(b *testing.B) {
+				r := rand.New(rand.NewSource(1))
+				d := int64(c.dil)
+				n := node("Conv", ints("pads", d, d, d, d), ints("dilations", d, d), strAttr(kernel.TacticAttr, tac))
+				x := tensor.From(randF32(r, c.cin*c.hw*c.hw), 1, c.cin, c.hw, c.hw)
+				w := tensor.From(randF32(r, c.cout*c.cin*9), c.cout, c.cin, 3, 3)
+				y := tensor.New(tensor.Float32, 1, c.cout, c.hw, c.hw)
+				p := parallel.New(1)
+				defer p.Close()
+				ctx := &kernel.Ctx{Pool: p, State: &kernel.State{}}
+				if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(2*float64(c.cout*c.cin*9*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
