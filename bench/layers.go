@@ -7,7 +7,9 @@ import (
 
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/builtin"
+	"github.com/vouchml/vouch/kernel/nn"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -99,6 +101,7 @@ func Profile(ctx context.Context, p *plan.Plan, feeds map[string]*tensor.Tensor,
 	}
 	var out []Layer
 	var total time.Duration
+	blocked := nn.Blocked(nil)
 	for _, n := range g.Nodes {
 		l := info[n.Name]
 		layer := Layer{Name: n.Name, Kind: kindOf(n), Tactic: l.Tactic, FLOPs: l.FLOPs}
@@ -107,11 +110,17 @@ func Profile(ctx context.Context, p *plan.Plan, feeds map[string]*tensor.Tensor,
 		}
 		total += layer.Median
 		out = append(out, layer)
-		// A chain layer that timed its parts (a ConvChain run blocked).
+		// A chain layer that timed its parts (a ConvChain: blocked on
+		// AVX-512, where the body's tactics are not used; node by node
+		// with them elsewhere).
 		if a, ok := n.Attrs["body"]; ok && a.G != nil {
 			for _, p := range a.G.Nodes {
 				if ts := times[p]; len(ts) > 0 {
-					out = append(out, Layer{Name: p.Name, Kind: kindOf(p), Tactic: "blocked", Median: Summarize(ts).Median, Part: true})
+					t := "blocked"
+					if !blocked {
+						t = p.String(kernel.TacticAttr, "default")
+					}
+					out = append(out, Layer{Name: p.Name, Kind: kindOf(p), Tactic: t, Median: Summarize(ts).Median, Part: true})
 				}
 			}
 		}

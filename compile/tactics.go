@@ -39,13 +39,7 @@ func chooseTactics(g *ir.Graph, reg *kernel.Registry, types map[string]ir.Type, 
 				in[i] = types[name]
 			}
 		}
-		var cands []string
-		if op.Tactics != nil {
-			cands = op.Tactics(n, in)
-		} else if n.Domain == fusedDomain && n.OpType == fused.OpFused {
-			cands = fusedTactics(n, in, reg)
-		}
-		cands = constCands(g, n, cands)
+		cands := tacticCands(g, reg, op, n, in)
 		if len(cands) == 0 {
 			chosen[n.Name] = "default"
 			log.Info("tactics", "chosen", map[string]any{"layer": n.Name, "tactic": "default", "policy": opts.Tactics, "reason": "the kernel has a single implementation"})
@@ -232,4 +226,16 @@ func constCands(g *ir.Graph, n *ir.Node, cands []string) []string {
 		}
 	}
 	return out
+}
+
+// tacticCands lists n's tactics (op is n's kernel, in its input types),
+// preferred first, less those needing constant inputs n lacks.
+func tacticCands(g *ir.Graph, reg *kernel.Registry, op *kernel.Op, n *ir.Node, in []ir.Type) []string {
+	var cands []string
+	if op.Tactics != nil {
+		cands = op.Tactics(n, in)
+	} else if n.Domain == fusedDomain && n.OpType == fused.OpFused {
+		cands = fusedTactics(n, in, reg)
+	}
+	return constCands(g, n, cands)
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -130,9 +131,16 @@ func (r *chainRun) exec(ctx *kernel.Ctx, in []*tensor.Tensor, y *tensor.Tensor) 
 	var err error
 	for i := range r.steps {
 		s := &r.steps[i]
+		var t0 time.Time
+		if ctx.Trace != nil {
+			t0 = time.Now()
+		}
 		if err = s.op.Into(ctx, s.n, s.in, s.out); err != nil {
 			err = fmt.Errorf("%s (%s) in chain: %w", s.n.Label(), s.n.OpType, err)
 			break
+		}
+		if ctx.Trace != nil {
+			ctx.Trace(s.n, time.Since(t0))
 		}
 	}
 	if direct {

@@ -62,7 +62,13 @@ func BenchmarkConv3x3(b *testing.B) {
 				y := tensor.New(tensor.Float32, 1, c.ch, c.hw, c.hw)
 				p := parallel.New(1)
 				defer p.Close()
-				ctx := &kernel.Ctx{Pool: p}
+				// A State keeps the packed weights between calls, as a
+				// bound plan does (without one they are repacked per call).
+				ctx := &kernel.Ctx{Pool: p, State: &kernel.State{}}
+				if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
 						b.Fatal(err)
@@ -98,6 +104,68 @@ func BenchmarkConvZTiles(b *testing.B) {
 					}
 				}
 				b.ReportMetric(2*float64(c.ch*c.ch*9*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkConv1x1S2 is ResNet-50's stride-2 1x1 downsampling
+// convolutions (C -> 2C over a 2H x 2W plane) through each tactic, one
+// worker, the packed weights kept in a kernel.State.
+func BenchmarkConv1x1S2(b *testing.B) {
+	for _, c := range []struct{ ch, hw int }{{256, 28}, {512, 14}, {1024, 7}} {
+		for _, tac := range []string{TacticIm2col, TacticDirect} {
+			b.Run(fmt.Sprintf("%dx%d/%s", c.ch, c.hw, tac), func(b *testing.B) {
+				r := rand.New(rand.NewSource(1))
+				n := node("Conv", ints("strides", 2, 2), strAttr(kernel.TacticAttr, tac))
+				x := tensor.From(randF32(r, c.ch*4*c.hw*c.hw), 1, c.ch, 2*c.hw, 2*c.hw)
+				w := tensor.From(randF32(r, 2*c.ch*c.ch), 2*c.ch, c.ch, 1, 1)
+				y := tensor.New(tensor.Float32, 1, 2*c.ch, c.hw, c.hw)
+				p := parallel.New(1)
+				defer p.Close()
+				ctx := &kernel.Ctx{Pool: p, State: &kernel.State{}}
+				if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(2*float64(2*c.ch*c.ch*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkConvFCNHead is fcn_resnet50's (160x160 input) dilated 3x3
+// convolutions of its last stage and its 3x3 head over 20x20 planes, and
+// VGG's 512-channel 3x3 over 28x28, through each tactic, one worker,
+// weights kept in a kernel.State.
+func BenchmarkConvFCNHead(b *testing.B) {
+	for _, c := range []struct{ cin, cout, dil, hw int }{{512, 512, 4, 20}, {2048, 512, 1, 20}, {512, 512, 1, 28}} {
+		for _, tac := range []string{TacticIm2col, TacticDirect} {
+			b.Run(fmt.Sprintf("%d-%d-d%d-%dx%d/%s", c.cin, c.cout, c.dil, c.hw, c.hw, tac), func(b *testing.B) {
+				r := rand.New(rand.NewSource(1))
+				d := int64(c.dil)
+				n := node("Conv", ints("pads", d, d, d, d), ints("dilations", d, d), strAttr(kernel.TacticAttr, tac))
+				x := tensor.From(randF32(r, c.cin*c.hw*c.hw), 1, c.cin, c.hw, c.hw)
+				w := tensor.From(randF32(r, c.cout*c.cin*9), c.cout, c.cin, 3, 3)
+				y := tensor.New(tensor.Float32, 1, c.cout, c.hw, c.hw)
+				p := parallel.New(1)
+				defer p.Close()
+				ctx := &kernel.Ctx{Pool: p, State: &kernel.State{}}
+				if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(2*float64(c.cout*c.cin*9*c.hw*c.hw)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
 	}
