@@ -7,15 +7,12 @@ import (
 	"math"
 	"math/rand"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/vouchml/vouch/bench"
-	"github.com/vouchml/vouch/buildlog"
-	"github.com/vouchml/vouch/compile"
 	"github.com/vouchml/vouch/cuda"
 	"github.com/vouchml/vouch/cuda/attn"
 	"github.com/vouchml/vouch/cuda/engine"
@@ -24,7 +21,6 @@ import (
 	"github.com/vouchml/vouch/cuda/mma"
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/kernel/builtin"
-	"github.com/vouchml/vouch/onnx"
 	"github.com/vouchml/vouch/plan"
 )
 
@@ -288,21 +284,10 @@ func (s *fastSuite) timeAttn(cases ...attn.Case) error {
 // attnModel builds path's fast fp16 plan with its Attention layers exact
 // and fused, and its exact plan; checks and times them.
 func (s *fastSuite) attnModel(path string) error {
-	src, err := os.ReadFile(path)
+	name, _, res, err := s.compileModel(path)
 	if err != nil {
 		return err
 	}
-	name := filepath.Base(filepath.Dir(path))
-	m, err := onnx.Decode(src, filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	t0 := time.Now()
-	res, err := compile.Build(m, src, name, "fast", compile.DefaultOptions(), builtin.Registry(), buildlog.New(nil))
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	fmt.Fprintf(s.w, "model %s: compiled in %.1f s\n", name, time.Since(t0).Seconds())
 	mk := func(sec plan.GPU) (*plan.Plan, error) {
 		b, err := plan.AddGPU(res.Plan, sec, s.img.Encode())
 		if err != nil {

@@ -543,21 +543,10 @@ func (s *fastSuite) gemms(pr plan.Precision) error {
 // the same image, then checks row 0 alone == in batches, runs and lanes,
 // the accuracy against exact, and times the batches asked for.
 func (s *fastSuite) model(path string) error {
-	src, err := os.ReadFile(path)
+	name, src, res, err := s.compileModel(path)
 	if err != nil {
 		return err
 	}
-	name := filepath.Base(filepath.Dir(path))
-	m, err := onnx.Decode(src, filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	t0 := time.Now()
-	res, err := compile.Build(m, src, name, "fast", compile.DefaultOptions(), builtin.Registry(), buildlog.New(nil))
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	fmt.Fprintf(s.w, "model %s: compiled in %.1f s\n", name, time.Since(t0).Seconds())
 	mk := func(sec plan.GPU) (*plan.Plan, error) {
 		p, err := plan.Decode(res.Plan)
 		if err != nil {
@@ -777,4 +766,25 @@ func (s *fastSuite) timeModel(ctx context.Context, label string, p *plan.Plan, e
 		fmt.Fprintf(s.w, "bench %s batch %4d: layers on the GPU %8.3f ms (%9.1f img/s), end to end %8.3f ms (%9.1f img/s); min %.3f ms\n",
 			label, b, md, float64(b)/md*1e3, mw, float64(b)/mw*1e3, sorted(dev)[0])
 	}
+}
+
+// compileModel reads, decodes and builds path's model for the CPU (the base the
+// suite's fast and exact GPU sections are added to), logging the time.
+func (s *fastSuite) compileModel(path string) (string, []byte, *compile.Result, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	name := filepath.Base(filepath.Dir(path))
+	m, err := onnx.Decode(src, filepath.Dir(path))
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	t0 := time.Now()
+	res, err := compile.Build(m, src, name, "fast", compile.DefaultOptions(), builtin.Registry(), buildlog.New(nil))
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	fmt.Fprintf(s.w, "model %s: compiled in %.1f s\n", name, time.Since(t0).Seconds())
+	return name, src, res, nil
 }
