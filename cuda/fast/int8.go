@@ -64,10 +64,25 @@ func QuantizeWeights(w []float32, M, K, rs, cs int) (Int8Weights, error) {
 // the 16 bytes of one staged chunk.
 const CPad = 16
 
+// Narrow8 is the most input channels of a narrow layer (an RGB stem): its
+// channels are padded to 4, one 32-bit word a pixel, and its kernels
+// (fast_int8.cu's v8_n_*) stage a word a tap, so that a 7x7 kernel on 3
+// channels reduces over 49*4 bytes, not 49*16.
+const Narrow8 = 4
+
+// Cp8 is what the kernels pad C input channels to: 4 for a narrow layer,
+// else C rounded up to CPad.
+func Cp8(C int) int {
+	if C <= Narrow8 {
+		return Narrow8
+	}
+	return (C + CPad - 1) / CPad * CPad
+}
+
 // int8Rows is the packed weights' row length in bytes for taps x C:
-// taps * (C rounded up to CPad), rounded up to BK8.
+// taps * Cp8(C), rounded up to BK8.
 func int8Rows(taps, C int) int {
-	return (taps*((C+CPad-1)/CPad*CPad) + BK8 - 1) / BK8 * BK8
+	return (taps*Cp8(C) + BK8 - 1) / BK8 * BK8
 }
 
 // PackConv lays w out for the kernels that run g: [Mp][Kp] bytes (Mp = M
@@ -86,7 +101,7 @@ func (w Int8Weights) PackGemm() []byte { return w.pack(1) }
 
 func (w Int8Weights) pack(T int) []byte {
 	C := w.K / T
-	Cp := (C + CPad - 1) / CPad * CPad
+	Cp := Cp8(C)
 	Mp := (w.M + MPad - 1) / MPad * MPad
 	Kp := int8Rows(T, C)
 	out := make([]byte, Mp*Kp)
@@ -105,7 +120,7 @@ func (w Int8Weights) pack(T int) []byte {
 // Int8Scratch is the bytes of device scratch an INT8 layer of g needs:
 // its input quantized channels-last, N*H*W*Cp.
 func Int8Scratch(g exact.ConvGeom) uint64 {
-	return uint64(g.N) * uint64(g.H) * uint64(g.W) * uint64((g.C+CPad-1)/CPad*CPad)
+	return uint64(g.N) * uint64(g.H) * uint64(g.W) * uint64(Cp8(g.C))
 }
 
 // Mult is the epilogue's per-channel factor float32(sx * Scale[m]).
@@ -361,6 +376,9 @@ func planLaunch8(t Tile, g exact.ConvGeom) (launch8, error) {
 	}
 	l.geom[15] = int32(int8Rows(g.KH*g.KW, g.C))
 	l.kernel = kernels.FastInt8Kernel(t.BM, t.BN)
+	if g.C <= Narrow8 {
+		l.kernel = kernels.FastInt8NarrowKernel(t.BM, t.BN)
+	}
 	nq := (int64(g.N)*int64((g.C+CPad-1)/CPad)*int64(g.H*g.W) + 255) / 256
 	if nq >= 1<<31 {
 		return launch8{}, fmt.Errorf("%w: int8 input of %d images of %d x %d x %d", ErrArgs, g.N, g.C, g.H, g.W)

@@ -43,6 +43,8 @@ inline int __float2int_rn(float v) {
 	if (v <= -2147483648.0f) return INT_MIN;
 	return (int)nearbyintf(v);
 }
+struct int2 { int x, y; };
+inline int2 make_int2(int a, int b) { return {a, b}; }
 static int emu_s8(unsigned reg, int byte) { return (signed char)(reg >> (8 * byte)); }
 static int emu_A8(int w, int r, int k) {
 	int reg = (k >= 16 ? 2 : 0) + (r >= 8 ? 1 : 0);
@@ -96,7 +98,7 @@ int main(int argc, char** argv) {
 	// nothing), images 0 and 1 of the scratch poisoned.
 	int part; rd(&part, 4);
 	fclose(in);
-	const int Cp = (g.C + 15) / 16 * 16;
+	const int Cp = V8_CP(g.C);
 	const size_t img = (size_t)g.H * g.W * Cp, nq = (size_t)g.N * img;
 	const size_t nyall = part ? (size_t)g.N * g.M * g.OH * g.OW : (size_t)ny;
 	float* y = (float*)calloc(nyall, 4);
@@ -238,7 +240,7 @@ func runEmu8Images(t *testing.T, dir, bin string, c case8, n, cols int) []float3
 		t.Fatal(err)
 	}
 	if part {
-		P, G := c.g.OH*c.g.OW, (c.g.C+CPad-1)/CPad
+		P, G := c.g.OH*c.g.OW, (c.g.C+CPad-1)/CPad // a narrow layer's G is 1 too
 		l.grid[0] = uint32((min(cols, P) + c.t.BN - 1) / c.t.BN)
 		l.quant = uint32((G*c.g.H*c.g.W + 255) / 256)
 	}
@@ -308,10 +310,11 @@ func emuExec(t *testing.T, dir, bin string, c fmt.Stringer, in []byte, ny int) [
 
 // Kinds of INT8 case randCase8 draws.
 const (
-	kindConv = iota // any convolution, C not a multiple of 16
-	kind1x1         // 1x1, strided or not
-	kindGemm        // a Gemm (1x1 images), K any
-	kindWide        // C a multiple of 16 (ResNet's), kernels up to 3x3
+	kindConv   = iota // any convolution, C not a multiple of 16
+	kind1x1           // 1x1, strided or not
+	kindGemm          // a Gemm (1x1 images), K any
+	kindWide          // C a multiple of 16 (ResNet's), kernels up to 3x3
+	kindNarrow        // C at most Narrow8 (the v8_n_ kernels), kernels up to 7x7
 	kindCount
 )
 
@@ -328,6 +331,16 @@ func randCase8(r *rand.Rand, t Tile, kind int) case8 {
 		s := 1 + r.Intn(2)
 		g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(100), H: 1 + r.Intn(9), W: 1 + r.Intn(9), M: 1 + r.Intn(140), G: 1, KH: 1, KW: 1, SH: s, SW: s, DH: 1, DW: 1}
 		g.OH, g.OW = (g.H-1)/s+1, (g.W-1)/s+1
+	case kindNarrow:
+		k := 1 + 2*r.Intn(4)
+		g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(Narrow8), H: k + r.Intn(12), W: k + r.Intn(12), M: 1 + r.Intn(140), G: 1,
+			KH: k, KW: 1 + 2*r.Intn(4), SH: 1 + r.Intn(2), SW: 1 + r.Intn(2), PH: r.Intn(k/2 + 1), PW: r.Intn(2), DH: 1, DW: 1 + r.Intn(2)}
+		g.OH = (g.H+2*g.PH-g.KH)/g.SH + 1
+		g.OW = (g.W+2*g.PW-((g.KW-1)*g.DW+1))/g.SW + 1
+		if g.OW < 1 {
+			g.KW, g.DW = 1, 1
+			g.OW = (g.W+2*g.PW-1)/g.SW + 1
+		}
 	default:
 		C := 1 + r.Intn(20)
 		if kind == kindWide {

@@ -84,8 +84,31 @@ func TestInt8Pack(t *testing.T) {
 	if _, err := QuantizeWeights(w, 3, MaxK8+1, 0, 1); err == nil {
 		t.Error("a reduction past MaxK8 accepted")
 	}
-	if Int8Scratch(exact.ConvGeom{N: 2, C: 17, H: 3, W: 5}) != 2*15*32 {
+	if Int8Scratch(exact.ConvGeom{N: 2, C: 17, H: 3, W: 5}) != 2*15*32 || Int8Scratch(exact.ConvGeom{N: 2, C: 3, H: 3, W: 5}) != 2*15*4 {
 		t.Error("Int8Scratch")
+	}
+	// A narrow layer (C <= Narrow8): each tap's channels padded to 4.
+	g = exact.ConvGeom{N: 1, C: 3, H: 9, W: 9, M: 2, OH: 3, OW: 3, G: 1, KH: 7, KW: 7, SH: 1, SW: 1, DH: 1, DW: 1}
+	K = 3 * 49
+	w = w[:2*K]
+	q, err = QuantizeWeights(w, 2, K, K, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = q.PackConv(g); err != nil {
+		t.Fatal(err)
+	}
+	if int8Rows(49, 3) != 256 || len(p) != MPad*256 {
+		t.Fatalf("narrow rows of %d, %d bytes", int8Rows(49, 3), len(p))
+	}
+	for k := range 256 {
+		want := int8(0)
+		if tap, c := k/4, k%4; tap < 49 && c < 3 {
+			want = q.Q[K+c*49+tap]
+		}
+		if int8(p[256+k]) != want {
+			t.Fatalf("narrow packed (1, %d) = %d, want %d", k, int8(p[256+k]), want)
+		}
 	}
 }
 

@@ -42,6 +42,9 @@
 #define V8_BK 64
 #define V8_LD (V8_BK + 16) // row stride of the shared tiles, in bytes
 #define V8_MAXK 131072     // 131072 * 127 * 127 < 2^31
+#define V8_CLD(BN) ((BN) + 8) // row stride of the staged accumulators, in words
+#define V8_NARROW 4           // inputs of at most this many channels: Cp = 4
+#define V8_CP(C) ((C) <= V8_NARROW ? 4 : ((C) + 15) / 16 * 16)
 
 // The instruction helpers. The CPU emulation test defines V8_EMU and its
 // own versions.
@@ -89,18 +92,44 @@ __device__ __forceinline__ float v8_act(float v, int act, float lo, float hi) {
 	return v;
 }
 
+// v8_out is output o (channel m) from its accumulator: the epilogue of
+// the header, each operation rounded on its own.
+__device__ __forceinline__ float v8_out(int acc, int m, const float* __restrict__ mult, const float* __restrict__ bias,
+	const float* __restrict__ res, long long o, int act, float lo, float hi) {
+	float v = __fmul_rn(__int2float_rn(acc), mult[m]);
+	if (bias) v = __fadd_rn(v, bias[m]);
+	if (res) v = __fadd_rn(v, res[o]);
+	return v8_act(v, act, lo, hi);
+}
+
 // v8_quant: x (NCHW float32, N images of C channels of HW pixels) to xq
 // ([N][HW][Cp] int8, Cp = C rounded up to 16). One thread a pixel's 16
 // channels; consecutive threads take consecutive pixels.
 extern "C" __global__ void __launch_bounds__(256) v8_quant(const float* __restrict__ x, unsigned char* __restrict__ xq,
 	int N, int C, int HW, float inv) {
-	const int G = (C + 15) / 16, Cp = G * 16;
-	const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
-	if (i >= (long long)N * G * HW) return;
-	const int p = (int)(i % HW);
-	const long long r = i / HW;
-	const int cg = (int)(r % G), n = (int)(r / G);
+	const int G = (C + 15) / 16, Cp = V8_CP(C);
+	const long long i = (long long)blockIdx.x * 256 + threadIdx.x, tot = (long long)N * G * HW;
+	if (i >= tot) return;
+	int p, cg, n;
+	if (tot <= 0x7fffffff) { // 32-bit divisions (a 64-bit one is a long routine)
+		const unsigned u = (unsigned)i, r = u / (unsigned)HW;
+		p = (int)(u - r * (unsigned)HW);
+		n = (int)(r / (unsigned)G);
+		cg = (int)(r - (unsigned)n * (unsigned)G);
+	} else {
+		const long long r = i / HW;
+		p = (int)(i - r * HW);
+		n = (int)(r / G);
+		cg = (int)(r - (long long)n * G);
+	}
 	const float* xp = x + ((long long)n * C + cg * 16) * HW + p;
+	if (C <= V8_NARROW) { // Cp = 4: the pixel's one 32-bit word
+		int q[4];
+#pragma unroll
+		for (int c = 0; c < 4; c++) q[c] = c < C ? v8_q(xp[(long long)c * HW], inv) : 0;
+		*(unsigned*)(xq + ((long long)n * HW + p) * 4) = v8_pack(q[0], q[1], q[2], q[3]);
+		return;
+	}
 	unsigned v[4];
 #pragma unroll
 	for (int j = 0; j < 4; j++) {
@@ -115,7 +144,7 @@ extern "C" __global__ void __launch_bounds__(256) v8_quant(const float* __restri
 	*(uint4*)(xq + ((long long)n * HW + p) * Cp + cg * 16) = make_uint4(v[0], v[1], v[2], v[3]);
 }
 
-template <int BM, int BN>
+template <int BM, int BN, bool NARROW>
 __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* __restrict__ xq, const unsigned char* __restrict__ w,
 	const float* __restrict__ mult, const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi,
 	float* __restrict__ y) {
@@ -124,12 +153,18 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* _
 	constexpr int LA = BM * 4 / 256;         // 16-byte A chunks per thread per k block
 	constexpr int NB = BN * 4;               // 16-byte B chunks per k block
 	constexpr int LB = (NB + 255) / 256;     // per thread (BN = 32: half the threads)
-	__shared__ __align__(16) unsigned char As[2][BM][V8_LD];
-	__shared__ __align__(16) unsigned char Bs[2][BN][V8_LD];
+	// Shared memory: the double-buffered A and B tiles, and after the k
+	// loop the int32 accumulators of half the tile's rows (one wm's) at a
+	// time, rows of V8_CLD(BN) words, for the coalesced epilogue.
+	constexpr int SA = 2 * BM * V8_LD, SB = 2 * BN * V8_LD, SC = BM / 2 * V8_CLD(BN) * 4;
+	__shared__ __align__(16) unsigned char smem[SA + SB > SC ? SA + SB : SC];
+	unsigned char(*As)[BM][V8_LD] = reinterpret_cast<unsigned char(*)[BM][V8_LD]>(smem);
+	unsigned char(*Bs)[BN][V8_LD] = reinterpret_cast<unsigned char(*)[BN][V8_LD]>(smem + SA);
+	int(*Cs)[V8_CLD(BN)] = reinterpret_cast<int(*)[V8_CLD(BN)]>(smem);
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int wm = warp & 1, wn = warp >> 1;
 	const int gid = lane >> 2, tig = lane & 3;
-	const int P = g.OH * g.OW, Cp = (g.C + 15) / 16 * 16;
+	const int P = g.OH * g.OW, Cp = NARROW ? 4 : (g.C + 15) / 16 * 16;
 	const long long NP = (long long)g.N * P;
 	const int m0 = blockIdx.y * BM;
 	const long long c0 = (long long)blockIdx.x * BN;
@@ -143,8 +178,31 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* _
 	bool jok[LB];
 	int ih0[LB], iw0[LB], bc[LB], bkh[LB], bkw[LB];
 	const unsigned char* xn[LB];
+	// NARROW (Cp = 4, a pixel's channels one 32-bit word): this thread's B
+	// words are tap tid%16 + 16*kb of columns tid/16 + 16*l (l < LN) in
+	// k block kb, so the tap (kh, kw) is the same for all its columns.
+	constexpr int LN = BN / 16;
+	bool njok[LN];
+	int nih0[LN], niw0[LN], nkh = 0, nkw = 0;
+	const unsigned char* nxn[LN];
+	unsigned rn[LN];
+	if constexpr (NARROW) {
 #pragma unroll
-	for (int l = 0; l < LB; l++) {
+		for (int l = 0; l < LN; l++) {
+			const long long jc = c0 + (tid >> 4) + 16 * l;
+			njok[l] = jc < NP;
+			const int n = njok[l] ? (int)(jc / P) : 0;
+			const int p = njok[l] ? (int)(jc - (long long)n * P) : 0;
+			const int oh = p / g.OW, ow = p - oh * g.OW;
+			nih0[l] = oh * g.SH - g.PH;
+			niw0[l] = ow * g.SW - g.PW;
+			nxn[l] = xq + (long long)n * g.H * g.W * 4;
+		}
+		nkh = (tid & 15) / g.KW;
+		nkw = (tid & 15) - nkh * g.KW;
+	}
+#pragma unroll
+	for (int l = 0; l < (NARROW ? 0 : LB); l++) {
 		const int e = tid + l * 256;
 		const long long jc = c0 + (e >> 2);
 		jok[l] = e < NB && jc < NP;
@@ -173,6 +231,17 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* _
 			ra[l][2] = v.z;
 			ra[l][3] = v.w;
 		}
+		if constexpr (NARROW) {
+#pragma unroll
+			for (int l = 0; l < LN; l++) {
+				const int ih = nih0[l] + nkh * g.DH, iw = niw0[l] + nkw * g.DW;
+				rn[l] = 0;
+				if (njok[l] && nkh < g.KH && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W)
+					rn[l] = *(const unsigned*)(nxn[l] + ((long long)ih * g.W + iw) * 4);
+			}
+			for (nkw += 16; nkw >= g.KW; nkw -= g.KW) nkh++;
+			return;
+		}
 #pragma unroll
 		for (int l = 0; l < LB; l++) {
 			const int ih = ih0[l] + bkh[l] * g.DH, iw = iw0[l] + bkw[l] * g.DW;
@@ -191,6 +260,11 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* _
 		for (int l = 0; l < LA; l++) {
 			int e = tid + l * 256, r = e >> 2, ch = e & 3;
 			*(uint4*)&As[buf][r][ch * 16] = make_uint4(ra[l][0], ra[l][1], ra[l][2], ra[l][3]);
+		}
+		if constexpr (NARROW) {
+#pragma unroll
+			for (int l = 0; l < LN; l++) *(unsigned*)&Bs[buf][(tid >> 4) + 16 * l][(tid & 15) * 4] = rn[l];
+			return;
 		}
 #pragma unroll
 		for (int l = 0; l < LB; l++) {
@@ -238,34 +312,92 @@ __device__ __forceinline__ void v8_tile(const v8_geom& g, const unsigned char* _
 		__syncthreads();
 	}
 
-	// Epilogue: c0, c1 are row gid, columns 2*tig and 2*tig + 1 of the
-	// m16n8 tile; c2, c3 the same columns of row gid + 8.
+	// Epilogue. Gemm (one pixel an image: consecutive columns are M
+	// floats apart): straight from the fragments, c0, c1 row gid, columns
+	// 2*tig and 2*tig + 1 of the m16n8 tile, c2, c3 the same columns of
+	// row gid + 8; eight lanes write eight consecutive outputs.
+	if (P == 1) {
 #pragma unroll
-	for (int i = 0; i < MI; i++)
+		for (int i = 0; i < MI; i++)
 #pragma unroll
-		for (int j = 0; j < NI; j++)
+			for (int j = 0; j < NI; j++)
 #pragma unroll
-			for (int q = 0; q < 4; q++) {
-				int m = m0 + wm * WM + i * 16 + gid + (q >> 1) * 8;
-				long long col = c0 + wn * WN + j * 8 + tig * 2 + (q & 1);
-				if (m >= g.M || col >= NP) continue;
-				int n = (int)(col / P);
-				long long o = ((long long)n * g.M + m) * P + (col - (long long)n * P);
-				float v = __fmul_rn(__int2float_rn(acc[i][j][q]), mult[m]);
-				if (bias) v = __fadd_rn(v, bias[m]);
-				if (res) v = __fadd_rn(v, res[o]);
-				y[o] = v8_act(v, act, lo, hi);
+				for (int q = 0; q < 4; q++) {
+					int m = m0 + wm * WM + i * 16 + gid + (q >> 1) * 8;
+					long long col = c0 + wn * WN + j * 8 + tig * 2 + (q & 1);
+					if (m >= g.M || col >= NP) continue;
+					long long o = col * g.M + m;
+					y[o] = v8_out(acc[i][j][q], m, mult, bias, res, o, act, lo, hi);
+				}
+		return;
+	}
+	// Convolutions: the accumulators go through shared memory, half the
+	// rows at a time, and each thread writes four consecutive columns of
+	// a row (output pixels p..p+3 of one image, NCHW: consecutive floats)
+	// with one 16-byte store where they are whole and aligned: threads
+	// tid, tid+1, ... cover a row's columns in order (coalesced), and a
+	// thread's columns are the same in every row, so the (image, pixel)
+	// of its first column is one division, done once. The arithmetic of
+	// each output is v8_out's whichever path stores it.
+	constexpr int CQ = BN / 4, RP = 256 / CQ; // chunks a row, rows a pass
+	const int cq = tid % CQ;
+	const long long cb = c0 + 4 * cq;
+	const int n0 = (int)(cb / P), p0 = (int)(cb - (long long)n0 * P);
+	const bool whole = cb + 3 < NP && p0 + 3 < P &&
+		(((unsigned long long)y | (unsigned long long)res) & 15) == 0;
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		__syncthreads(); // the k loop's (or the last half's) reads of smem are done
+		if (wm == h) {
+#pragma unroll
+			for (int i = 0; i < MI; i++)
+#pragma unroll
+				for (int j = 0; j < NI; j++)
+#pragma unroll
+					for (int q = 0; q < 4; q += 2)
+						*(int2*)&Cs[i * 16 + gid + (q >> 1) * 8][wn * WN + j * 8 + tig * 2] = make_int2(acc[i][j][q], acc[i][j][q + 1]);
+		}
+		__syncthreads();
+		for (int r = tid / CQ; r < WM; r += RP) {
+			const int m = m0 + h * WM + r;
+			if (m >= g.M) break;
+			const int4 a = *(const int4*)&Cs[r][4 * cq];
+			const long long o0 = ((long long)n0 * g.M + m) * P + p0;
+			if (whole && (o0 & 3) == 0) {
+				*(float4*)(y + o0) = make_float4(v8_out(a.x, m, mult, bias, res, o0, act, lo, hi),
+					v8_out(a.y, m, mult, bias, res, o0 + 1, act, lo, hi), v8_out(a.z, m, mult, bias, res, o0 + 2, act, lo, hi),
+					v8_out(a.w, m, mult, bias, res, o0 + 3, act, lo, hi));
+				continue;
 			}
+			const int av[4] = {a.x, a.y, a.z, a.w};
+			int n = n0, p = p0;
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				if (cb + e >= NP) break;
+				const long long o = ((long long)n * g.M + m) * P + p;
+				y[o] = v8_out(av[e], m, mult, bias, res, o, act, lo, hi);
+				if (++p == P) {
+					p = 0;
+					n++;
+				}
+			}
+		}
+	}
 }
 
-#define V8_ENTRY(NAME, BM, BN) \
+#define V8_ENTRY(NAME, BM, BN, NARROW) \
 	extern "C" __global__ void __launch_bounds__(256) NAME(const v8_geom g, const unsigned char* __restrict__ xq, \
 		const unsigned char* __restrict__ w, const float* __restrict__ mult, const float* __restrict__ bias, \
 		const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) { \
-		v8_tile<BM, BN>(g, xq, w, mult, bias, res, act, lo, hi, y); \
+		v8_tile<BM, BN, NARROW>(g, xq, w, mult, bias, res, act, lo, hi, y); \
 	}
 
-V8_ENTRY(v8_128x128, 128, 128)
-V8_ENTRY(v8_128x64, 128, 64)
-V8_ENTRY(v8_64x64, 64, 64)
-V8_ENTRY(v8_64x32, 64, 32)
+V8_ENTRY(v8_128x128, 128, 128, false)
+V8_ENTRY(v8_128x64, 128, 64, false)
+V8_ENTRY(v8_64x64, 64, 64, false)
+V8_ENTRY(v8_64x32, 64, 32, false)
+// Inputs of at most V8_NARROW channels (an image's RGB stem).
+V8_ENTRY(v8_n_128x128, 128, 128, true)
+V8_ENTRY(v8_n_128x64, 128, 64, true)
+V8_ENTRY(v8_n_64x64, 64, 64, true)
+V8_ENTRY(v8_n_64x32, 64, 32, true)

@@ -37,6 +37,13 @@ func FastInt8Kernel(bm, bn int) string {
 	return fmt.Sprintf("v8_%dx%d", bm, bn)
 }
 
+// FastInt8NarrowKernel names the GEMM entry point for a tile of a layer
+// of at most 4 input channels (fast_int8.cu's V8_NARROW: one 32-bit word
+// a pixel).
+func FastInt8NarrowKernel(bm, bn int) string {
+	return fmt.Sprintf("v8_n_%dx%d", bm, bn)
+}
+
 // FastInt8Kernels lists every entry point of fast_int8.cu.
 var FastInt8Kernels = fastInt8Kernels()
 
@@ -44,6 +51,9 @@ func fastInt8Kernels() []string {
 	a := []string{FastInt8Quant}
 	for _, t := range FastTiles {
 		a = append(a, FastInt8Kernel(t[0], t[1]))
+	}
+	for _, t := range FastTiles {
+		a = append(a, FastInt8NarrowKernel(t[0], t[1]))
 	}
 	return a
 }

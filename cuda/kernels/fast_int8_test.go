@@ -53,11 +53,11 @@ func TestFastInt8KernelNames(t *testing.T) {
 			t.Errorf("fast_int8.cu has no entry %s", k)
 		}
 	}
-	if len(FastInt8Kernels) != 1+len(FastTiles) {
+	if len(FastInt8Kernels) != 1+2*len(FastTiles) {
 		t.Errorf("%d int8 kernels", len(FastInt8Kernels))
 	}
-	if FastInt8Kernel(128, 64) != "v8_128x64" {
-		t.Error(FastInt8Kernel(128, 64))
+	if FastInt8Kernel(128, 64) != "v8_128x64" || FastInt8NarrowKernel(64, 64) != "v8_n_64x64" {
+		t.Error(FastInt8Kernel(128, 64), FastInt8NarrowKernel(64, 64))
 	}
 	if !strings.HasSuffix(FastImageSource(), fastInt8CU) {
 		t.Error("a fast plan's image does not hold fast_int8.cu")
