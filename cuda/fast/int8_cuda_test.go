@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"runtime"
 	"sort"
 	"testing"
 
@@ -20,6 +21,7 @@ var (
 	flagInt8Cases   = flag.Int("int8-cases", 6, "random cases per INT8 kernel (mode x tile)")
 	flagInt8Speedup = flag.Float64("int8-speedup", 1.5, "TestInt8GPUSpeed fails when INT8 is not this many times faster than FP16 on ResNet-50's convolutions at batch 256")
 	flagInt8Reps    = flag.Int("int8-reps", 20, "timed launches per layer (the median counts)")
+	flagInt8Tiles   = flag.Bool("int8-tiles", false, "TestInt8GPUSpeed also times each layer's INT8 GEMM at every tile and its quantization pass alone (figures for choosing INT8 tiles; logged only)")
 )
 
 // gpu8 is a device with a fast plan's image loaded (the exact kernels,
@@ -232,21 +234,11 @@ func resnetCase(r *rand.Rand, g exact.ConvGeom, res bool) case8 {
 func TestInt8GPUTwin(t *testing.T) {
 	g := openGPU8(t)
 	r := rand.New(rand.NewSource(19))
-	total, bad := 0, 0
-	check := func(c case8) {
-		got := g.run(t, c)
-		want := c.twin(t)
-		d, first := differ(got, want)
-		total += len(want)
-		bad += d
-		if d != 0 {
-			t.Errorf("%v: %d of %d outputs differ from the twin (first %d: gpu %#08x twin %#08x)", c, d, len(want), first, math.Float32bits(got[first]), math.Float32bits(want[first]))
-		}
-	}
+	var cases []case8
 	for kind := range kindCount {
 		for _, tt := range kernels.FastTiles {
 			for range *flagInt8Cases {
-				check(randCase8(r, Tile{tt[0], tt[1]}, kind))
+				cases = append(cases, randCase8(r, Tile{tt[0], tt[1]}, kind))
 			}
 		}
 	}
@@ -254,7 +246,50 @@ func TestInt8GPUTwin(t *testing.T) {
 		for _, n := range []int{1, 2} {
 			lg := l.g
 			lg.N = n
-			check(resnetCase(r, lg, i%2 == 0))
+			cases = append(cases, resnetCase(r, lg, i%2 == 0))
+		}
+	}
+	// The twins run on every CPU while the GPU runs the cases in order.
+	type twinOut struct {
+		y   []float32
+		err error
+	}
+	outs := make([]chan twinOut, len(cases))
+	for i := range outs {
+		outs[i] = make(chan twinOut, 1)
+	}
+	next := make(chan int, len(cases))
+	for i := range cases {
+		next <- i
+	}
+	close(next)
+	for range runtime.NumCPU() {
+		go func() {
+			for i := range next {
+				c := cases[i]
+				K := c.g.C * c.g.KH * c.g.KW
+				w, err := QuantizeWeights(c.w, c.g.M, K, K, 1)
+				var y []float32
+				if err == nil {
+					y, err = Int8Conv(c.g, c.x, w, c.sx, c.bias, c.res, c.act)
+				}
+				outs[i] <- twinOut{y, err}
+			}
+		}()
+	}
+	total, bad := 0, 0
+	for i, c := range cases {
+		got := g.run(t, c)
+		tw := <-outs[i]
+		if tw.err != nil {
+			t.Fatalf("%v: the twin: %v", c, tw.err)
+		}
+		want := tw.y
+		d, first := differ(got, want)
+		total += len(want)
+		bad += d
+		if d != 0 {
+			t.Errorf("%v: %d of %d outputs differ from the twin (first %d: gpu %#08x twin %#08x)", c, d, len(want), first, math.Float32bits(got[first]), math.Float32bits(want[first]))
 		}
 	}
 	t.Logf("INT8 kernels vs the Go twin: %d outputs compared, %d differ", total, bad)
@@ -392,6 +427,8 @@ func TestInt8GPUSpeed(t *testing.T) {
 	}
 	for _, batch := range []int{1, 32, 256} {
 		var t8, t16, flops float64
+		tileSum := make([]float64, len(kernels.FastTiles))
+		var bestSum, quantSum float64
 		for _, l := range resnet50() {
 			lg := l.g
 			lg.N = batch
@@ -404,15 +441,88 @@ func TestInt8GPUSpeed(t *testing.T) {
 				batch, lg.C, lg.M, lg.H, lg.W, lg.KH, lg.SH, tile, a, b, b/a, l.count)
 			t8 += a * float64(l.count)
 			t16 += b * float64(l.count)
+			if *flagInt8Tiles {
+				q, per := g.timeInt8Tiles(t, c, timeIt)
+				line := fmt.Sprintf("tiles batch %3d conv %4d->%4d %3dx%-3d k%d s%d: quant %.4f ms", batch, lg.C, lg.M, lg.H, lg.W, lg.KH, lg.SH, q)
+				best := math.Inf(1)
+				for i, v := range per {
+					line += fmt.Sprintf(", %s %.4f", tileOf(kernels.FastTiles[i]), v)
+					tileSum[i] += v * float64(l.count)
+					best = math.Min(best, v)
+				}
+				bestSum += best * float64(l.count)
+				quantSum += q * float64(l.count)
+				t.Log(line)
+			}
 			flops += 2 * float64(lg.OutLen()) * float64(K) * float64(l.count)
 		}
 		msg := fmt.Sprintf("ResNet-50's convolutions, batch %d: int8 %.3f ms (%.0f img/s, %.1f TOPS), fp16 %.3f ms (%.0f img/s, %.1f TFLOPS): int8 %.2fx faster",
 			batch, t8, float64(batch)/t8*1e3, flops/(t8*1e-3)/1e12, t16, float64(batch)/t16*1e3, flops/(t16*1e-3)/1e12, t16/t8)
 		t.Log(msg)
+		if *flagInt8Tiles {
+			line := fmt.Sprintf("tiles batch %d, ResNet-50's convolutions, int8 (quantization + GEMM) with one tile for all: quant alone %.3f ms", batch, quantSum)
+			for i, v := range tileSum {
+				line += fmt.Sprintf(", %s %.3f ms", tileOf(kernels.FastTiles[i]), v)
+			}
+			t.Logf("%s; each layer's fastest tile at this batch %.3f ms (%.2fx fp16's ChooseTile time)", line, bestSum, t16/bestSum)
+		}
 		if batch == 256 && t16/t8 < *flagInt8Speedup {
 			t.Errorf("%s: the target is %.2fx", msg, *flagInt8Speedup)
 		}
 	}
+}
+
+// bench8 is a timed layer's operands on the device: its INT8 layer, the
+// input, a zero bias, the output, the INT8 scratch, and what to free.
+type bench8 struct {
+	g             *gpu8
+	l8            Int8Layer
+	dx, db, y, sc *cuda.Buffer
+	bufs          []*cuda.Buffer
+}
+
+// upload8 puts c's INT8 weights and operands on the device (b.free
+// frees them).
+func (g *gpu8) upload8(t *testing.T, c case8) *bench8 {
+	t.Helper()
+	b := &bench8{g: g}
+	w := c.weights(t)
+	l8, wb, err := UploadInt8(g.c, c.packed(t), w.Mult(c.sx), c.sx)
+	b.l8, b.bufs = l8, wb
+	if err != nil {
+		b.free()
+		t.Fatal(err)
+	}
+	lg := c.g
+	b.dx = b.alloc(t, uint64(len(c.x))*4)
+	b.db = b.alloc(t, uint64(lg.M)*4)
+	b.y = b.alloc(t, uint64(lg.OutLen())*4)
+	b.sc = b.alloc(t, Int8Scratch(lg)+16)
+	for _, e := range []error{g.c.Upload(b.dx, c.x), g.c.Upload(b.db, make([]float32, lg.M))} {
+		if e != nil {
+			b.free()
+			t.Fatal(e)
+		}
+	}
+	return b
+}
+
+func (b *bench8) alloc(t *testing.T, n uint64) *cuda.Buffer {
+	t.Helper()
+	d, err := b.g.c.Alloc(n)
+	if err != nil {
+		b.free()
+		t.Fatal(err)
+	}
+	b.bufs = append(b.bufs, d)
+	return d
+}
+
+func (b *bench8) free() {
+	for _, d := range b.bufs {
+		d.Free()
+	}
+	b.bufs = nil
 }
 
 // timeLayer times c's convolution in INT8 and in FP16 (fast.cu, c's tile,
@@ -420,44 +530,49 @@ func TestInt8GPUSpeed(t *testing.T) {
 // buffers before it returns.
 func (g *gpu8) timeLayer(t *testing.T, c case8, timeIt func(func() error) float64) (int8ms, fp16ms float64) {
 	t.Helper()
-	var bufs []*cuda.Buffer
-	defer func() {
-		for _, b := range bufs {
-			b.Free()
-		}
-	}()
-	alloc := func(n uint64) *cuda.Buffer {
-		b, err := g.c.Alloc(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bufs = append(bufs, b)
-		return b
-	}
+	b := g.upload8(t, c)
+	defer b.free()
 	lg := c.g
 	K := lg.C * lg.KH * lg.KW
-	w := c.weights(t)
-	l8, wb, err := UploadInt8(g.c, c.packed(t), w.Mult(c.sx), c.sx)
-	bufs = append(bufs, wb...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	w16, err := PackWeights(c.w, lg.M, K, K, 1, plan.FP16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bw := alloc(uint64(len(w16)) * 2)
-	dx := alloc(uint64(len(c.x)) * 4)
-	db := alloc(uint64(lg.M) * 4)
-	y := alloc(uint64(lg.OutLen()) * 4)
-	sc := alloc(Int8Scratch(lg) + 16)
-	for _, e := range []error{g.c.UploadUint16(bw, w16), g.c.Upload(dx, c.x), g.c.Upload(db, make([]float32, lg.M))} {
-		if e != nil {
-			t.Fatal(e)
-		}
+	bw := b.alloc(t, uint64(len(w16))*2)
+	if err := g.c.UploadUint16(bw, w16); err != nil {
+		t.Fatal(err)
 	}
 	relu := exact.Act{Relu: true}
-	int8ms = timeIt(func() error { return g.e8.Conv(g.st, c.t, lg, l8, dx.Ptr, sc.Ptr, db.Ptr, 0, relu, y.Ptr) })
-	fp16ms = timeIt(func() error { return g.e16.Conv(g.st, plan.FP16, c.t, lg, dx.Ptr, bw.Ptr, db.Ptr, 0, relu, y.Ptr) })
+	int8ms = timeIt(func() error { return g.e8.Conv(g.st, c.t, lg, b.l8, b.dx.Ptr, b.sc.Ptr, b.db.Ptr, 0, relu, b.y.Ptr) })
+	fp16ms = timeIt(func() error {
+		return g.e16.Conv(g.st, plan.FP16, c.t, lg, b.dx.Ptr, bw.Ptr, b.db.Ptr, 0, relu, b.y.Ptr)
+	})
 	return int8ms, fp16ms
+}
+
+func tileOf(t [2]int) Tile { return Tile{t[0], t[1]} }
+
+// timeInt8Tiles times c's INT8 convolution (quantization and GEMM, a zero
+// bias and ReLU) at every tile of kernels.FastTiles, and its quantization
+// pass alone, freeing its buffers before it returns.
+func (g *gpu8) timeInt8Tiles(t *testing.T, c case8, timeIt func(func() error) float64) (quant float64, per []float64) {
+	t.Helper()
+	b := g.upload8(t, c)
+	defer b.free()
+	lg := c.g
+	relu := exact.Act{Relu: true}
+	lp, err := planLaunch8(c.t, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qa := new(cuda.Args).Ptr(b.dx.Ptr).Ptr(b.sc.Ptr).I32(int32(lg.N)).I32(int32(lg.C)).I32(int32(lg.H * lg.W)).F32(Inv(b.l8.Scale))
+	quant = timeIt(func() error {
+		return g.e8.fn[kernels.FastInt8Quant].Launch(g.st, cuda.D3(lp.quant, 1, 1), cuda.D3(256, 1, 1), 0, qa)
+	})
+	for _, tt := range kernels.FastTiles {
+		per = append(per, timeIt(func() error {
+			return g.e8.Conv(g.st, tileOf(tt), lg, b.l8, b.dx.Ptr, b.sc.Ptr, b.db.Ptr, 0, relu, b.y.Ptr)
+		}))
+	}
+	return quant, per
 }
