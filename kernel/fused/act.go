@@ -44,6 +44,16 @@ func SiLUVec(v vmath.Vec, dst, src []float32, sigFirst bool) {
 		s := buf[:len(x)]
 		v.Sigmoid32s(s, x)
 		d := dst[i : i+len(x)]
+		if !v.Portable() && amd64.Enabled {
+			// The product 8 lanes at a time (amd64.MulY: its first
+			// operand's NaN, as the loops below).
+			if sigFirst {
+				amd64.MulY(&d[0], &s[0], &x[0], len(x))
+			} else {
+				amd64.MulY(&d[0], &x[0], &s[0], len(x))
+			}
+			continue
+		}
 		if sigFirst {
 			for j, xv := range x {
 				d[j] = s[j] * xv
@@ -70,31 +80,46 @@ func siluAct(c *kernel.Ctx, sigFirst bool) func(v vmath.Vec, dst, src []float32)
 }
 
 // hardSwishActs returns HardSigmoidMul's epilogue Acts for a HardSigmoid
-// of alpha a and beta b: [0] the portable twin (every level below
-// AVX-512), [1] the AVX-512 one (amd64.HardSwishZ). Both compute, per
-// element, h = max(0, min(1, float32(a*x)+b)) with Go's min and max
-// (elementwise's HardSigmoid) and then the Mul's product in the model's
-// operand order (x·h, or h·x with sigFirst); HardSwishZ leaves a group of
-// 16 holding a NaN to the portable loop. Made once per layer (the parts),
-// so that a call allocates nothing.
+// of alpha a and beta b: [0] the one of every level below AVX-512 (the
+// AVX2 amd64.HardSwishY where the Vec it is given is not the portable one,
+// as the Ctx's Vec of an AVX2 level is not; the portable twin
+// hardSwishLoop otherwise), [1] the AVX-512 one (amd64.HardSwishZ). All
+// compute, per element, h = max(0, min(1, float32(a*x)+b)) with Go's min
+// and max (elementwise's HardSigmoid) and then the Mul's product in the
+// model's operand order (x·h, or h·x with sigFirst); HardSwishY and
+// HardSwishZ leave a group of 8 (16) holding a NaN to the portable loop.
+// Made once per layer (the parts), so that a call allocates nothing.
 func hardSwishActs(a, b float32, sigFirst bool) *[2]func(vmath.Vec, []float32, []float32) {
 	portable := func(_ vmath.Vec, dst, src []float32) { hardSwishLoop(dst, src, a, b, sigFirst) }
-	z := func(_ vmath.Vec, dst, src []float32) {
+	// vec runs f (HardSwishY or HardSwishZ, groups of g) and the portable
+	// loop over the groups where f stops.
+	vec := func(f func(x, y *float32, n int, a, b float32) int, g int, dst, src []float32) {
 		dst = dst[:len(src)]
 		for len(src) > 0 {
-			k := amd64.HardSwishZ(&src[0], &dst[0], len(src), a, b)
+			k := f(&src[0], &dst[0], len(src), a, b)
 			src, dst = src[k:], dst[k:]
 			if len(src) > 0 { // a group with a NaN: Go's min and max
-				m := min(16, len(src))
+				m := min(g, len(src))
 				hardSwishLoop(dst[:m], src[:m], a, b, sigFirst)
 				src, dst = src[m:], dst[m:]
 			}
 		}
 	}
+	y := func(v vmath.Vec, dst, src []float32) {
+		if v.Portable() {
+			hardSwishLoop(dst, src, a, b, sigFirst)
+			return
+		}
+		vec(amd64.HardSwishY, 8, dst, src)
+	}
+	z := func(_ vmath.Vec, dst, src []float32) { vec(amd64.HardSwishZ, 16, dst, src) }
+	if !amd64.Enabled {
+		y = portable
+	}
 	if !amd64.EnabledZ {
 		z = portable
 	}
-	return &[2]func(vmath.Vec, []float32, []float32){portable, z}
+	return &[2]func(vmath.Vec, []float32, []float32){y, z}
 }
 
 // hardSwishLoop is x·HardSigmoid(x): elementwise's HardSigmoid

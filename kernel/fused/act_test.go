@@ -163,43 +163,80 @@ func gateNodes(t *testing.T, xs []float32, a, b float32, sigFirst bool) []float3
 		"alpha": {Name: "alpha", Kind: ir.AttrFloat, F: a}, "beta": {Name: "beta", Kind: ir.AttrFloat, F: b}}}, sigFirst)
 }
 
-// TestHardSwishAct: HardSigmoidMul's Acts (portable, AVX-512) give the
-// bits of the HardSigmoid and Mul nodes, in both operand orders and for
-// two (alpha, beta), over NaNs (which leave their group of 16 to the
-// portable loop), infinities, both zeros, the bends at ±3, and runs of
-// every length up to 40, in place and out of place.
+// TestHardSwishAct: HardSigmoidMul's Acts (portable, AVX2, AVX-512) give
+// the bits of the HardSigmoid and Mul nodes, in both operand orders and
+// for three (alpha, beta), over NaNs (which leave their group of 8 or 16
+// to the portable loop), infinities, both zeros, the bends at ±3, and runs
+// of every length up to 140 at offsets with and without NaNs, in place and
+// out of place; and the Act each level picks gives the same bits.
 func TestHardSwishAct(t *testing.T) {
 	xs := siluInputs()
 	for _, v := range []float32{-3, 3, -2.9999998, 3.0000002, -2.5, 2.5, 0.5, -0.5} {
 		xs = append(xs, v, -v)
 	}
-	for _, ab := range [][2]float32{{1.0 / 6, 0.5}, {0.2, 0.5}} {
+	if !amd64.EnabledZ {
+		t.Log("no AVX-512 here: HardSwishZ not tested")
+	}
+	negZero := float32(math.Copysign(0, -1)) // beta -0: a -0 before max(0, ·)
+	for _, ab := range [][2]float32{{1.0 / 6, 0.5}, {0.2, 0.5}, {0.25, negZero}} {
 		for _, sf := range []bool{false, true} {
 			want := gateNodes(t, xs, ab[0], ab[1], sf)
 			acts := fused.HardSwishActs(ab[0], ab[1], sf)
-			for fi, f := range acts {
-				name := []string{"portable", "avx512"}[fi]
+			type form struct {
+				name string
+				f    func(vmath.Vec, []float32, []float32)
+				v    vmath.Vec
+			}
+			forms := []form{{"portable", acts[0], vmath.Vec{}}, {"avx2", acts[0], vmath.Vector(false)}}
+			if amd64.EnabledZ {
+				forms = append(forms, form{"avx512", acts[1], vmath.Vec{}})
+			}
+			for _, fm := range forms {
+				name, f := fm.name, fm.f
 				check := func(got, w []float32, off int) {
 					t.Helper()
 					for i := range got {
 						if !sameFloat(got[i], w[i]) {
-							t.Fatalf("%s a=%v sigFirst=%v: x=%v (%#08x): got %#08x, want %#08x", name, ab[0], sf, xs[off+i], math.Float32bits(xs[off+i]), math.Float32bits(got[i]), math.Float32bits(w[i]))
+							t.Fatalf("%s a=%v b=%v sigFirst=%v: x=%v (%#08x): got %#08x, want %#08x", name, ab[0], ab[1], sf, xs[off+i], math.Float32bits(xs[off+i]), math.Float32bits(got[i]), math.Float32bits(w[i]))
 						}
 					}
 				}
 				got := make([]float32, len(xs))
-				f(vmath.Vec{}, got, xs)
+				f(fm.v, got, xs)
 				check(got, want, 0)
 				in := append([]float32{}, xs...)
-				f(vmath.Vec{}, in, in)
+				f(fm.v, in, in)
 				check(in, want, 0)
-				for n := 0; n <= 140; n++ { // SiLUZ: four vectors a pass, then one, then a masked tail
-					d := make([]float32, n+1)
-					d[n] = 42
-					f(vmath.Vec{}, d[:n], xs[:n])
-					check(d[:n], want[:n], 0)
-					if d[n] != 42 {
-						t.Fatalf("%s: %d outputs: wrote past the end", name, n)
+				// Offset 0 starts with NaNs, 5 with ±Inf and ±0, 5000 and
+				// len(xs)-140 (the bends) with none: every tail length,
+				// after four-vector passes, with and without a NaN group.
+				for n := 0; n <= 140; n++ {
+					for _, off := range []int{0, 5, 5000, len(xs) - 140} {
+						d := make([]float32, n+1)
+						d[n] = 42
+						f(fm.v, d[:n], xs[off:off+n])
+						check(d[:n], want[off:off+n], off)
+						if d[n] != 42 {
+							t.Fatalf("%s: %d outputs: wrote past the end", name, n)
+						}
+						copy(d, xs[off:off+n])
+						f(fm.v, d[:n], d[:n])
+						check(d[:n], want[off:off+n], off)
+					}
+				}
+			}
+			// Into's choice per level (partAct, epilogue): the Ctx's Vec.
+			for _, l := range kernel.ISAs() {
+				c := &kernel.Ctx{ISA: l}
+				f := acts[0]
+				if c.AVX512() && amd64.EnabledZ {
+					f = acts[1]
+				}
+				got := make([]float32, len(xs))
+				f(c.Vec(), got, xs)
+				for i := range got {
+					if !sameFloat(got[i], want[i]) {
+						t.Fatalf("%v: x=%v: got %#08x, want %#08x", l, xs[i], math.Float32bits(got[i]), math.Float32bits(want[i]))
 					}
 				}
 			}

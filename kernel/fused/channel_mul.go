@@ -13,9 +13,10 @@ import (
 // ChannelMul is a Mul of a float32 tensor x of shape [N, C, d...] by an
 // operand s of shape [N, C, 1...] (one scale per image and channel: the
 // last step of a squeeze-excitation block), as one layer that scales each
-// channel plane in one pass (amd64.ScaleZ on AVX-512), instead of
-// elementwise's broadcasting rows. Each output is the Mul's float32
-// product, its operands in the model's order, so the bits are the Mul's.
+// channel plane in one pass (amd64.ScaleZ on AVX-512, amd64.ScaleY on
+// AVX2), instead of elementwise's broadcasting rows. Each output is the
+// Mul's float32 product, its operands in the model's order, so the bits
+// are the Mul's.
 //
 // Layout of a "vouch" ChannelMul node:
 //
@@ -75,7 +76,7 @@ func (cmulOp) into(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 	}
 	j := cmulJobs.Get().(*cmulJob)
 	*j = cmulJob{x: xd, s: sd, y: yd, plane: len(xd) / planes, sFirst: n.Int(AttrScaleFirst, 0) == 1,
-		z: c.AVX512() && amd64.EnabledZ}
+		z: c.AVX512() && amd64.EnabledZ, avx2: c.AVX2() && amd64.Enabled}
 	c.Workers().Run(planes, len(xd), j)
 	*j = cmulJob{}
 	cmulJobs.Put(j)
@@ -105,7 +106,7 @@ type cmulJob struct {
 	x, s, y []float32
 	plane   int
 	sFirst  bool
-	z       bool
+	z, avx2 bool // AVX-512 (amd64.ScaleZ), AVX2 (amd64.ScaleY)
 }
 
 var cmulJobs = sync.Pool{New: func() any { return new(cmulJob) }}
@@ -116,6 +117,8 @@ func (j *cmulJob) Run(lo, hi int) {
 		switch {
 		case j.z:
 			amd64.ScaleZ(&x[0], &y[0], len(x), j.s[p])
+		case j.avx2:
+			amd64.ScaleY(&x[0], &y[0], len(x), j.s[p])
 		case j.sFirst:
 			scaleRowSX(y, x, j.s[p])
 		default:
@@ -127,8 +130,8 @@ func (j *cmulJob) Run(lo, hi int) {
 // scaleRowXS and scaleRowSX are elementwise's Mul loops for an operand
 // that broadcasts (d[i] = a[i] * s, and d[i] = s * b[i]): the compiled
 // product's first operand decides which NaN two NaNs give (in both, the
-// array's element: amd64.ScaleZ does the same). Not inlined, so that they
-// keep that shape (TestChannelMul).
+// array's element: amd64.ScaleZ and ScaleY do the same). Not inlined, so
+// that they keep that shape (TestChannelMul).
 //
 //go:noinline
 func scaleRowXS(d, a []float32, s float32) {
