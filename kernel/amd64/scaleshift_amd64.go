@@ -7,3 +7,10 @@ package amd64
 //
 //go:noescape
 func ScaleShiftZ(x, y *float32, n int, a, b float32, relu int)
+
+// ScaleShift (AVX2, where Enabled) is ScaleShiftZ for n a multiple of 8,
+// with the same bits: VMULPS then VADDPS (no FMA), and the Relu as VMAXPS
+// with +0 first, 0 > y ? 0 : y.
+//
+//go:noescape
+func ScaleShift(x, y *float32, n int, a, b float32, relu int)

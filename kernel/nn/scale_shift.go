@@ -58,7 +58,8 @@ func intoScaleShift(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 		return nil
 	}
 	z := c.AVX512() && amd64.EnabledZ
-	c.Workers().Run(planes, len(x), scaleShiftJob{x: x, y: y, a: a, b: b, C: C, S: S, relu: relu, z: z})
+	v := c.AVX2() && amd64.Enabled
+	c.Workers().Run(planes, len(x), scaleShiftJob{x: x, y: y, a: a, b: b, C: C, S: S, relu: relu, z: z, v: v})
 	return nil
 }
 
@@ -66,6 +67,7 @@ type scaleShiftJob struct {
 	x, y, a, b []float32
 	C, S       int
 	relu, z    bool // z: amd64.ScaleShiftZ for each plane's whole vectors
+	v          bool // v: amd64.ScaleShift (AVX2) for what z leaves, 8 lanes at a time
 }
 
 // Run computes planes [lo, hi) (parallel.Task).
@@ -79,6 +81,10 @@ func (j scaleShiftJob) Run(lo, hi int) {
 		row, yr := j.x[p*j.S:(p+1)*j.S], j.y[p*j.S:(p+1)*j.S]
 		if n := len(row) &^ 15; j.z && n > 0 {
 			amd64.ScaleShiftZ(&row[0], &yr[0], n, ac, bc, r)
+			row, yr = row[n:], yr[n:]
+		}
+		if n := len(row) &^ 7; j.v && n > 0 {
+			amd64.ScaleShift(&row[0], &yr[0], n, ac, bc, r)
 			row, yr = row[n:], yr[n:]
 		}
 		if j.relu {

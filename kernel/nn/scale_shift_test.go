@@ -68,3 +68,48 @@ func TestScaleShiftTwins(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleShiftTails checks every level against the portable loop on
+// planes of 0 to 33 floats (the 32-, 16- and 8-lane groups and every tail
+// after them), with and without the Relu, on inputs holding NaNs (quiet,
+// signalling, negative, with payloads), ±Inf, ±0 and values whose product
+// underflows, and a channel with B = -0 so that -0 outputs reach the Relu.
+func TestScaleShiftTails(t *testing.T) {
+	r := rand.New(rand.NewSource(33))
+	special := []float32{
+		math.Float32frombits(0x7fc12345), math.Float32frombits(0x7f800001), math.Float32frombits(0xffc00000),
+		float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), -1e-30, 1e-30,
+	}
+	const C = 3
+	a := []float32{1e-20, -2.5, 0.75}
+	b := []float32{float32(math.Copysign(0, -1)), 0.125, -1}
+	for S := 0; S <= 33; S++ {
+		for _, relu := range []int64{0, 1} {
+			x := tensor.New(tensor.Float32, 2, C, S)
+			d := x.Data.([]float32)
+			for i := range d {
+				if r.Intn(4) == 0 {
+					d[i] = special[r.Intn(len(special))]
+				} else {
+					d[i] = float32(r.NormFloat64())
+				}
+			}
+			n := &ir.Node{OpType: OpScaleShift, Attrs: map[string]*ir.Attr{"relu": {Name: "relu", Kind: ir.AttrInt, I: relu}}}
+			in := []*tensor.Tensor{x, tensor.From(a, C), tensor.From(b, C)}
+			got, err := kerneltest.Twins(t, fmt.Sprintf("ScaleShift S=%d relu=%d", S, relu), nil, func(kc *kernel.Ctx) ([]*tensor.Tensor, error) { return runScaleShift(kc, n, in) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := got[0].Data.([]float32)
+			for i, v := range d {
+				w := float32(v*a[i/S%C]) + b[i/S%C]
+				if relu == 1 && w < 0 {
+					w = 0
+				}
+				if math.Float32bits(g[i]) != math.Float32bits(w) {
+					t.Fatalf("S=%d relu=%d element %d: %v (%#x), want %v (%#x)", S, relu, i, g[i], math.Float32bits(g[i]), w, math.Float32bits(w))
+				}
+			}
+		}
+	}
+}
