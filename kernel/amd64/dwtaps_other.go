@@ -16,3 +16,8 @@ func DwTapsA(n, taps int, offs *int32, w *float32, x *float32, y *float32) {
 func DwStoreA(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias, lo, hi float32) {
 	panic("amd64: DwStoreA called without AVX2")
 }
+
+// Deint2A needs amd64 (Enabled is false elsewhere).
+func Deint2A(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, nod, ldd int) {
+	panic("amd64: Deint2A called without AVX2")
+}

@@ -16,3 +16,14 @@ func DwTapsA(n, taps int, offs *int32, w *float32, x *float32, y *float32)
 //
 //go:noescape
 func DwStoreA(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias, lo, hi float32)
+
+// Deint2A (AVX2, where Enabled) is Deint2Z for CPUs without AVX-512:
+// for row r (src r·lds floats on, ev and od r·ldd on), r < rows, ev[i] =
+// src[2i] for i < nev and od[i] = src[2i+1] for i < nod (each may be 0,
+// nev <= (n+1)/2, nod <= n/2), reading src[0 .. n-1] of the row only: the
+// two column phases of a stride-2 convolution's input rows, the rows of
+// one row phase in one call. The floats are moved, not computed: their
+// bits, NaN payloads included, are the source's.
+//
+//go:noescape
+func Deint2A(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, nod, ldd int)

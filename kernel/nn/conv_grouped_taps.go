@@ -7,20 +7,22 @@ import (
 )
 
 // A grouped float32 convolution whose groups have fewer than 16 output
-// channels (ResNeXt-50's 4 and 8, RegNetY's 8), on AVX-512, runs each
-// output channel as one amd64.DwTapsZ over its group's input planes laid
-// out as dwAny lays out a depthwise plane (zero-padded phase planes, one
-// after another per input channel): the taps (c, ky, kx) in the im2col
+// channels (ResNeXt-50's 4 and 8, RegNetY's 8), on AVX-512 or AVX2+FMA,
+// runs each output channel as one amd64.DwTapsZ (AVX2: DwTapsA, the same
+// chains) over its group's input planes laid out as dwAny lays out a
+// depthwise plane (zero-padded phase planes, one after another per input
+// channel): the taps (c, ky, kx) in the im2col
 // matrix's order, each one contiguous load at a fixed offset, so each
 // output is the im2col GEMM's chain from +0 with the padding taps as
 // FMA(0, w, acc), canon (NaN as 0x7fc00000) like the GEMM's store; the
 // bias and the epilogue are convF32's, after. The per-group GEMM packed
-// its im2col panels for only 4-8 rows of weights (20 GFLOP/s).
+// its im2col panels for only 4-8 rows of weights (20 GFLOP/s on
+// AVX-512; 6-13 GFLOP/s on AVX2, regnet_y_400mf's b.0 layers).
 
 // groupTapsOK reports whether convF32 runs s through groupTaps on pool.
 func groupTapsOK(pool machine, s *convSetup) bool {
 	nd := len(s.g.in)
-	return pool.z && s.G > 1 && s.Mg < 16 && !(s.Cg == 1 && s.Mg == 1) && (nd == 1 || nd == 2) &&
+	return (pool.z || pool.fast) && s.G > 1 && s.Mg < 16 && !(s.Cg == 1 && s.Mg == 1) && (nd == 1 || nd == 2) &&
 		prod(s.g.out) > 0 && s.Cg*prod(s.g.k) < 1<<16
 }
 
@@ -56,6 +58,7 @@ type groupTapsJob struct {
 	s       *convSetup
 	t       *groupTapsGeom
 	x, w, y []float32
+	z       bool // AVX-512 (DwTapsZ); else AVX2 (DwTapsA)
 }
 
 var groupTapsJobs = sync.Pool{New: func() any { return new(groupTapsJob) }}
@@ -64,7 +67,7 @@ var groupTapsJobs = sync.Pool{New: func() any { return new(groupTapsJob) }}
 func groupTaps(pool machine, s *convSetup, x, w, y []float32) {
 	t := s.groupTapsGeom()
 	j := groupTapsJobs.Get().(*groupTapsJob)
-	*j = groupTapsJob{s: s, t: t, x: x, w: w, y: y}
+	*j = groupTapsJob{s: s, t: t, x: x, w: w, y: y, z: pool.z}
 	pool.Run(s.N*s.G, s.N*s.M*t.P*t.K, j)
 	*j = groupTapsJob{}
 	groupTapsJobs.Put(j)
@@ -78,10 +81,14 @@ func (j *groupTapsJob) Run(lo, hi int) {
 		ni, gi := u/s.G, u%s.G
 		for c := 0; c < s.Cg; c++ {
 			ch := ni*s.C + gi*s.Cg + c
-			d.fill((*buf)[c*t.chs:], j.x[ch*t.inSz:(ch+1)*t.inSz], true)
+			d.fill((*buf)[c*t.chs:], j.x[ch*t.inSz:(ch+1)*t.inSz], j.z)
 		}
 		for m := gi * s.Mg; m < (gi+1)*s.Mg; m++ {
-			amd64.DwTapsZ(d.n16, t.K, &t.offs[0], &j.w[m*t.K], &(*buf)[0], &(*out)[0])
+			if j.z {
+				amd64.DwTapsZ(d.n16, t.K, &t.offs[0], &j.w[m*t.K], &(*buf)[0], &(*out)[0])
+			} else {
+				amd64.DwTapsA(d.n16, t.K, &t.offs[0], &j.w[m*t.K], &(*buf)[0], &(*out)[0])
+			}
 			ym := j.y[(ni*s.M+m)*t.P : (ni*s.M+m+1)*t.P]
 			for oy := 0; oy < d.OH; oy++ {
 				copy(ym[oy*d.OW:(oy+1)*d.OW], (*out)[oy*d.Wq:])

@@ -190,6 +190,11 @@ func newDwAnyGeom(g *geom) *dwAnyGeom {
 func (d *dwAnyGeom) fill(buf, xc []float32, z bool) {
 	W, Wq, sw := d.W, d.Wq, d.sw
 	switch {
+	case sw == 2:
+		for _, gr := range d.groups {
+			d.fillS2(buf, xc, gr, z)
+		}
+		return
 	case !z && sw == 1:
 		// AVX2: each row a copy.
 		n := min(W, Wq-d.pl)
@@ -202,11 +207,6 @@ func (d *dwAnyGeom) fill(buf, xc []float32, z bool) {
 				o := gr.base + (gr.a0+r)*Wq + d.pl
 				copy(buf[o:o+n], src[:n])
 			}
-		}
-		return
-	case !z && sw == 2:
-		for _, gr := range d.groups {
-			d.fillS2Go(buf, xc, gr)
 		}
 		return
 	case !z:
@@ -222,11 +222,6 @@ func (d *dwAnyGeom) fill(buf, xc []float32, z bool) {
 			o := gr.base + gr.a0*Wq + d.pl
 			dst := buf[o : o+(gr.n-1)*Wq+n]
 			amd64.CopyRowsZ(&src[0], n, gr.n, d.sh*W, &dst[0], Wq)
-		}
-		return
-	case sw == 2:
-		for _, gr := range d.groups {
-			d.fillS2(buf, xc, gr)
 		}
 		return
 	}
@@ -252,10 +247,11 @@ func (d *dwAnyGeom) fill(buf, xc []float32, z bool) {
 }
 
 // fillS2 writes a group of input rows (one row phase's) into the two
-// column phases of stride 2 through amd64.Deint2Z, in one call: the even
+// column phases of stride 2 through amd64.Deint2Z (z) or Deint2A, in one
+// call: the even
 // columns to phase pl mod 2 from column pl div 2 of each row, the odd ones
 // to the other phase from (pl+1) div 2, as many as fit a row of Wq.
-func (d *dwAnyGeom) fillS2(buf, xc []float32, gr dwRowGroup) {
+func (d *dwAnyGeom) fillS2(buf, xc []float32, gr dwRowGroup, z bool) {
 	pe, be := d.pl%2, d.pl/2
 	po, bo := 1-pe, (d.pl+1)/2
 	ne := max(0, min((d.W+1)/2, d.Wq-be))
@@ -276,30 +272,9 @@ func (d *dwAnyGeom) fillS2(buf, xc []float32, gr dwRowGroup) {
 		do := buf[row+po*d.plane+bo : row+po*d.plane+bo+last+no]
 		od = &do[0]
 	}
-	amd64.Deint2Z(&src[0], d.W, gr.n, ld, ev, ne, od, no, d.Wq, &amd64.Deint2Idx)
-}
-
-// fillS2Go is fillS2 in Go (AVX2 CPUs): the same elements to the same
-// places, each row's even columns, then its odd ones.
-func (d *dwAnyGeom) fillS2Go(buf, xc []float32, gr dwRowGroup) {
-	pe, be := d.pl%2, d.pl/2
-	po, bo := 1-pe, (d.pl+1)/2
-	ne := max(0, min((d.W+1)/2, d.Wq-be))
-	no := max(0, min(d.W/2, d.Wq-bo))
-	ld := d.sh * d.W
-	for r := 0; r < gr.n; r++ {
-		src := xc[(gr.iy0*d.W)+r*ld:]
-		src = src[:d.W]
-		row := gr.base + (gr.a0+r)*d.Wq
-		de := buf[row+pe*d.plane+be:]
-		de = de[:ne]
-		for i := range de {
-			de[i] = src[2*i]
-		}
-		do := buf[row+po*d.plane+bo:]
-		do = do[:no]
-		for i := range do {
-			do[i] = src[2*i+1]
-		}
+	if z {
+		amd64.Deint2Z(&src[0], d.W, gr.n, ld, ev, ne, od, no, d.Wq, &amd64.Deint2Idx)
+	} else {
+		amd64.Deint2A(&src[0], d.W, gr.n, ld, ev, ne, od, no, d.Wq)
 	}
 }
