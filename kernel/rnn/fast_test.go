@@ -141,21 +141,18 @@ func TestFast32Twins(t *testing.T) {
 					sameBits(t, fmt.Sprintf("%s output %d", l, k), got[k], ref[k])
 				}
 			}
-			// The fused path: its AVX-512 steps and their portable twin,
-			// on one worker and on two.
+			// The fused path: its AVX-512 and AVX2 steps and their
+			// portable twin, on one worker and on two.
 			if !fusedOK(cfg) {
 				return
 			}
 			pool := parallel.New(2)
 			defer pool.Close()
-			for _, z := range []bool{false, true} {
-				if z && !haveZ {
-					continue
-				}
+			for _, lv := range fusedLevels() {
 				for _, kc := range []*kernel.Ctx{nil, {Pool: pool}} {
-					got := fusedOutputs(cfg, in, lens, kc, z)
+					got := fusedOutputs(cfg, in, lens, kc, lv)
 					for k := range ref {
-						sameBits(t, fmt.Sprintf("fused (AVX-512 %v, pool %v) output %d", z, kc != nil, k), got[k], ref[k])
+						sameBits(t, fmt.Sprintf("fused (level %d, pool %v) output %d", lv, kc != nil, k), got[k], ref[k])
 					}
 				}
 			}
@@ -276,7 +273,7 @@ func TestPackedTactic(t *testing.T) {
 				sameBits(t, fmt.Sprintf("%s run %d output %d", op, run, k), got[k], want[k])
 			}
 			cfg := mustConfig(t, op, packed, in)
-			p := packOf(kc, packed, cfg, in[1].Data.([]float32), in[2].Data.([]float32), haveZ && fusedOK(cfg))
+			p := packOf(kc, packed, cfg, in[1].Data.([]float32), in[2].Data.([]float32), haveY && fusedOK(cfg))
 			if first == nil {
 				first = p
 			} else if p != first {
@@ -309,10 +306,22 @@ func mustConfig(t *testing.T, op string, n *ir.Node, in []*tensor.Tensor) config
 	return c
 }
 
-// fusedOutputs runs the fused path (its AVX-512 steps where z) into
-// fresh outputs, twice through one pack (the second call on the first's
-// scratch).
-func fusedOutputs(c config, in []*tensor.Tensor, lens []int, kc *kernel.Ctx, z bool) []*tensor.Tensor {
+// fusedLevels are the fused path's levels this CPU runs: the portable
+// twin, AVX2, AVX-512.
+func fusedLevels() []chainLevel {
+	lv := []chainLevel{chainPortable}
+	if haveY {
+		lv = append(lv, chainAVX2)
+	}
+	if haveZ {
+		lv = append(lv, chainAVX512)
+	}
+	return lv
+}
+
+// fusedOutputs runs the fused path at level lv into fresh outputs, twice
+// through one pack (the second call on the first's scratch).
+func fusedOutputs(c config, in []*tensor.Tensor, lens []int, kc *kernel.Ctx, lv chainLevel) []*tensor.Tensor {
 	pk := &pack{fused: packFused(c, in[1].Data.([]float32), in[2].Data.([]float32))}
 	yShape, stShape := c.outShapes()
 	var out []*tensor.Tensor
@@ -323,7 +332,7 @@ func fusedOutputs(c config, in []*tensor.Tensor, lens []int, kc *kernel.Ctx, z b
 				o.Data.([]float32)[i] = float32(math.NaN()) // garbage, as the executor's arena may hold
 			}
 		}
-		computeFused(c, in, lens, pk.fused, pk, kc, z, out[0].Data.([]float32), out[1].Data.([]float32), out[2].Data.([]float32))
+		computeFused(c, in, lens, pk.fused, pk, kc, lv, out[0].Data.([]float32), out[1].Data.([]float32), out[2].Data.([]float32))
 	}
 	if c.kind != cellLSTM {
 		out = out[:2]

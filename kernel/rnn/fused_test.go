@@ -64,75 +64,78 @@ func sameOrNaN(a, b float32) bool {
 	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
 }
 
-// TestStepTwins checks the AVX-512 fused steps against stepPortable, bit
-// for bit, for LSTM (with and without peepholes) and GRU, one to four
+// TestStepTwins checks the AVX-512 and AVX2 fused steps against
+// stepPortable, bit for bit, for LSTM (with and without peepholes) and GRU, one to four
 // rows, hidden sizes on and off the 16-unit blocks, chains of length 0
 // (the gate values themselves reach the activations, so every range of
 // Sigmoid32 and Tanh32 is checked against vmath's scalar functions) and
 // longer, over ordinary and special values.
 func TestStepTwins(t *testing.T) {
-	if !haveZ {
-		t.Skip("no AVX-512 on this CPU: stepPortable is all there is (TestFast32Twins checks it)")
+	levels := fusedLevels()[1:]
+	if len(levels) == 0 {
+		t.Skip("no AVX2 or AVX-512 on this CPU: stepPortable is all there is (TestFast32Twins checks it)")
 	}
 	r := rand.New(rand.NewSource(7))
-	for _, kind := range []cellKind{cellLSTM, cellGRU} {
-		gates := kind.gates()
-		for _, peep := range []bool{false, true} {
-			if peep && kind != cellLSTM {
-				continue
-			}
-			for _, H := range []int{0, 16, 37, 128} {
-				for rows := 1; rows <= 4; rows++ {
-					for _, sp := range []bool{false, true} {
-						name := fmt.Sprintf("%d_peep%v_h%d_rows%d_special%v", kind, peep, H, rows, sp)
-						val := func() float32 {
-							if sp {
-								return special(r)
-							}
-							return float32(r.Float64()*2 - 1)
-						}
-						K := H
-						nblk := max((H+15)/16, 1)
-						if H == 0 {
-							K, nblk = 0, 256 // 4096 lanes a gate straight into the activations
-						}
-						fill := func(n int) []float32 {
-							s := make([]float32, n)
-							for i := range s {
-								s[i] = val()
-							}
-							return s
-						}
-						panel := fill(max(nblk*K*gates*16, 1))
-						p := stepArgs{k: K, nblk: nblk, panel: &panel[0], tab: &stepTab}
-						rbh := fill(nblk * 16)
-						p.rbh = &rbh[0]
-						if peep {
-							pp := fill(nblk * 48)
-							p.peep = &pp[0]
-						}
-						var cz, cp [4][]float32
-						var hz, hp [4][]float32
-						q := p
-						for i := 0; i < rows; i++ {
-							h, pre := fill(nblk*16), fill(nblk*gates*16)
-							p.h[i], p.pre[i] = &h[0], &pre[0]
-							q.h[i], q.pre[i] = &h[0], &pre[0]
-							cz[i] = fill(nblk * 16)
-							cp[i] = append([]float32{}, cz[i]...)
-							hz[i], hp[i] = make([]float32, nblk*16), make([]float32, nblk*16)
-							p.c[i], q.c[i] = &cz[i][0], &cp[i][0]
-							p.hout[i], q.hout[i] = &hz[i][0], &hp[i][0]
-						}
-						runStep(true, kind, &p, rows)
-						stepPortable(kind, &q, rows)
-						for i := 0; i < rows; i++ {
-							for j := range hz[i] {
-								if !sameOrNaN(hz[i][j], hp[i][j]) {
-									t.Fatalf("%s: row %d h[%d] is %#x, portable %#x", name, i, j, math.Float32bits(hz[i][j]), math.Float32bits(hp[i][j]))
+	for _, lv := range levels {
+		for _, kind := range []cellKind{cellLSTM, cellGRU} {
+			gates := kind.gates()
+			for _, peep := range []bool{false, true} {
+				if peep && kind != cellLSTM {
+					continue
+				}
+				for _, H := range []int{0, 16, 37, 128} {
+					for rows := 1; rows <= 4; rows++ {
+						for _, sp := range []bool{false, true} {
+							name := fmt.Sprintf("level%d_%d_peep%v_h%d_rows%d_special%v", lv, kind, peep, H, rows, sp)
+							val := func() float32 {
+								if sp {
+									return special(r)
 								}
-								if kind == cellLSTM && !sameOrNaN(cz[i][j], cp[i][j]) {
-									t.Fatalf("%s: row %d c[%d] is %#x, portable %#x", name, i, j, math.Float32bits(cz[i][j]), math.Float32bits(cp[i][j]))
+								return float32(r.Float64()*2 - 1)
+							}
+							K := H
+							nblk := max((H+15)/16, 1)
+							if H == 0 {
+								K, nblk = 0, 256 // 4096 lanes a gate straight into the activations
+							}
+							fill := func(n int) []float32 {
+								s := make([]float32, n)
+								for i := range s {
+									s[i] = val()
+								}
+								return s
+							}
+							panel := fill(max(nblk*K*gates*16, 1))
+							p := stepArgs{k: K, nblk: nblk, panel: &panel[0], tab: &stepTab}
+							rbh := fill(nblk * 16)
+							p.rbh = &rbh[0]
+							if peep {
+								pp := fill(nblk * 48)
+								p.peep = &pp[0]
+							}
+							var cz, cp [4][]float32
+							var hz, hp [4][]float32
+							q := p
+							for i := 0; i < rows; i++ {
+								h, pre := fill(nblk*16), fill(nblk*gates*16)
+								p.h[i], p.pre[i] = &h[0], &pre[0]
+								q.h[i], q.pre[i] = &h[0], &pre[0]
+								cz[i] = fill(nblk * 16)
+								cp[i] = append([]float32{}, cz[i]...)
+								hz[i], hp[i] = make([]float32, nblk*16), make([]float32, nblk*16)
+								p.c[i], q.c[i] = &cz[i][0], &cp[i][0]
+								p.hout[i], q.hout[i] = &hz[i][0], &hp[i][0]
+							}
+							runStep(lv, kind, &p, rows)
+							stepPortable(kind, &q, rows)
+							for i := 0; i < rows; i++ {
+								for j := range hz[i] {
+									if !sameOrNaN(hz[i][j], hp[i][j]) {
+										t.Fatalf("%s: row %d h[%d] is %#x, portable %#x", name, i, j, math.Float32bits(hz[i][j]), math.Float32bits(hp[i][j]))
+									}
+									if kind == cellLSTM && !sameOrNaN(cz[i][j], cp[i][j]) {
+										t.Fatalf("%s: row %d c[%d] is %#x, portable %#x", name, i, j, math.Float32bits(cz[i][j]), math.Float32bits(cp[i][j]))
+									}
 								}
 							}
 						}
@@ -199,8 +202,9 @@ func TestInto(t *testing.T) {
 // BenchmarkStep is one fused step of the zoo's cell sizes, at one and
 // four rows.
 func BenchmarkStep(b *testing.B) {
-	if !haveZ {
-		b.Skip("no AVX-512")
+	lv := fusedLevels()[len(fusedLevels())-1]
+	if lv == chainPortable {
+		b.Skip("no AVX2 or AVX-512")
 	}
 	for _, H := range []int{128, 256} {
 		for _, kind := range []cellKind{cellLSTM, cellGRU} {
@@ -220,7 +224,7 @@ func BenchmarkStep(b *testing.B) {
 				}
 				b.Run(fmt.Sprintf("%s/h%d/rows%d", map[cellKind]string{cellLSTM: "LSTM", cellGRU: "GRU"}[kind], H, rows), func(b *testing.B) {
 					for i := 0; i < b.N; i++ {
-						runStep(true, kind, &p, rows)
+						runStep(lv, kind, &p, rows)
 					}
 				})
 			}
@@ -250,7 +254,7 @@ func TestPrepare(t *testing.T) {
 			t.Fatalf("%s: Prepare left %d values in the State, want 1", op, kc.State.Len())
 		}
 		cfg := mustConfig(t, op, n, in)
-		fused := haveZ && fusedOK(cfg)
+		fused := haveY && fusedOK(cfg)
 		first := packOf(kc, n, cfg, in[1].Data.([]float32), in[2].Data.([]float32), fused)
 		got, err := Ops()[op].Run(kc, n, in)
 		if err != nil {
@@ -359,6 +363,64 @@ func TestFusedEdges(t *testing.T) {
 			got := runOp(t, n, in...)
 			for k := range want {
 				sameBits(t, fmt.Sprintf("%s seq %d batch %d input %d output %d", op, seq, batch, input, k), got[k], want[k])
+			}
+		}
+	}
+}
+
+// TestChainRows8Twins checks chainRows8Y and chainRows8Z against
+// chainRowsPortable row by row: k of 0 and more, 16 to 96 columns, row
+// strides wider than the columns, NaN canonicalisation.
+func TestChainRows8Twins(t *testing.T) {
+	type kern func(k int, xp *float32, b *float32, ldb int, y *float32, ldy int, n int)
+	var ks []kern
+	if haveY {
+		ks = append(ks, chainRows8Y)
+	}
+	if haveZ {
+		ks = append(ks, chainRows8Z)
+	}
+	if len(ks) == 0 {
+		t.Skip("no AVX2 or AVX-512 on this CPU")
+	}
+	r := rand.New(rand.NewSource(19))
+	for ki, f := range ks {
+		for _, k := range []int{0, 1, 7, 40} {
+			for _, n := range []int{32, 64, 96} {
+				if ki == 0 && n == 32 {
+					n = 16 // chainRows8Y takes multiples of 16
+				}
+				ldb, ldy := n+r.Intn(9), n+r.Intn(9)
+				x := make([]float32, 8*max(k, 1))
+				b := make([]float32, max(k*ldb, 1))
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				for i := range b {
+					b[i] = float32(r.NormFloat64())
+				}
+				if k > 0 {
+					b[5] = float32(math.NaN())
+					b[ldb*(k-1)+1] = math.Float32frombits(0xffc00001)
+				}
+				y := make([]float32, 8*ldy)
+				for i := range y {
+					y[i] = float32(r.NormFloat64())
+				}
+				want := append([]float32{}, y...)
+				for q := 0; q < 8; q++ {
+					xr := make([]float32, k)
+					for kk := range xr {
+						xr[kk] = x[kk*8+q]
+					}
+					chainRowsPortable(xr, b, ldb, want[q*ldy:q*ldy+n])
+				}
+				f(k, &x[0], &b[0], ldb, &y[0], ldy, n)
+				for i := range y {
+					if math.Float32bits(y[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("kernel %d k=%d n=%d: y[%d] is %#x, portable %#x", ki, k, n, i, math.Float32bits(y[i]), math.Float32bits(want[i]))
+					}
+				}
 			}
 		}
 	}

@@ -85,7 +85,7 @@ func prepare(k cellKind) func(*kernel.Ctx, *ir.Node, []*tensor.Tensor) error {
 		if err != nil {
 			return err
 		}
-		packOf(kc, n, c, in[1].Data.([]float32), in[2].Data.([]float32), haveZ && kc.AVX512() && fusedOK(c))
+		packOf(kc, n, c, in[1].Data.([]float32), in[2].Data.([]float32), levelOf(kc) >= chainAVX2 && fusedOK(c))
 		return nil
 	}
 }

@@ -220,10 +220,10 @@ func setup(k cellKind, n *ir.Node, in []*tensor.Tensor) (config, []int, error) {
 }
 
 // fusedPath returns the fused path's packed weights for n when it takes
-// it (float32 on AVX-512, the configurations fusedOK accepts), with the
+// it (float32 on AVX2 or AVX-512, the configurations fusedOK accepts), with the
 // node's pack (nil without the packed tactic).
 func fusedPath(kc *kernel.Ctx, n *ir.Node, c config, in []*tensor.Tensor) ([]fusedDir, *pack, bool) {
-	if in[0].DType != tensor.Float32 || !haveZ || !kc.AVX512() || !fusedOK(c) {
+	if in[0].DType != tensor.Float32 || levelOf(kc) < chainAVX2 || !fusedOK(c) {
 		return nil, nil, false
 	}
 	w, r := in[1].Data.([]float32), in[2].Data.([]float32)
@@ -245,7 +245,7 @@ func run(k cellKind) kernel.RunFunc {
 			y := make([]float32, c.seq*c.dirs*c.batch*H)
 			yh := make([]float32, c.dirs*c.batch*H)
 			yc := make([]float32, c.dirs*c.batch*H)
-			computeFused(c, in, lens, dirs, pk, kc, true, y, yh, yc)
+			computeFused(c, in, lens, dirs, pk, kc, levelOf(kc), y, yh, yc)
 			yShape, stShape := c.outShapes()
 			out := []*tensor.Tensor{tensor.From(y, yShape...), tensor.From(yh, stShape...)}
 			if c.kind == cellLSTM {
@@ -287,7 +287,7 @@ func into(k cellKind) kernel.IntoFunc {
 			if y == nil {
 				y = make([]float32, c.seq*c.dirs*c.batch*c.hidden)
 			}
-			computeFused(c, in, lens, dirs, pk, kc, true, y, data(1), data(2))
+			computeFused(c, in, lens, dirs, pk, kc, levelOf(kc), y, data(1), data(2))
 			return nil
 		}
 		res, err := run(k)(kc, n, in)

@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Generates stepy_amd64.s (go generate ./kernel/rnn, or from this directory:
+python3 gen_stepy.py > stepy_amd64.s).
+
+The AVX2 (and FMA) level of the fused path, for CPUs without AVX-512:
+
+  - stepLSTM{1,2}Y, stepLSTMP{1,2}Y and stepGRU{1,2}Y: gen_step.py's steps
+    eight lanes wide, on the same panels and operands (stepArgs). A block of
+    16 hidden units is two 8-lane halves. One row takes both halves of a
+    block at once (eight chains side by side for an LSTM, six for a GRU);
+    two rows take one half at a time, both rows sharing each panel load.
+    Each lane's chain is the same sequence of FMAs as stepPortable's (one
+    per k, k ascending), so the width changes nothing in the bits. The
+    accumulators are canonicalised and spilled to the frame; the gate
+    arithmetic then runs per (row, half) on 8 lanes: stepPortable's
+    operations, with vmath's Sigmoid32 and Tanh32 as vecasm performs them
+    on AVX2 (compares and blends where gen_step.py uses mask registers).
+  - chainRows8Y: chainRows8Z's chains (eight rows, x packed step-major)
+    on AVX2: four rows by 16 columns at a time (eight accumulators, two
+    panel loads and four broadcasts a step).
+"""
+
+import sys
+
+from gen_step import ARGS, TAB
+
+out = []
+
+
+def a(s=''):
+    out.append(s)
+
+
+def t(name):
+    return f'{64 * TAB.index(name)}(R12)'
+
+
+LT, GT, UNORD = 17, 30, 3
+
+
+def exp_core(x, y, t1, t2, t3):
+    """y = Exp32's polynomial and scaling of x (no range handling); x is
+    kept unless t3 == x; clobbers t1-t3. vecasm's exp_core."""
+    a(f'\tVMULPS {t("log2e")}, {x}, {t1}')
+    a(f'\tVROUNDPS $0, {t1}, {t1}')
+    a(f'\tVMOVAPS {x}, {t2}')
+    a(f'\tVFMADD231PS {t("negLn2Hi")}, {t1}, {t2}')
+    a(f'\tVFMADD231PS {t("negLn2Lo")}, {t1}, {t2}')
+    a(f'\tVMOVUPS {t("expP0")}, {y}')
+    for p in ('expP1', 'expP2', 'expP3', 'expP4', 'expP5'):
+        a(f'\tVFMADD213PS {t(p)}, {t2}, {y}')
+    a(f'\tVMULPS {t2}, {t2}, {t3}')
+    a(f'\tVFMADD213PS {t2}, {t3}, {y}')
+    a(f'\tVADDPS {t("one")}, {y}, {y}')
+    a(f'\tVCVTTPS2DQ {t1}, {t1}')
+    a(f'\tVPMINSD {t("i127")}, {t1}, {t2}')
+    a(f'\tVPMAXSD {t("im126")}, {t2}, {t2}')
+    a(f'\tVPSUBD {t2}, {t1}, {t1}')
+    a(f'\tVPADDD {t("i127")}, {t2}, {t2}')
+    a(f'\tVPSLLD $23, {t2}, {t2}')
+    a(f'\tVMULPS {t2}, {y}, {y}')
+    a(f'\tVPADDD {t("i127")}, {t1}, {t1}')
+    a(f'\tVPSLLD $23, {t1}, {t1}')
+    a(f'\tVMULPS {t1}, {y}, {y}')
+
+
+def sigmoid(x, t1, t2, t3, t4):
+    """x = Sigmoid32(x) = 1 / (1 + Exp32(-x)) in place; clobbers t1-t4."""
+    a(f'\tVXORPS {t("sign")}, {x}, {t4}')        # -x
+    exp_core(t4, x, t1, t2, t3)
+    a(f'\tVCMPPS ${LT}, {t("expMin")}, {t4}, {t1}')
+    a(f'\tVANDNPS {x}, {t1}, {x}')               # 0 below expMin
+    a(f'\tVCMPPS ${GT}, {t("expMax")}, {t4}, {t1}')
+    a(f'\tVBLENDVPS {t1}, {t("inf")}, {x}, {x}')  # +Inf above expMax
+    a(f'\tVCMPPS ${UNORD}, {t4}, {t4}, {t1}')
+    a(f'\tVBLENDVPS {t1}, {t4}, {x}, {x}')        # NaN: -x
+    a(f'\tVADDPS {t("one")}, {x}, {x}')
+    a(f'\tVMOVUPS {t("one")}, {t1}')
+    a(f'\tVDIVPS {x}, {t1}, {x}')
+
+
+def tanh(x, y, t1, t2, t3, t4, t5):
+    """y = Tanh32(x); x is kept; clobbers t1-t5."""
+    a(f'\tVANDPS {t("abs")}, {x}, {t1}')          # |x|
+    a(f'\tVMULPS {x}, {x}, {t2}')                 # z = x*x
+    a(f'\tVMOVUPS {t("tanhP0")}, {t3}')
+    for p in ('tanhP1', 'tanhP2', 'tanhP3', 'tanhP4'):
+        a(f'\tVFMADD213PS {t(p)}, {t2}, {t3}')
+    a(f'\tVMULPS {t2}, {t3}, {t3}')               # p*z
+    a(f'\tVFMADD213PS {x}, {x}, {t3}')            # FMA(p*z, x, x)
+    a(f'\tVADDPS {t1}, {t1}, {t2}')               # a+a
+    exp_core(t2, y, t4, t5, t2)
+    a(f'\tVADDPS {t("one")}, {y}, {y}')           # e+1
+    a(f'\tVMOVUPS {t("two")}, {t4}')
+    a(f'\tVDIVPS {y}, {t4}, {t4}')                # 2/(e+1)
+    a(f'\tVMOVUPS {t("one")}, {y}')
+    a(f'\tVSUBPS {t4}, {y}, {y}')                 # 1 - 2/(e+1)
+    a(f'\tVANDPS {t("sign")}, {x}, {t4}')
+    a(f'\tVXORPS {t4}, {y}, {y}')                 # -t where x < 0
+    a(f'\tVORPS {t("one")}, {t4}, {t4}')          # ±1
+    a(f'\tVCMPPS ${GT}, {t("tanhBig")}, {t1}, {t5}')
+    a(f'\tVBLENDVPS {t5}, {t4}, {y}, {y}')
+    a(f'\tVCMPPS ${LT}, {t("tanhSmall")}, {t1}, {t5}')
+    a(f'\tVBLENDVPS {t5}, {t3}, {y}, {y}')
+    a(f'\tVCMPPS ${UNORD}, {x}, {x}, {t5}')
+    a(f'\tVBLENDVPS {t5}, {x}, {y}, {y}')
+
+
+HROW = ['R8', 'R9']
+
+
+def step(kind, rows, peep=False):
+    """One step over every block for rows (1 or 2) rows. Registers: DI p,
+    R12 the table, DX the blocks left, AX the block's offset in bytes of
+    16 floats, R14 the block's panel, R10 a block's panel in bytes, R8/R9
+    the rows' h, SI the panel row, CX and BX the chain's k, R11 and R13
+    pointers of the gate arithmetic."""
+    gates = {'LSTM': 4, 'GRU': 3}[kind]
+    name = f'step{kind}{"P" if peep else ""}{rows}Y'
+    a(f'// func {name}(p *stepArgs)')
+    a(f'TEXT ·{name}(SB), NOSPLIT, $256-8')
+    a('\tMOVQ p+0(FP), DI')
+    a(f'\tMOVQ {ARGS["panel"]}(DI), R14')
+    a(f'\tMOVQ {ARGS["tab"]}(DI), R12')
+    a(f'\tMOVQ {ARGS["nblk"]}(DI), DX')
+    for r in range(rows):
+        a(f'\tMOVQ {ARGS["h"] + 8 * r}(DI), {HROW[r]}')
+    a(f'\tMOVQ {ARGS["k"]}(DI), R10')
+    a(f'\tIMULQ ${gates * 64}, R10')
+    a('\tXORQ AX, AX')
+    a('\tTESTQ DX, DX')
+    a(f'\tJZ {name}_done')
+    a(f'{name}_block:')
+    if rows == 1:
+        chains_pass(kind, gates, [(0, 0), (0, 1)], f'{name}_a')
+        epilogue(kind, gates, [(0, 0), (0, 1)], peep)
+    else:
+        for hf in (0, 1):
+            vr = [(r, hf) for r in range(rows)]
+            chains_pass(kind, gates, vr, f'{name}_h{hf}')
+            epilogue(kind, gates, vr, peep)
+    a('\tADDQ R10, R14')
+    a('\tADDQ $64, AX')
+    a('\tDECQ DX')
+    a(f'\tJNZ {name}_block')
+    a(f'{name}_done:')
+    a('\tVZEROUPPER')
+    a('\tRET')
+    a()
+
+
+def pre_ptr(reg, r, gates):
+    """reg = row r's input chains of the block (pre + AX·gates)."""
+    a(f'\tMOVQ {ARGS["pre"] + 8 * r}(DI), {reg}')
+    if gates == 4:
+        a(f'\tLEAQ ({reg})(AX*4), {reg}')
+    else:
+        a(f'\tLEAQ ({reg})(AX*2), {reg}')
+        a(f'\tADDQ AX, {reg}')
+
+
+def chains_pass(kind, gates, vrows, lbl):
+    """The chains of the virtual rows vrows ((row, half) each) over the
+    block's panel (R14), canonicalised and spilled to the frame at
+    (v·gates + g)·32."""
+    acc = lambda v, g: f'Y{v * gates + g}'
+    for v, (r, hf) in enumerate(vrows):
+        pre_ptr('R13', r, gates)
+        for g in range(gates):
+            if kind == 'GRU' and g == 2:
+                continue
+            a(f'\tVMOVUPS {64 * g + 32 * hf}(R13), {acc(v, g)}')
+    if kind == 'GRU':
+        a(f'\tMOVQ {ARGS["rbh"]}(DI), R13')
+        for v, (r, hf) in enumerate(vrows):
+            a(f'\tVMOVUPS {32 * hf}(R13)(AX*1), {acc(v, 2)}')
+    a('\tMOVQ R14, SI')
+    a(f'\tMOVQ {ARGS["k"]}(DI), CX')
+    a('\tXORQ BX, BX')
+    a('\tTESTQ CX, CX')
+    a(f'\tJZ {lbl}_epi')
+    a(f'{lbl}_k:')
+    nacc = len(vrows) * gates
+    if all(r == 0 for r, _ in vrows):
+        a(f'\tVBROADCASTSS ({HROW[0]})(BX*1), Y15')
+        for v, (r, hf) in enumerate(vrows):
+            for g in range(gates):
+                a(f'\tVFMADD231PS {64 * g + 32 * hf}(SI), Y15, {acc(v, g)}')
+    else:
+        hf = vrows[0][1]
+        for g in range(gates):
+            a(f'\tVMOVUPS {64 * g + 32 * hf}(SI), Y{nacc + g}')
+        for v, (r, _) in enumerate(vrows):
+            bc = f'Y{nacc + gates + v}'
+            a(f'\tVBROADCASTSS ({HROW[r]})(BX*1), {bc}')
+            for g in range(gates):
+                a(f'\tVFMADD231PS Y{nacc + g}, {bc}, {acc(v, g)}')
+    a(f'\tADDQ ${64 * gates}, SI')
+    a('\tADDQ $4, BX')
+    a('\tDECQ CX')
+    a(f'\tJNZ {lbl}_k')
+    a(f'{lbl}_epi:')
+    for v in range(len(vrows)):
+        for g in range(gates):
+            x = acc(v, g)
+            a(f'\tVCMPPS ${UNORD}, {x}, {x}, Y15')
+            a(f'\tVBLENDVPS Y15, {t("canon")}, {x}, {x}')
+            a(f'\tVMOVUPS {x}, {32 * (v * gates + g)}(SP)')
+
+
+def epilogue(kind, gates, vrows, peep):
+    """The gate arithmetic of each virtual row, from its spilled chains:
+    stepPortable's operations on its 8 lanes."""
+    for v, (r, hf) in enumerate(vrows):
+        sp = lambda g: f'{32 * (v * gates + g)}(SP)'
+        if kind == 'LSTM':
+            lstm_lanes(r, hf, sp, peep)
+        else:
+            gru_lanes(r, hf, sp)
+
+
+def lstm_lanes(r, hf, sp, peep):
+    # Y0 i, Y1 o, Y2 f, Y3 c~; Y4 c; R11 c's lanes, R13 the peepholes'.
+    for g in range(4):
+        a(f'\tVMOVUPS {sp(g)}, Y{g}')
+    a(f'\tMOVQ {ARGS["c"] + 8 * r}(DI), R11')
+    a('\tADDQ AX, R11')
+    a(f'\tVMOVUPS {32 * hf}(R11), Y4')
+    if peep:
+        a(f'\tMOVQ {ARGS["peep"]}(DI), R13')
+        a('\tLEAQ (R13)(AX*2), R13')
+        a('\tADDQ AX, R13')                       # the block's (i, o, f)
+        a(f'\tVFMADD231PS {32 * hf}(R13), Y4, Y0')       # FMA(Pi, c, i)
+        a(f'\tVFMADD231PS {128 + 32 * hf}(R13), Y4, Y2')  # FMA(Pf, c, f)
+    sigmoid('Y0', 'Y5', 'Y6', 'Y7', 'Y8')
+    sigmoid('Y2', 'Y9', 'Y10', 'Y11', 'Y12')
+    tanh('Y3', 'Y13', 'Y5', 'Y6', 'Y7', 'Y8', 'Y9')
+    a('\tVMULPS Y13, Y0, Y0')                     # i*c~
+    a('\tVFMADD231PS Y4, Y2, Y0')                 # c' = FMA(f, c, i*c~)
+    a(f'\tVMOVUPS Y0, {32 * hf}(R11)')
+    if peep:
+        a(f'\tVFMADD231PS {64 + 32 * hf}(R13), Y0, Y1')  # FMA(Po, c', o)
+    sigmoid('Y1', 'Y5', 'Y6', 'Y7', 'Y8')
+    tanh('Y0', 'Y13', 'Y9', 'Y10', 'Y11', 'Y12', 'Y14')
+    a('\tVMULPS Y13, Y1, Y1')                     # o * tanh(c')
+    a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R11')
+    a(f'\tVMOVUPS Y1, {32 * hf}(R11)(AX*1)')
+
+
+def gru_lanes(r, hf, sp):
+    # Y0 z, Y1 r, Y2 h·Rh + Rbh.
+    for g in range(3):
+        a(f'\tVMOVUPS {sp(g)}, Y{g}')
+    sigmoid('Y0', 'Y5', 'Y6', 'Y7', 'Y8')
+    sigmoid('Y1', 'Y9', 'Y10', 'Y11', 'Y12')
+    pre_ptr('R13', r, 3)
+    a(f'\tVMOVUPS {128 + 32 * hf}(R13), Y3')     # x·Wh + Wbh
+    a('\tVFMADD231PS Y2, Y1, Y3')                 # FMA(r, h·Rh + Rbh, ·)
+    tanh('Y3', 'Y4', 'Y5', 'Y6', 'Y7', 'Y8', 'Y9')  # h~
+    a(f'\tVMOVUPS {t("one")}, Y5')
+    a('\tVSUBPS Y0, Y5, Y5')                      # 1-z
+    a('\tVMULPS Y4, Y5, Y5')                      # (1-z)*h~
+    a(f'\tVMOVUPS {32 * hf}({HROW[r]})(AX*1), Y6')  # h
+    a('\tVFMADD231PS Y6, Y0, Y5')                 # FMA(z, h, (1-z)*h~)
+    a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R11')
+    a(f'\tVMOVUPS Y5, {32 * hf}(R11)(AX*1)')
+
+
+def chain_rows8():
+    """chainRows8Y: rows 0-3 then 4-7 of each 16 columns."""
+    a('// func chainRows8Y(k int, xp *float32, b *float32, ldb int, y *float32, ldy int, n int)')
+    a('// chainRows8Z\'s chains on AVX2 and FMA: for rows r < 8 and columns')
+    a('// j < n (n a multiple of 16), y[r*ldy+j] = the chain acc =')
+    a('// FMA(xp[kk*8+r], b[kk*ldb+j], acc) over kk < k ascending from the')
+    a('// float32 in y[r*ldy+j], then canon (a NaN becomes 0x7fc00000).')
+    a('TEXT ·chainRows8Y(SB), NOSPLIT, $0-56')
+    a('\tMOVQ k+0(FP), CX')
+    a('\tMOVQ xp+8(FP), SI')
+    a('\tMOVQ b+16(FP), DX')
+    a('\tMOVQ ldb+24(FP), R8')
+    a('\tSHLQ $2, R8')
+    a('\tMOVQ y+32(FP), DI')
+    a('\tMOVQ ldy+40(FP), R9')
+    a('\tSHLQ $2, R9')
+    a('\tMOVQ n+48(FP), R10')
+    a('\tMOVL $0x7fc00000, AX')
+    a('\tMOVQ AX, X15')
+    a('\tVPBROADCASTD X15, Y15')
+    a('c8cols:')
+    a('\tCMPQ R10, $16')
+    a('\tJL c8done')
+    for half in (0, 1):
+        # R12: row 4·half's y, R13: row 4·half + 2's.
+        a('\tMOVQ DI, R12')
+        if half:
+            a('\tLEAQ (R12)(R9*4), R12')
+        a('\tLEAQ (R12)(R9*2), R13')
+        rowp = ['(R12)', '(R12)(R9*1)', '(R13)', '(R13)(R9*1)']
+        for q in range(4):
+            base = rowp[q]
+            a(f'\tVMOVUPS {base}, Y{2 * q}')
+            a(f'\tVMOVUPS 32{base}, Y{2 * q + 1}')
+        a('\tMOVQ DX, R14')
+        a(f'\tLEAQ {16 * half}(SI), AX')
+        a('\tMOVQ CX, R11')
+        a('\tTESTQ R11, R11')
+        a(f'\tJZ c8s{half}')
+        a(f'c8l{half}:')
+        a('\tVMOVUPS (R14), Y8')
+        a('\tVMOVUPS 32(R14), Y9')
+        for q in range(4):
+            a(f'\tVBROADCASTSS {4 * q}(AX), Y{10 + q}')
+            a(f'\tVFMADD231PS Y8, Y{10 + q}, Y{2 * q}')
+            a(f'\tVFMADD231PS Y9, Y{10 + q}, Y{2 * q + 1}')
+        a('\tADDQ $32, AX')
+        a('\tADDQ R8, R14')
+        a('\tDECQ R11')
+        a(f'\tJNZ c8l{half}')
+        a(f'c8s{half}:')
+        for q in range(4):
+            base = rowp[q]
+            for i in (0, 1):
+                x = f'Y{2 * q + i}'
+                a(f'\tVCMPPS $3, {x}, {x}, Y14')
+                a(f'\tVBLENDVPS Y14, Y15, {x}, {x}')
+                a(f'\tVMOVUPS {x}, {32 * i}{base}')
+    a('\tADDQ $64, DI')
+    a('\tADDQ $64, DX')
+    a('\tSUBQ $16, R10')
+    a('\tJMP c8cols')
+    a('c8done:')
+    a('\tVZEROUPPER')
+    a('\tRET')
+    a()
+
+
+def main():
+    a('// Code generated by gen_stepy.py; DO NOT EDIT.')
+    a()
+    a('#include "textflag.h"')
+    a()
+    for rows in (1, 2):
+        step('LSTM', rows)
+    for rows in (1, 2):
+        step('LSTM', rows, peep=True)
+    for rows in (1, 2):
+        step('GRU', rows)
+    chain_rows8()
+    sys.stdout.write('\n'.join(out))
+
+
+if __name__ == '__main__':
+    main()
