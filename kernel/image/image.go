@@ -12,8 +12,8 @@ import "github.com/vouchml/vouch/kernel"
 // Ops returns the operators of this package.
 func Ops() kernel.Table {
 	return kernel.Table{
-		"Resize":            {Run: runResize, Infer: inferResize},
-		"Upsample":          {Run: runResize, Infer: inferResize},
+		"Resize":            {Run: runResize, Infer: inferResize, Into: intoResize},
+		"Upsample":          {Run: runResize, Infer: inferResize, Into: intoResize},
 		"GridSample":        {Run: runGridSample, Infer: inferGridSample},
 		"RoiAlign":          {Run: runRoiAlign, Infer: inferRoiAlign},
 		"NonMaxSuppression": {Run: runNMS, Infer: inferNMS},

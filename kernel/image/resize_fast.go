@@ -65,81 +65,138 @@ func tapsLevel(kc *kernel.Ctx) tapsLv {
 	return tapsGo
 }
 
+// sepPlan is the separable path's geometry, built once per input shape
+// (the Into form keeps it in the node's State): per output column the
+// horizontal taps as offsets into the transposed input plane, per output
+// row the vertical taps as offsets into the plane of horizontal sums, and
+// the outer axes' weights. It is immutable once built.
+type sepPlan struct {
+	w              *walker
+	H, W, OH, OW   int
+	hs, ows, outer int
+	xo, yo         []int     // tap ranges of output column ox (xo[ox]:xo[ox+1]) and row oy
+	xoffs, yoffs   []int32   // the taps' offsets
+	xw, yw         []float32 // and weights
+	planes         [][]float32
+	ones           bool // r > 2 and every outer weight is 1
+	scratch        int  // floats of scratch one plane needs
+	xtN, htN, hrN  int
+}
+
+// newSepPlan builds the plan of a geometry that separableOK accepts.
+//
+// Where every outer weight is 1, each output is fma(1, v, +0) per outer
+// axis, that is v + 0 (exact, however many times: it only turns -0 into
+// +0). The vertical chain then ends with one more tap of weight 0 on a row
+// of ones (fma(0, 1, acc) = acc + 0 exactly, a NaN staying NaN), so that
+// the chain stores the output directly, with no pass over it.
+func newSepPlan(w *walker) *sepPlan {
+	r := len(w.out)
+	s := &sepPlan{w: w, H: w.in[r-2], W: w.in[r-1], OH: w.out[r-2], OW: w.out[r-1], outer: 1}
+	for d := 0; d < r-2; d++ {
+		s.outer *= w.out[d]
+	}
+	for d := r - 3; d >= 0; d-- {
+		s.planes = append(s.planes, f32s(w.tp[d].w))
+	}
+	s.ones = r > 2
+	for _, ws := range s.planes {
+		for _, v := range ws {
+			s.ones = s.ones && v == 1
+		}
+	}
+	s.hs = (s.H + 15) &^ 15 // row stride of the transposed planes
+	s.ows = (s.OW + 15) &^ 15
+	ty, tx := &w.tp[r-2], &w.tp[r-1]
+	wx, wy := f32s(tx.w), f32s(ty.w)
+	s.xo = make([]int, s.OW+1)
+	for ox := 0; ox < s.OW; ox++ {
+		for t := tx.off[ox]; t < tx.off[ox+1]; t++ {
+			s.xoffs = append(s.xoffs, int32(tx.idx[t]*s.hs))
+			s.xw = append(s.xw, wx[t])
+		}
+		s.xo[ox+1] = len(s.xoffs)
+	}
+	s.yo = make([]int, s.OH+1)
+	for oy := 0; oy < s.OH; oy++ {
+		for t := ty.off[oy]; t < ty.off[oy+1]; t++ {
+			s.yoffs = append(s.yoffs, int32(ty.idx[t]*s.ows))
+			s.yw = append(s.yw, wy[t])
+		}
+		if s.ones {
+			s.yoffs = append(s.yoffs, int32(s.H*s.ows)) // the row of ones
+			s.yw = append(s.yw, 0)
+		}
+		s.yo[oy+1] = len(s.yoffs)
+	}
+	s.xtN = s.W*s.hs + 16
+	s.htN = s.OW*s.hs + 16
+	s.hrN = (s.H+1)*s.ows + 16
+	s.scratch = s.xtN + s.htN + s.hrN + s.ows
+	return s
+}
+
 // separable32 is the separable path; lv selects the kernel for the
 // vertical and horizontal sums (taps32).
 func separable32(w *walker, src, dst []float32, lv tapsLv) {
-	r := len(w.out)
-	H, W := w.in[r-2], w.in[r-1]
-	OH, OW := w.out[r-2], w.out[r-1]
-	ty, tx := &w.tp[r-2], &w.tp[r-1]
-	wy, wx := f32s(ty.w), f32s(tx.w)
-	outer := 1
-	var wo []float32 // the outer axes' weights, innermost first, per plane
-	for d := 0; d < r-2; d++ {
-		outer *= w.out[d]
+	s := newSepPlan(w)
+	s.run(src, dst, 0, s.outer, lv, make([]float32, s.scratch))
+}
+
+// run computes planes [lo, hi) of dst from src, with buf (s.scratch
+// floats, any contents) as scratch. Disjoint ranges may run concurrently:
+// a plane's stores stay inside it.
+func (s *sepPlan) run(src, dst []float32, lo, hi int, lv tapsLv, buf []float32) {
+	H, W, OH, OW, hs, ows := s.H, s.W, s.OH, s.OW, s.hs, s.ows
+	xt := buf[:s.xtN]
+	ht := buf[s.xtN : s.xtN+s.htN]
+	hr := buf[s.xtN+s.htN : s.xtN+s.htN+s.hrN]
+	row := buf[s.xtN+s.htN+s.hrN:]
+	ones := hr[H*ows : (H+1)*ows]
+	for i := range ones {
+		ones[i] = 1
 	}
-	planes := make([][]float32, 0, r-2)
-	for d := r - 3; d >= 0; d-- {
-		planes = append(planes, f32s(w.tp[d].w))
-	}
-	ones := r > 2 // every outer weight is 1 (the usual case)
-	for _, ws := range planes {
-		for _, v := range ws {
-			ones = ones && v == 1
-		}
-	}
-	hs := (H + 15) &^ 15 // row stride of the transposed planes
-	ows := (OW + 15) &^ 15
-	xt := make([]float32, W*hs+16)
-	ht := make([]float32, OW*hs+16)
-	hr := make([]float32, H*ows+16)
-	row := make([]float32, ows)
-	var offs []int32
-	for p := 0; p < outer; p++ {
+	r := len(s.w.out)
+	for p := lo; p < hi; p++ {
 		xp := src[p*H*W : (p+1)*H*W]
 		yp := dst[p*OH*OW : (p+1)*OH*OW]
 		// Horizontal sums, as columns of the transposed plane.
 		for iy := 0; iy < H; iy++ {
-			for ix := 0; ix < W; ix++ {
-				xt[ix*hs+iy] = xp[iy*W+ix]
+			xr := xp[iy*W : (iy+1)*W]
+			for ix, v := range xr {
+				xt[ix*hs+iy] = v
 			}
 		}
 		for ox := 0; ox < OW; ox++ {
-			lo, hi := tx.off[ox], tx.off[ox+1]
-			offs = offs[:0]
-			for _, ix := range tx.idx[lo:hi] {
-				offs = append(offs, int32(ix*hs))
-			}
-			taps32(lv, hs, offs, wx[lo:hi], xt, ht[ox*hs:])
+			a, b := s.xo[ox], s.xo[ox+1]
+			taps32(lv, hs, s.xoffs[a:b], s.xw[a:b], xt, ht[ox*hs:])
 		}
 		for ox := 0; ox < OW; ox++ {
-			for iy := 0; iy < H; iy++ {
-				hr[iy*ows+ox] = ht[ox*hs+iy]
+			hc := ht[ox*hs : ox*hs+H]
+			for iy, v := range hc {
+				hr[iy*ows+ox] = v
 			}
 		}
-		// Vertical sums.
+		// Vertical sums, stored in place where the chain's ows columns fit
+		// in the plane (those past OW land in rows stored later).
 		for oy := 0; oy < OH; oy++ {
-			lo, hi := ty.off[oy], ty.off[oy+1]
-			offs = offs[:0]
-			for _, iy := range ty.idx[lo:hi] {
-				offs = append(offs, int32(iy*ows))
-			}
-			taps32(lv, ows, offs, wy[lo:hi], hr, row)
+			a, b := s.yo[oy], s.yo[oy+1]
 			out := yp[oy*OW : (oy+1)*OW]
-			if ones {
-				// fma(1, v, +0) is v + 0, exactly, however many times.
-				for j, v := range row[:OW] {
-					out[j] = v + 0
-				}
+			if oy*OW+ows <= len(yp) {
+				taps32(lv, ows, s.yoffs[a:b], s.yw[a:b], hr, yp[oy*OW:])
+			} else {
+				taps32(lv, ows, s.yoffs[a:b], s.yw[a:b], hr, row)
+				copy(out, row)
+			}
+			if s.ones || r == 2 {
 				continue
 			}
-			copy(out, row)
 			// The outer axes, innermost first: fma(w, v, +0) each.
 			q := p
 			for i, d := 0, r-3; d >= 0; i, d = i+1, d-1 {
-				o := q % w.out[d]
-				q /= w.out[d]
-				wo = planes[i][w.tp[d].off[o]:]
+				o := q % s.w.out[d]
+				q /= s.w.out[d]
+				wo := s.planes[i][s.w.tp[d].off[o]:]
 				for j, v := range out {
 					out[j] = vmath.FMA32(wo[0], v, 0)
 				}
