@@ -257,15 +257,16 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 
 	// The pipeline. Before iteration kt: A's blocks up to kt + SA - 2 issued
 	// (one commit group each, empty past the end), block kt's A landed, its
-	// B stored in Bs[kt & 1], block kt + 1's B in registers (rb), the taps
-	// of blocks kt .. kt + 2 in Ts. In it: issue A's block kt + SA - 1 into
-	// the stage block kt - 1 left, load B's block kt + 2 (and the taps of
-	// kt + 3) into registers (rn), multiply block kt, store block kt + 1's
-	// registers, wait for A's block kt + 1. A B load has two iterations to
-	// land, not one: at batch 1 a layer has few blocks, each a long k loop
-	// whose steps would otherwise wait a global load's latency each.
+	// B stored in Bs[kt & 1], block kt + 1's B in registers, the taps of
+	// blocks kt .. kt + 2 in Ts and those of kt + 3 in a register. In it:
+	// issue A's block kt + SA - 1 into the stage block kt - 1 left, load B's
+	// block kt + 2 and the taps of kt + 4 into registers, multiply block kt,
+	// store block kt + 1's B and kt + 3's taps, wait for A's block kt + 1.
+	// A load has two iterations to land, not one: at batch 1 a layer has
+	// few blocks, each a long k loop whose steps would otherwise wait a
+	// global load's latency each.
 	const int KT = g.Kp / VF_BK;
-	int4 tr = make_int4(0, 0, 0, 0);
+	int4 ta = make_int4(0, 0, 0, 0), tb = ta; // taps in flight (mode 0, tid < VF_BK)
 	auto ktaps = [&](int kt) { // a tap-table entry of block kt (tid < VF_BK)
 		int k = kt * VF_BK + tid;
 		return kt < KT && k < K ? taps[k] : make_int4(0, 0, 0, 0);
@@ -279,6 +280,7 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 		Ts[0][tid] = ktaps(0);
 		Ts[1][tid] = ktaps(1);
 		Ts[2][tid] = ktaps(2);
+		tb = ktaps(3);
 	}
 	__syncthreads();
 	load(0, rb);
@@ -287,12 +289,13 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 	vf_wait<SA - 2>();
 	__syncthreads();
 	// step: iteration kt, B's block kt + 2 loaded into ld, block kt + 1
-	// stored from st.
-	auto step = [&](int kt, float* ld, const float* st) {
+	// stored from st; the taps of block kt + 4 loaded into tl, those of
+	// kt + 3 stored from ts.
+	auto step = [&](int kt, float* ld, const float* st, int4& tl, const int4& ts) {
 		const int cur = kt & 1, sa = kt % SA;
 		if (kt + SA - 1 < KT) issue((kt + SA - 1) * VF_BK, (kt + SA - 1) % SA);
 		vf_commit();
-		if (MODE == 0 && tid < VF_BK) tr = ktaps(kt + 3);
+		if (MODE == 0 && tid < VF_BK) tl = ktaps(kt + 4);
 		if (kt + 2 < KT) load((kt + 2) * VF_BK, ld);
 #pragma unroll
 		for (int kk = 0; kk < VF_BK; kk += 16) {
@@ -314,16 +317,16 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 		if (kt + 1 < KT) store(cur ^ 1, st);
 		// block kt + 3's taps, into the slot of block kt - 1, last read by
 		// iteration kt - 3's load
-		if (MODE == 0 && tid < VF_BK) Ts[(kt + 3) & 3][tid] = tr;
+		if (MODE == 0 && tid < VF_BK) Ts[(kt + 3) & 3][tid] = ts;
 		vf_wait<SA - 2>();
 		__syncthreads();
 	};
 	int kt = 0;
 	for (; kt + 1 < KT; kt += 2) {
-		step(kt, rn, rb);
-		step(kt + 1, rb, rn);
+		step(kt, rn, rb, ta, tb);
+		step(kt + 1, rb, rn, tb, ta);
 	}
-	if (kt < KT) step(kt, rn, rb);
+	if (kt < KT) step(kt, rn, rb, ta, tb);
 
 	// Epilogue, through shared memory (As, free now: the loop's last
 	// __syncthreads follows every read of it, and the ring's pending
@@ -352,8 +355,8 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 			for (int h = 0; h < 2; h++) *(float2*)&Cs[(gid + h * 8) * ES + j * 8 + tig * 2] = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
 		__syncwarp();
 #pragma unroll
-		for (int r = er; r < 16; r += ER) {
-			int m = m0 + wm * WM + i * 16 + r;
+		for (int rr = 0; rr < 16 / ER; rr++) {
+			const int r = rr * ER + er, m = m0 + wm * WM + i * 16 + r;
 			if (eok && m < g.M) {
 				long long o = eo + (long long)m * P;
 				float v = Cs[r * ES + ec];
