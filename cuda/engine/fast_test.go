@@ -29,11 +29,11 @@ func TestPlaceFastResNet(t *testing.T) {
 		"/avgpool/GlobalAveragePool": "vx_global_avg",
 		"/Flatten":                   "view",
 		"/fc/Gemm":                   "fast.fp16.gemm(64x32)",
-		// layer1 (64 channels, 56x56) and layer2 (128, 28x28) 64x64,
-		// layer3 and layer4 (14x14 and 7x7) 128x64, each with its
+		// layer1 (64 channels, 56x56), layer2 (128, 28x28: wide), layer3
+		// and layer4 (14x14 and 7x7: 64 columns), each with its
 		// downsampling convolution.
-		"/layer1/layer1.0/conv1/Conv": "fast.fp16.conv(chain " + strings.Repeat("64x64,", 9) +
-			strings.TrimSuffix(strings.Repeat("128x64,", 10), ",") + ")",
+		"/layer1/layer1.0/conv1/Conv": "fast.fp16.conv(chain " + strings.Repeat("64x64,", 4) +
+			strings.TrimSuffix(strings.Repeat("128x64,", 15), ",") + ")",
 	}
 	for i, l := range got {
 		if l.Layer != exact[i].Layer || l.Backend != exact[i].Backend {

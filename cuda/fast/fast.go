@@ -79,21 +79,18 @@ func ParseTile(s string) (Tile, error) {
 // unknown at build time). It never sees the batch: a plan's tile is the
 // same for every batch it runs, and the bits do not depend on it anyway
 // (fast.cu's chains are the tile's). Measured on the H200 (every tile on
-// ResNet-50's convolutions, docs/gpu/fast-2026-12-02-r2.log, then
-// fast-2026-12-03-s8.log at batch 1 and 32-256 with the two-ahead B
-// loads): the 64-column tiles beat 128 columns on every shape; 64
-// channels (64x64) are faster at both batch 1 and large batches where M is
-// 64 or an image has 784 output pixels or more (layer1 1x1 64->256: 0.173
-// vs 0.187 ms at batch 32, 0.017 vs 0.021 at batch 1; layer2 3x3/2: 0.144
-// vs 0.150, 0.050 vs 0.059); on smaller images 128x64 is 1.1-1.4x faster
-// at batch 256 (64x32 is at batch 1, but the tile may not follow the
-// batch); a Gemm's rows are the batch, so it takes the smallest block.
-// The INT8 kernels take the same tiles (not timed with the 784-pixel rule).
+// ResNet-50's convolutions at batch 8-256, docs/gpu/fast-2026-12-02-r2.log)
+// the 64-column tiles beat 128 columns on every shape (1.1-1.4x), 64
+// channels where M is 64; a Gemm's rows are the batch, so it takes the
+// smallest block. 64x64 for every image of 784 pixels or more was faster
+// per layer at batch 1 and 32 (docs/gpu/fast-2026-12-03-s8b.log) but made
+// ResNet-50 at batch 256 slower (32.31 ms against 31.06 ms), so it is not
+// the rule. The INT8 kernels take the same tiles.
 func ChooseTile(M, P int) Tile {
 	if P == 1 {
 		return Tile{64, 32}
 	}
-	if M <= 64 || P >= 784 {
+	if M <= 64 {
 		return Tile{64, 64}
 	}
 	return Tile{128, 64}
