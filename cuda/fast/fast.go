@@ -82,7 +82,10 @@ func ParseTile(s string) (Tile, error) {
 // ResNet-50's convolutions at batch 8-256, docs/gpu/fast-2026-12-02-r2.log)
 // the 64-column tiles beat 128 columns on every shape (1.1-1.4x), 64
 // channels where M is 64; a Gemm's rows are the batch, so it takes the
-// smallest block.
+// smallest block. 64x64 for every image of 784 pixels or more was faster
+// per layer at batch 1 and 32 (docs/gpu/fast-2026-12-03-s8b.log) but made
+// ResNet-50 at batch 256 slower (32.31 ms against 31.06 ms), so it is not
+// the rule. The INT8 kernels take the same tiles.
 func ChooseTile(M, P int) Tile {
 	if P == 1 {
 		return Tile{64, 32}

@@ -55,10 +55,12 @@ dim3 blockDim, gridDim;
 struct float4 { float x, y, z, w; };
 struct uint4 { unsigned x, y, z, w; };
 struct uint2 { unsigned x, y; };
+struct float2 { float x, y; };
 struct int4 { int x, y, z, w; };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+inline float2 make_float2(float a, float b) { return {a, b}; }
 inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
 inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
 
@@ -70,6 +72,7 @@ static std::function<void()> emu_fn;
 static int emu_cur;
 static void emu_yield() { swapcontext(&emu_ctx[emu_cur], &emu_sched); }
 inline void __syncthreads() { emu_yield(); }
+inline void __syncwarp() { emu_yield(); } // every thread of the block reaches each the same times
 static void emu_tramp() { emu_fn(); emu_done[emu_cur] = 1; }
 template <class F>
 void emu_launch(dim3 grid, dim3 block, F f) {
@@ -341,28 +344,35 @@ func reference(c emuCase, round bool) (y, scale []float64) {
 	return y, scale
 }
 
-func randCase(r *rand.Rand, p plan.Precision, t Tile, mode int) emuCase {
+// randCase is a random case of the mode, of reductions up to 4 k blocks;
+// long: up to six times the channels (a Gemm's k), up to 17 k blocks (the
+// pipeline's steady state, both parities of the loop's unrolling).
+func randCase(r *rand.Rand, p plan.Precision, t Tile, mode int, long bool) emuCase {
 	var g exact.ConvGeom
+	cs := 1 // the channels' (a Gemm's k's) scale
+	if long {
+		cs = 6
+	}
 	switch mode {
 	case kernels.FastWide:
 		h := 1 + r.Intn(8)
 		w := 4 * (1 + r.Intn(3)) / gcd(h, 4)
-		g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(40), H: h, W: w, M: 1 + r.Intn(140), KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1}
+		g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(40)*cs, H: h, W: w, M: 1 + r.Intn(140), KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1}
 	case kernels.FastRows, kernels.Fast1x1:
 		if mode == kernels.FastRows || r.Intn(2) == 0 {
 			// A Gemm: rows of K (a multiple of 4 for the rows mode).
-			k := 4 * (1 + r.Intn(24))
+			k := 4 * (1 + r.Intn(24)*cs)
 			if mode == kernels.Fast1x1 {
-				k = 1 + r.Intn(90)
+				k = 1 + r.Intn(90)*cs
 			}
 			g = exact.ConvGeom{N: 1 + r.Intn(70), C: k, H: 1, W: 1, M: 1 + r.Intn(150), KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1}
 		} else {
 			s := 1 + r.Intn(2)
-			g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(40), H: 1 + r.Intn(9), W: 1 + r.Intn(9), M: 1 + r.Intn(140), KH: 1, KW: 1, SH: s, SW: s, DH: 1, DW: 1}
+			g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(40)*cs, H: 1 + r.Intn(9), W: 1 + r.Intn(9), M: 1 + r.Intn(140), KH: 1, KW: 1, SH: s, SW: s, DH: 1, DW: 1}
 		}
 	default:
 		k := 1 + 2*r.Intn(2)
-		g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(12), H: 3 + r.Intn(8), W: 3 + r.Intn(8), M: 1 + r.Intn(140), KH: k, KW: 1 + 2*r.Intn(2),
+		g = exact.ConvGeom{N: 1 + r.Intn(3), C: 1 + r.Intn(12)*cs, H: 3 + r.Intn(8), W: 3 + r.Intn(8), M: 1 + r.Intn(140), KH: k, KW: 1 + 2*r.Intn(2),
 			SH: 1 + r.Intn(2), SW: 1 + r.Intn(2), PH: r.Intn(2), PW: r.Intn(2), DH: 1 + r.Intn(2), DW: 1}
 	}
 	g.G = 1
@@ -417,8 +427,8 @@ func TestKernelsEmulated(t *testing.T) {
 		for _, mode := range kernels.FastModes {
 			for _, tt := range kernels.FastModeTiles(mode) {
 				tile := Tile{tt[0], tt[1]}
-				for range 2 {
-					c := randCase(r, p, tile, mode)
+				for rep := range 3 {
+					c := randCase(r, p, tile, mode, rep == 2)
 					got := runEmu(t, dir, bin, c)
 					strict, sc := reference(c, true)
 					loose, _ := reference(c, false)

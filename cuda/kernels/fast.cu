@@ -43,7 +43,7 @@
 #define VF_LD (VF_BK + 8) // row stride of the shared tiles, in 16-bit values
 // VF_SA: A's cp.async stages for a BM x BN tile, as many (at most 4) as fit
 // in 48 KiB of static shared memory beside B's two buffers and the taps.
-#define VF_SA_FIT(BM, BN) ((49152 - 2 * (BN) * VF_LD * 2 - 2 * VF_BK * 16) / ((BM) * VF_LD * 2))
+#define VF_SA_FIT(BM, BN) ((49152 - 2 * (BN) * VF_LD * 2 - 4 * VF_BK * 16) / ((BM) * VF_LD * 2))
 #define VF_SA(BM, BN) (VF_SA_FIT(BM, BN) > 4 ? 4 : VF_SA_FIT(BM, BN))
 
 // The fragment helpers: cvt packs two floats into 16-bit pairs (lo in the
@@ -140,7 +140,7 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 	static_assert(SA >= 2, "two A stages at least");
 	__shared__ __align__(16) unsigned short As[SA][BM][VF_LD];
 	__shared__ __align__(16) unsigned short Bs[2][BN][VF_LD];
-	__shared__ __align__(16) int4 Ts[2][MODE == 0 ? VF_BK : 1]; // mode 0: the taps of k blocks
+	__shared__ __align__(16) int4 Ts[4][MODE == 0 ? VF_BK : 1]; // mode 0: the taps of k blocks kb, in slot kb & 3
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int wm = warp & 1, wn = warp >> 1;
 	const int gid = lane >> 2, tig = lane & 3;
@@ -169,7 +169,11 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 	const bool vok = MODE == 3 && vj < NP && vkp < 16;
 	const int vn = vok ? (int)(vj / P) : 0;
 	const float* vb = x + (long long)vn * g.C * HW + (vj - (long long)vn * P);
-	unsigned rb[MODE == 2 ? LR * 2 : MODE == 3 ? LV * 4 : LB];
+	// B's values as loaded (converted when stored, so that no instruction
+	// waits for a load before the multiply): the next k block's, to store,
+	// and the one after it, in flight. The loop alternates their roles.
+	constexpr int NR = MODE == 2 ? LR * 4 : MODE == 3 ? LV * 8 : LB * 2;
+	float rb[NR], rn[NR];
 
 	// issue: A's k block at k0 into stage st, by cp.async.
 	auto issue = [&](int k0, int st) {
@@ -179,7 +183,7 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 			vf_cp16(&As[st][r][ch * 8], wb + (long long)r * g.Kp + k0 + ch * 8);
 		}
 	};
-	auto load = [&](int k0) {
+	auto load = [&](int k0, float* rb) {
 		if (MODE == 3) {
 #pragma unroll
 			for (int l = 0; l < LV; l++) {
@@ -187,10 +191,8 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 				float4 u = make_float4(0.0f, 0.0f, 0.0f, 0.0f), v = u;
 				if (vok && k < K) u = *(const float4*)(vb + (long long)k * HW);
 				if (vok && k + 1 < K) v = *(const float4*)(vb + (long long)(k + 1) * HW);
-				rb[4 * l] = vf_pack<BF>(u.x, v.x);
-				rb[4 * l + 1] = vf_pack<BF>(u.y, v.y);
-				rb[4 * l + 2] = vf_pack<BF>(u.z, v.z);
-				rb[4 * l + 3] = vf_pack<BF>(u.w, v.w);
+				rb[8 * l] = u.x, rb[8 * l + 1] = u.y, rb[8 * l + 2] = u.z, rb[8 * l + 3] = u.w;
+				rb[8 * l + 4] = v.x, rb[8 * l + 5] = v.y, rb[8 * l + 6] = v.z, rb[8 * l + 7] = v.w;
 			}
 		} else if (MODE == 2) {
 #pragma unroll
@@ -200,8 +202,7 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 				int k = k0 + ch * 4;
 				float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 				if (row < NP && k < K) v = *(const float4*)(x + row * K + k);
-				rb[2 * l] = vf_pack<BF>(v.x, v.y);
-				rb[2 * l + 1] = vf_pack<BF>(v.z, v.w);
+				rb[4 * l] = v.x, rb[4 * l + 1] = v.y, rb[4 * l + 2] = v.z, rb[4 * l + 3] = v.w;
 			}
 		} else {
 #pragma unroll
@@ -217,32 +218,32 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 					} else {
 						// taps[k] = {c*H*W + kh*dh*W + kw*dw, kh*dh, kw*dw}: one
 						// load, the same for every thread of the warp.
-						const int4 t = Ts[(k0 / VF_BK) & 1][kk - k0];
+						const int4 t = Ts[(k0 / VF_BK) & 3][kk - k0];
 						int ih = ih0 + t.y, iw = iw0 + t.z;
 						if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) v[h] = xb[t.x + xo];
 					}
 				}
-				rb[l] = vf_pack<BF>(v[0], v[1]);
+				rb[2 * l] = v[0], rb[2 * l + 1] = v[1];
 			}
 		}
 	};
-	auto store = [&](int buf) {
+	auto store = [&](int buf, const float* rb) {
 		if (MODE == 3) {
 			if (vkp < 16) {
 #pragma unroll
 				for (int l = 0; l < LV; l++)
 #pragma unroll
-					for (int c = 0; c < 4; c++) *(unsigned*)&Bs[buf][vcol + c][2 * (vkp + VR * l)] = rb[4 * l + c];
+					for (int c = 0; c < 4; c++) *(unsigned*)&Bs[buf][vcol + c][2 * (vkp + VR * l)] = vf_pack<BF>(rb[8 * l + c], rb[8 * l + 4 + c]);
 			}
 		} else if (MODE == 2) {
 #pragma unroll
 			for (int l = 0; l < LR; l++) {
 				int e = tid + l * 256, r = e >> 3, ch = e & 7;
-				*(uint2*)&Bs[buf][r][ch * 4] = make_uint2(rb[2 * l], rb[2 * l + 1]);
+				*(uint2*)&Bs[buf][r][ch * 4] = make_uint2(vf_pack<BF>(rb[4 * l], rb[4 * l + 1]), vf_pack<BF>(rb[4 * l + 2], rb[4 * l + 3]));
 			}
 		} else {
 #pragma unroll
-			for (int l = 0; l < LB; l++) *(unsigned*)&Bs[buf][bcol][2 * (bkp + TR * l)] = rb[l];
+			for (int l = 0; l < LB; l++) *(unsigned*)&Bs[buf][bcol][2 * (bkp + TR * l)] = vf_pack<BF>(rb[2 * l], rb[2 * l + 1]);
 		}
 	};
 
@@ -256,12 +257,16 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 
 	// The pipeline. Before iteration kt: A's blocks up to kt + SA - 2 issued
 	// (one commit group each, empty past the end), block kt's A landed, its
-	// B stored in Bs[kt & 1], the taps of blocks kt and kt + 1 in Ts. In
-	// it: issue A's block kt + SA - 1 into the stage block kt - 1 left,
-	// load B's block kt + 1 (and the taps of kt + 2) into registers,
-	// multiply block kt, store the registers, wait for A's block kt + 1.
+	// B stored in Bs[kt & 1], block kt + 1's B in registers, the taps of
+	// blocks kt .. kt + 2 in Ts and those of kt + 3 in a register. In it:
+	// issue A's block kt + SA - 1 into the stage block kt - 1 left, load B's
+	// block kt + 2 and the taps of kt + 4 into registers, multiply block kt,
+	// store block kt + 1's B and kt + 3's taps, wait for A's block kt + 1.
+	// A load has two iterations to land, not one: at batch 1 a layer has
+	// few blocks, each a long k loop whose steps would otherwise wait a
+	// global load's latency each.
 	const int KT = g.Kp / VF_BK;
-	int4 tr = make_int4(0, 0, 0, 0);
+	int4 ta = make_int4(0, 0, 0, 0), tb = ta; // taps in flight (mode 0, tid < VF_BK)
 	auto ktaps = [&](int kt) { // a tap-table entry of block kt (tid < VF_BK)
 		int k = kt * VF_BK + tid;
 		return kt < KT && k < K ? taps[k] : make_int4(0, 0, 0, 0);
@@ -274,18 +279,24 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 	if (MODE == 0 && tid < VF_BK) {
 		Ts[0][tid] = ktaps(0);
 		Ts[1][tid] = ktaps(1);
+		Ts[2][tid] = ktaps(2);
+		tb = ktaps(3);
 	}
 	__syncthreads();
-	load(0);
-	store(0);
+	load(0, rb);
+	store(0, rb);
+	if (KT > 1) load(VF_BK, rb);
 	vf_wait<SA - 2>();
 	__syncthreads();
-	for (int kt = 0; kt < KT; kt++) {
+	// step: iteration kt, B's block kt + 2 loaded into ld, block kt + 1
+	// stored from st; the taps of block kt + 4 loaded into tl, those of
+	// kt + 3 stored from ts.
+	auto step = [&](int kt, float* ld, const float* st, int4& tl, const int4& ts) {
 		const int cur = kt & 1, sa = kt % SA;
 		if (kt + SA - 1 < KT) issue((kt + SA - 1) * VF_BK, (kt + SA - 1) % SA);
 		vf_commit();
-		if (MODE == 0 && tid < VF_BK) tr = ktaps(kt + 2);
-		if (kt + 1 < KT) load((kt + 1) * VF_BK);
+		if (MODE == 0 && tid < VF_BK) tl = ktaps(kt + 4);
+		if (kt + 2 < KT) load((kt + 2) * VF_BK, ld);
 #pragma unroll
 		for (int kk = 0; kk < VF_BK; kk += 16) {
 			// ldmatrix: A's matrices (rows 0-7, k 0-7), (8-15, 0-7),
@@ -303,31 +314,60 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 #pragma unroll
 				for (int j = 0; j < NI; j++) vf_mma<BF>(acc[i][j], a[i], b[j]);
 		}
-		if (kt + 1 < KT) store(cur ^ 1);
-		if (MODE == 0 && tid < VF_BK) Ts[cur][tid] = tr; // block kt + 2's; block kt's were read last iteration
+		if (kt + 1 < KT) store(cur ^ 1, st);
+		// block kt + 3's taps, into the slot of block kt - 1, last read by
+		// iteration kt - 3's load
+		if (MODE == 0 && tid < VF_BK) Ts[(kt + 3) & 3][tid] = ts;
 		vf_wait<SA - 2>();
 		__syncthreads();
+	};
+	int kt = 0;
+	for (; kt + 1 < KT; kt += 2) {
+		step(kt, rn, rb, ta, tb);
+		step(kt + 1, rb, rn, tb, ta);
 	}
+	if (kt < KT) step(kt, rn, rb, ta, tb);
 
-	// Epilogue: c0, c1 are row gid, columns 2*tig and 2*tig + 1 of the
-	// m16n8 tile; c2, c3 the same columns of row gid + 8.
+	// Epilogue, through shared memory (As, free now: the loop's last
+	// __syncthreads follows every read of it, and the ring's pending
+	// cp.async groups are empty). For each of its MI row tiles a warp
+	// stages its 16 x WN accumulators (c0, c1: row gid, columns 2*tig and
+	// 2*tig + 1 of an m16n8 tile; c2, c3: row gid + 8), then writes them
+	// with a lane a column: adjacent lanes write adjacent pixels of a
+	// channel, whole sectors, and a lane's column (its image and pixel, one
+	// division) is the same for every row. Each output's operations are
+	// the same as before: acc (NaN canonical), + bias, + residual, act.
+	constexpr int ES = WN == 8 ? 24 : WN + 8; // staged row stride, in floats
+	constexpr int ER = 32 / WN;               // rows written per pass
+	static_assert(8 * 16 * ES * 4 <= (int)sizeof(As), "the epilogue's staging fits in As");
+	vf_wait<0>();
+	float* Cs = reinterpret_cast<float*>(&As[0][0][0]) + warp * 16 * ES;
+	const int ec = lane % WN, er = lane / WN;
+	const long long ecol = c0 + wn * WN + ec;
+	const bool eok = ecol < NP;
+	const long long en = eok ? ecol / P : 0;
+	const long long eo = en * g.M * P + (ecol - en * P); // + m * P: output (n, m, pixel)
 #pragma unroll
-	for (int i = 0; i < MI; i++)
+	for (int i = 0; i < MI; i++) {
 #pragma unroll
 		for (int j = 0; j < NI; j++)
 #pragma unroll
-			for (int q = 0; q < 4; q++) {
-				int m = m0 + wm * WM + i * 16 + gid + (q >> 1) * 8;
-				long long col = c0 + wn * WN + j * 8 + tig * 2 + (q & 1);
-				if (m >= g.M || col >= NP) continue;
-				int n = (int)(col / P);
-				long long o = ((long long)n * g.M + m) * P + (col - (long long)n * P);
-				float v = acc[i][j][q];
+			for (int h = 0; h < 2; h++) *(float2*)&Cs[(gid + h * 8) * ES + j * 8 + tig * 2] = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+		__syncwarp();
+#pragma unroll
+		for (int rr = 0; rr < 16 / ER; rr++) {
+			const int r = rr * ER + er, m = m0 + wm * WM + i * 16 + r;
+			if (eok && m < g.M) {
+				long long o = eo + (long long)m * P;
+				float v = Cs[r * ES + ec];
 				if (v != v) v = __int_as_float(0x7fc00000);
 				if (bias) v = v + bias[m];
 				if (res) v = v + res[o];
 				y[o] = vf_act(v, act, lo, hi);
 			}
+		}
+		__syncwarp();
+	}
 }
 
 #define VF_ENTRY(NAME, BM, BN, MODE, BF) \
