@@ -24,6 +24,9 @@ import sys
 
 from gen_step import ARGS, TAB
 
+# stepArgs fields past gen_step.py's: hb, the rows' h at the first block.
+ARGS = dict(ARGS, hb=176)
+
 out = []
 
 
@@ -260,7 +263,8 @@ def gru_lanes(r, hf, sp):
     a(f'\tVMOVUPS {t("one")}, Y5')
     a('\tVSUBPS Y0, Y5, Y5')                      # 1-z
     a('\tVMULPS Y4, Y5, Y5')                      # (1-z)*h~
-    a(f'\tVMOVUPS {32 * hf}({HROW[r]})(AX*1), Y6')  # h
+    a(f'\tMOVQ {ARGS["hb"] + 8 * r}(DI), R11')
+    a(f'\tVMOVUPS {32 * hf}(R11)(AX*1), Y6')     # h
     a('\tVFMADD231PS Y6, Y0, Y5')                 # FMA(z, h, (1-z)*h~)
     a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R11')
     a(f'\tVMOVUPS Y5, {32 * hf}(R11)(AX*1)')
