@@ -6,9 +6,10 @@ The AVX2 (and FMA) level of the fused path, for CPUs without AVX-512:
 
   - stepLSTM{1,2}Y, stepLSTMP{1,2}Y and stepGRU{1,2}Y: gen_step.py's steps
     eight lanes wide, on the same panels and operands (stepArgs). A block of
-    16 hidden units is two 8-lane halves. One row takes both halves of a
-    block at once (eight chains side by side for an LSTM, six for a GRU);
-    two rows take one half at a time, both rows sharing each panel load.
+    16 hidden units is two 8-lane halves. One row takes the whole block at
+    once (eight chains side by side for an LSTM, six for a GRU); two rows
+    share each panel load, an LSTM's in two passes of two gates (each pass
+    reads whole cache lines of the panel), a GRU's one half at a time.
     Each lane's chain is the same sequence of FMAs as stepPortable's (one
     per k, k ascending), so the width changes nothing in the bits. The
     accumulators are canonicalised and spilled to the frame; the gate
@@ -120,8 +121,20 @@ def step(kind, rows, peep=False):
     pointers of the gate arithmetic."""
     gates = {'LSTM': 4, 'GRU': 3}[kind]
     name = f'step{kind}{"P" if peep else ""}{rows}Y'
+    # The passes over a block's panel, each a list of accumulators (row,
+    # half, gate). One row: the whole block at once. Two rows: an LSTM's
+    # gates (i, o) then (f, c~), both halves (each pass reads whole cache
+    # lines of the panel); a GRU's halves one after the other.
+    if rows == 1:
+        passes = [[(0, hf, g) for hf in (0, 1) for g in range(gates)]]
+    elif kind == 'LSTM':
+        passes = [[(r, hf, g) for r in range(rows) for hf in (0, 1) for g in gp]
+                  for gp in ((0, 1), (2, 3))]
+    else:
+        passes = [[(r, hf, g) for r in range(rows) for g in range(gates)]
+                  for hf in (0, 1)]
     a(f'// func {name}(p *stepArgs)')
-    a(f'TEXT ·{name}(SB), NOSPLIT, $256-8')
+    a(f'TEXT ·{name}(SB), NOSPLIT, ${rows * 2 * gates * 32}-8')
     a('\tMOVQ p+0(FP), DI')
     a(f'\tMOVQ {ARGS["panel"]}(DI), R14')
     a(f'\tMOVQ {ARGS["tab"]}(DI), R12')
@@ -134,14 +147,15 @@ def step(kind, rows, peep=False):
     a('\tTESTQ DX, DX')
     a(f'\tJZ {name}_done')
     a(f'{name}_block:')
-    if rows == 1:
-        chains_pass(kind, gates, [(0, 0), (0, 1)], f'{name}_a')
-        epilogue(kind, gates, [(0, 0), (0, 1)], peep)
-    else:
+    for i, accs in enumerate(passes):
+        chains_pass(kind, gates, accs, f'{name}_p{i}')
+    for r in range(rows):
         for hf in (0, 1):
-            vr = [(r, hf) for r in range(rows)]
-            chains_pass(kind, gates, vr, f'{name}_h{hf}')
-            epilogue(kind, gates, vr, peep)
+            sp = lambda g, r=r, hf=hf: f'{slot(gates, r, hf, g)}(SP)'
+            if kind == 'LSTM':
+                lstm_lanes(r, hf, sp, peep)
+            else:
+                gru_lanes(r, hf, sp)
     a('\tADDQ R10, R14')
     a('\tADDQ $64, AX')
     a('\tDECQ DX')
@@ -150,6 +164,11 @@ def step(kind, rows, peep=False):
     a('\tVZEROUPPER')
     a('\tRET')
     a()
+
+
+def slot(gates, r, hf, g):
+    """The frame offset of the spilled chains of row r, half hf, gate g."""
+    return 32 * ((r * 2 + hf) * gates + g)
 
 
 def pre_ptr(reg, r, gates):
@@ -162,64 +181,55 @@ def pre_ptr(reg, r, gates):
         a(f'\tADDQ AX, {reg}')
 
 
-def chains_pass(kind, gates, vrows, lbl):
-    """The chains of the virtual rows vrows ((row, half) each) over the
-    block's panel (R14), canonicalised and spilled to the frame at
-    (v·gates + g)·32."""
-    acc = lambda v, g: f'Y{v * gates + g}'
-    for v, (r, hf) in enumerate(vrows):
+def chains_pass(kind, gates, accs, lbl):
+    """The chains of the accumulators accs ((row, half, gate) each, in
+    Y0, Y1, ...) over the block's panel (R14), from the input chains (a
+    GRU's h~ chain from Rbh), canonicalised and spilled to their slots.
+    One row: each step of k is one broadcast and FMAs from the panel; more
+    rows share each panel vector (loaded once into a register)."""
+    acc = {x: f'Y{i}' for i, x in enumerate(accs)}
+    rows = sorted({r for r, _, _ in accs})
+    for r in rows:
         pre_ptr('R13', r, gates)
-        for g in range(gates):
-            if kind == 'GRU' and g == 2:
-                continue
-            a(f'\tVMOVUPS {64 * g + 32 * hf}(R13), {acc(v, g)}')
-    if kind == 'GRU':
+        for (rr, hf, g), y in acc.items():
+            if rr == r and not (kind == 'GRU' and g == 2):
+                a(f'\tVMOVUPS {64 * g + 32 * hf}(R13), {y}')
+    if kind == 'GRU' and any(g == 2 for _, _, g in accs):
         a(f'\tMOVQ {ARGS["rbh"]}(DI), R13')
-        for v, (r, hf) in enumerate(vrows):
-            a(f'\tVMOVUPS {32 * hf}(R13)(AX*1), {acc(v, 2)}')
+        for (r, hf, g), y in acc.items():
+            if g == 2:
+                a(f'\tVMOVUPS {32 * hf}(R13)(AX*1), {y}')
     a('\tMOVQ R14, SI')
     a(f'\tMOVQ {ARGS["k"]}(DI), CX')
     a('\tXORQ BX, BX')
     a('\tTESTQ CX, CX')
     a(f'\tJZ {lbl}_epi')
     a(f'{lbl}_k:')
-    nacc = len(vrows) * gates
-    if all(r == 0 for r, _ in vrows):
-        a(f'\tVBROADCASTSS ({HROW[0]})(BX*1), Y15')
-        for v, (r, hf) in enumerate(vrows):
-            for g in range(gates):
-                a(f'\tVFMADD231PS {64 * g + 32 * hf}(SI), Y15, {acc(v, g)}')
+    if len(rows) == 1:
+        a(f'\tVBROADCASTSS ({HROW[rows[0]]})(BX*1), Y15')
+        for (r, hf, g), y in acc.items():
+            a(f'\tVFMADD231PS {64 * g + 32 * hf}(SI), Y15, {y}')
     else:
-        hf = vrows[0][1]
-        for g in range(gates):
-            a(f'\tVMOVUPS {64 * g + 32 * hf}(SI), Y{nacc + g}')
-        for v, (r, _) in enumerate(vrows):
-            bc = f'Y{nacc + gates + v}'
+        cols = sorted({(hf, g) for _, hf, g in accs})
+        preg = {c: f'Y{len(accs) + i}' for i, c in enumerate(cols)}
+        assert len(accs) + len(cols) + len(rows) <= 16
+        for (hf, g), y in preg.items():
+            a(f'\tVMOVUPS {64 * g + 32 * hf}(SI), {y}')
+        for i, r in enumerate(rows):
+            bc = f'Y{len(accs) + len(cols) + i}'
             a(f'\tVBROADCASTSS ({HROW[r]})(BX*1), {bc}')
-            for g in range(gates):
-                a(f'\tVFMADD231PS Y{nacc + g}, {bc}, {acc(v, g)}')
+            for (rr, hf, g), y in acc.items():
+                if rr == r:
+                    a(f'\tVFMADD231PS {preg[(hf, g)]}, {bc}, {y}')
     a(f'\tADDQ ${64 * gates}, SI')
     a('\tADDQ $4, BX')
     a('\tDECQ CX')
     a(f'\tJNZ {lbl}_k')
     a(f'{lbl}_epi:')
-    for v in range(len(vrows)):
-        for g in range(gates):
-            x = acc(v, g)
-            a(f'\tVCMPPS ${UNORD}, {x}, {x}, Y15')
-            a(f'\tVBLENDVPS Y15, {t("canon")}, {x}, {x}')
-            a(f'\tVMOVUPS {x}, {32 * (v * gates + g)}(SP)')
-
-
-def epilogue(kind, gates, vrows, peep):
-    """The gate arithmetic of each virtual row, from its spilled chains:
-    stepPortable's operations on its 8 lanes."""
-    for v, (r, hf) in enumerate(vrows):
-        sp = lambda g: f'{32 * (v * gates + g)}(SP)'
-        if kind == 'LSTM':
-            lstm_lanes(r, hf, sp, peep)
-        else:
-            gru_lanes(r, hf, sp)
+    for (r, hf, g), y in acc.items():
+        a(f'\tVCMPPS ${UNORD}, {y}, {y}, Y15')
+        a(f'\tVBLENDVPS Y15, {t("canon")}, {y}, {y}')
+        a(f'\tVMOVUPS {y}, {slot(gates, r, hf, g)}(SP)')
 
 
 def lstm_lanes(r, hf, sp, peep):
