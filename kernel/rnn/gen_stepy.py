@@ -9,7 +9,8 @@ The AVX2 (and FMA) level of the fused path, for CPUs without AVX-512:
     16 hidden units is two 8-lane halves. One row takes the whole block at
     once (eight chains side by side for an LSTM, six for a GRU); two rows
     share each panel load, an LSTM's in two passes of two gates (each pass
-    reads whole cache lines of the panel), a GRU's one half at a time.
+    reads whole cache lines of the panel), a GRU's in two passes of three
+    gate halves.
     Each lane's chain is the same sequence of FMAs as stepPortable's (one
     per k, k ascending), so the width changes nothing in the bits. The
     accumulators are canonicalised and spilled to the frame; the gate
@@ -124,15 +125,16 @@ def step(kind, rows, peep=False):
     # The passes over a block's panel, each a list of accumulators (row,
     # half, gate). One row: the whole block at once. Two rows: an LSTM's
     # gates (i, o) then (f, c~), both halves (each pass reads whole cache
-    # lines of the panel); a GRU's halves one after the other.
+    # lines of the panel); a GRU's z and half of r, then the rest (four
+    # cache lines read a panel row, not six).
     if rows == 1:
         passes = [[(0, hf, g) for hf in (0, 1) for g in range(gates)]]
     elif kind == 'LSTM':
         passes = [[(r, hf, g) for r in range(rows) for hf in (0, 1) for g in gp]
                   for gp in ((0, 1), (2, 3))]
     else:
-        passes = [[(r, hf, g) for r in range(rows) for g in range(gates)]
-                  for hf in (0, 1)]
+        passes = [[(r, hf, g) for r in range(rows) for hf, g in cols]
+                  for cols in (((0, 0), (1, 0), (0, 1)), ((1, 1), (0, 2), (1, 2)))]
     a(f'// func {name}(p *stepArgs)')
     a(f'TEXT ·{name}(SB), NOSPLIT, ${rows * 2 * gates * 32}-8')
     a('\tMOVQ p+0(FP), DI')
