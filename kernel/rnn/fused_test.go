@@ -430,3 +430,23 @@ func TestChainRows8Twins(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkChainRows8 is the input projection's kernel on one panel of a
+// zoo layer (input 1024, 32 columns: 128 KB, from L2).
+func BenchmarkChainRows8(b *testing.B) {
+	f := chainRows8Z
+	if !haveZ {
+		if !haveY {
+			b.Skip("no AVX2 or AVX-512")
+		}
+		f = chainRows8Y
+	}
+	const k = 1024
+	x, w, y := make([]float32, 8*k), make([]float32, k*32), make([]float32, 8*32)
+	for i := range w {
+		w[i] = 1e-3 * float32(i%13)
+	}
+	for i := 0; i < b.N; i++ {
+		f(k, &x[0], &w[0], 32, &y[0], 32, 32)
+	}
+}
