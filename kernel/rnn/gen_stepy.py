@@ -152,12 +152,10 @@ def step(kind, rows, peep=False):
     for i, accs in enumerate(passes):
         chains_pass(kind, gates, accs, f'{name}_p{i}')
     for r in range(rows):
-        for hf in (0, 1):
-            sp = lambda g, r=r, hf=hf: f'{slot(gates, r, hf, g)}(SP)'
-            if kind == 'LSTM':
-                lstm_lanes(r, hf, sp, peep)
-            else:
-                gru_lanes(r, hf, sp)
+        if kind == 'LSTM':
+            lstm_epilogue(r, peep)
+        else:
+            gru_epilogue(r)
     a('\tADDQ R10, R14')
     a('\tADDQ $64, AX')
     a('\tDECQ DX')
@@ -234,52 +232,120 @@ def chains_pass(kind, gates, accs, lbl):
         a(f'\tVMOVUPS {y}, {slot(gates, r, hf, g)}(SP)')
 
 
-def lstm_lanes(r, hf, sp, peep):
-    # Y0 i, Y1 o, Y2 f, Y3 c~; Y4 c; R11 c's lanes, R13 the peepholes'.
-    for g in range(4):
-        a(f'\tVMOVUPS {sp(g)}, Y{g}')
+def capture(f, *args):
+    """The lines f(*args) emits, instead of emitting them."""
+    global out
+    saved, out = out, []
+    f(*args)
+    lines, out = out, saved
+    return lines
+
+
+def par(*lanes):
+    """Emits the lanes (lists of lines) round robin: independent
+    dependency chains side by side, for the out-of-order core to overlap.
+    Only when each operation issues changes."""
+    lanes = [l for l in lanes if l]
+    for i in range(max(len(l) for l in lanes)):
+        for l in lanes:
+            if i < len(l):
+                a(l[i])
+
+
+SIG = [['Y0', 'Y1', 'Y2', 'Y3', 'Y4'], ['Y5', 'Y6', 'Y7', 'Y8', 'Y9'],
+       ['Y10', 'Y11', 'Y12', 'Y13', 'Y14']]
+TANH = [['Y0', 'Y1', 'Y2', 'Y3', 'Y4', 'Y5', 'Y6'],
+        ['Y7', 'Y8', 'Y9', 'Y10', 'Y11', 'Y12', 'Y13']]
+
+
+def sig_lane(mem, regs):
+    """mem = Sigmoid32(mem), in registers regs (x, then four temporaries)."""
+    x = regs[0]
+    return [f'\tVMOVUPS {mem}, {x}'] + capture(sigmoid, *regs) + [f'\tVMOVUPS {x}, {mem}']
+
+
+def tanh_lane(src, dst, regs, pre=(), post=()):
+    """dst = Tanh32(src), in registers regs (x, y, then five
+    temporaries): pre's lines after x is loaded, post's before y is
+    stored (each formatted with x and y)."""
+    x, y = regs[0], regs[1]
+    L = [f'\tVMOVUPS {src}, {x}'] + [l.format(x=x, y=y) for l in pre]
+    L += capture(tanh, x, y, *regs[2:])
+    L += [l.format(x=x, y=y) for l in post]
+    return L + [f'\tVMOVUPS {y}, {dst}']
+
+
+def lstm_epilogue(r, peep):
+    """Row r's gate arithmetic for both halves of the block, from its
+    spilled chains: stepPortable's operations, the halves' (and the
+    gates') independent activations side by side. The spilled slots take
+    the activations in place; R11 points at the row's c lanes, R13 at
+    the block's peepholes."""
+    S = lambda hf, g: f'{slot(4, r, hf, g)}(SP)'  # g: i, o, f, c~
     a(f'\tMOVQ {ARGS["c"] + 8 * r}(DI), R11')
     a('\tADDQ AX, R11')
-    a(f'\tVMOVUPS {32 * hf}(R11), Y4')
+    C = lambda hf: f'{32 * hf}(R11)'
     if peep:
         a(f'\tMOVQ {ARGS["peep"]}(DI), R13')
         a('\tLEAQ (R13)(AX*2), R13')
         a('\tADDQ AX, R13')                       # the block's (i, o, f)
-        a(f'\tVFMADD231PS {32 * hf}(R13), Y4, Y0')       # FMA(Pi, c, i)
-        a(f'\tVFMADD231PS {128 + 32 * hf}(R13), Y4, Y2')  # FMA(Pf, c, f)
-    sigmoid('Y0', 'Y5', 'Y6', 'Y7', 'Y8')
-    sigmoid('Y2', 'Y9', 'Y10', 'Y11', 'Y12')
-    tanh('Y3', 'Y13', 'Y5', 'Y6', 'Y7', 'Y8', 'Y9')
-    a('\tVMULPS Y13, Y0, Y0')                     # i*c~
-    a('\tVFMADD231PS Y4, Y2, Y0')                 # c' = FMA(f, c, i*c~)
-    a(f'\tVMOVUPS Y0, {32 * hf}(R11)')
+        for hf in (0, 1):
+            a(f'\tVMOVUPS {C(hf)}, Y15')
+            for g, po in ((0, 0), (2, 128)):      # FMA(Pi, c, i), FMA(Pf, c, f)
+                a(f'\tVMOVUPS {S(hf, g)}, Y{g}')
+                a(f'\tVFMADD231PS {po + 32 * hf}(R13), Y15, Y{g}')
+                a(f'\tVMOVUPS Y{g}, {S(hf, g)}')
+    sigs = [(0, 0), (1, 0), (0, 2), (1, 2)] + ([] if peep else [(0, 1), (1, 1)])
+    for q in range(0, len(sigs), 3):
+        par(*[sig_lane(S(*x), SIG[l]) for l, x in enumerate(sigs[q:q + 3])])
+    par(*[tanh_lane(S(hf, 3), S(hf, 3), TANH[hf]) for hf in (0, 1)])
+    for hf in (0, 1):
+        a(f'\tVMOVUPS {S(hf, 0)}, Y{hf}')
+        a(f'\tVMULPS {S(hf, 3)}, Y{hf}, Y{hf}')       # i*c~
+        a(f'\tVMOVUPS {S(hf, 2)}, Y{2 + hf}')
+        a(f'\tVFMADD132PS {C(hf)}, Y{hf}, Y{2 + hf}')  # c' = FMA(f, c, i*c~)
+        a(f'\tVMOVUPS Y{2 + hf}, {C(hf)}')
+        if peep:
+            a(f'\tVMOVUPS {S(hf, 1)}, Y{4 + hf}')
+            a(f'\tVFMADD231PS {64 + 32 * hf}(R13), Y{2 + hf}, Y{4 + hf}')  # FMA(Po, c', o)
+            a(f'\tVMOVUPS Y{4 + hf}, {S(hf, 1)}')
     if peep:
-        a(f'\tVFMADD231PS {64 + 32 * hf}(R13), Y0, Y1')  # FMA(Po, c', o)
-    sigmoid('Y1', 'Y5', 'Y6', 'Y7', 'Y8')
-    tanh('Y0', 'Y13', 'Y9', 'Y10', 'Y11', 'Y12', 'Y14')
-    a('\tVMULPS Y13, Y1, Y1')                     # o * tanh(c')
-    a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R11')
-    a(f'\tVMOVUPS Y1, {32 * hf}(R11)(AX*1)')
+        par(*[sig_lane(S(hf, 1), SIG[hf]) for hf in (0, 1)])
+    a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R13')
+    a('\tADDQ AX, R13')
+    par(*[tanh_lane(C(hf), f'{32 * hf}(R13)', TANH[hf],
+                    post=[f'\tVMULPS {S(hf, 1)}, {{y}}, {{y}}'])  # o * tanh(c')
+          for hf in (0, 1)])
 
 
-def gru_lanes(r, hf, sp):
-    # Y0 z, Y1 r, Y2 h·Rh + Rbh.
-    for g in range(3):
-        a(f'\tVMOVUPS {sp(g)}, Y{g}')
-    sigmoid('Y0', 'Y5', 'Y6', 'Y7', 'Y8')
-    sigmoid('Y1', 'Y9', 'Y10', 'Y11', 'Y12')
+def gru_epilogue(r):
+    """Row r's gate arithmetic for both halves of the block, from its
+    spilled chains (z, r, h·Rh + Rbh): stepPortable's operations, the
+    halves' independent activations side by side."""
+    S = lambda hf, g: f'{slot(3, r, hf, g)}(SP)'
+    sigs = [(0, 0), (1, 0), (0, 1), (1, 1)]
+    for q in range(0, len(sigs), 3):
+        par(*[sig_lane(S(*x), SIG[l]) for l, x in enumerate(sigs[q:q + 3])])
     pre_ptr('R13', r, 3)
-    a(f'\tVMOVUPS {128 + 32 * hf}(R13), Y3')     # x·Wh + Wbh
-    a('\tVFMADD231PS Y2, Y1, Y3')                 # FMA(r, h·Rh + Rbh, ·)
-    tanh('Y3', 'Y4', 'Y5', 'Y6', 'Y7', 'Y8', 'Y9')  # h~
-    a(f'\tVMOVUPS {t("one")}, Y5')
-    a('\tVSUBPS Y0, Y5, Y5')                      # 1-z
-    a('\tVMULPS Y4, Y5, Y5')                      # (1-z)*h~
     a(f'\tMOVQ {ARGS["hb"] + 8 * r}(DI), R11')
-    a(f'\tVMOVUPS {32 * hf}(R11)(AX*1), Y6')     # h
-    a('\tVFMADD231PS Y6, Y0, Y5')                 # FMA(z, h, (1-z)*h~)
+    a('\tADDQ AX, R11')
+    lanes = []
+    for hf in (0, 1):
+        T = TANH[hf]
+        pre = [f'\tVMOVUPS {S(hf, 2)}, {T[2]}',
+               f'\tVFMADD132PS {S(hf, 1)}, {{x}}, {T[2]}',  # FMA(r, h·Rh + Rbh, x·Wh + Wbh)
+               f'\tVMOVAPS {T[2]}, {{x}}']
+        post = [f'\tVMOVUPS {t("one")}, {T[2]}',
+                f'\tVSUBPS {S(hf, 0)}, {T[2]}, {T[2]}',    # 1-z
+                f'\tVMULPS {{y}}, {T[2]}, {T[2]}',          # (1-z)*h~
+                f'\tVMOVUPS {S(hf, 0)}, {{y}}',
+                f'\tVFMADD132PS {32 * hf}(R11), {T[2]}, {{y}}']  # FMA(z, h, (1-z)*h~)
+        lanes.append(tanh_lane(f'{128 + 32 * hf}(R13)', S(hf, 2), T, pre, post))
+    par(*lanes)
     a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R11')
-    a(f'\tVMOVUPS Y5, {32 * hf}(R11)(AX*1)')
+    for hf in (0, 1):
+        a(f'\tVMOVUPS {S(hf, 2)}, Y0')
+        a(f'\tVMOVUPS Y0, {32 * hf}(R11)(AX*1)')
 
 
 def chain_rows8():
