@@ -29,7 +29,9 @@ import (
 //     update and the new state, the scalar cell's operations in its order.
 //     stepPortable is their twin. On AVX2 without AVX-512,
 //     step*Y and chainRows8Y (stepy_amd64.s, gen_stepy.py) do the same
-//     eight lanes wide: one or two rows a call, a block as two halves.
+//     eight lanes wide: one or two rows a call, a block as two halves,
+//     the chains spilled to the frame before the gate arithmetic; more
+//     rows go over Rᵀ in chunks of blocks (fusedRun.step).
 //   - The weights are packed once per node (rnn.packed: at bind time,
 //     kept in the node's State), the buffers reused between calls.
 //
@@ -41,7 +43,10 @@ import (
 //
 // Zoo cells on this kind of machine (AMD Zen 5, one core): a step of
 // hidden 128 at one row reads its 256 KB of Rᵀ from L2 at about 200 GB/s
-// (1.3 us); at four rows the FMA units are the limit.
+// (1.3 us); at four rows the FMA units are the limit. On an AVX2-only AMD
+// EPYC (512 KB L2) the same step takes about 3.3 us (AVX2, one row) and
+// the input projection's chainRows8Y runs near the FMA peak
+// (BenchmarkChainRows8).
 
 // fusedOK reports whether the fused path takes c (on a CPU with the
 // AVX-512 or the AVX2 steps).
