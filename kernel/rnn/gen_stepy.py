@@ -181,6 +181,29 @@ def pre_ptr(reg, r, gates):
         a(f'\tADDQ AX, {reg}')
 
 
+def k_step(accs, acc, rows, gates, u):
+    """One step of k of the accumulators' chains, u steps past SI and BX:
+    one row, a broadcast and FMAs from the panel; more, each panel vector
+    loaded once for every row."""
+    d = 64 * gates * u
+    if len(rows) == 1:
+        a(f'\tVBROADCASTSS {4 * u}({HROW[rows[0]]})(BX*1), Y15')
+        for (r, hf, g), y in acc.items():
+            a(f'\tVFMADD231PS {d + 64 * g + 32 * hf}(SI), Y15, {y}')
+        return
+    cols = sorted({(hf, g) for _, hf, g in accs})
+    preg = {c: f'Y{len(accs) + i}' for i, c in enumerate(cols)}
+    assert len(accs) + len(cols) + len(rows) <= 16
+    for (hf, g), y in preg.items():
+        a(f'\tVMOVUPS {d + 64 * g + 32 * hf}(SI), {y}')
+    for i, r in enumerate(rows):
+        bc = f'Y{len(accs) + len(cols) + i}'
+        a(f'\tVBROADCASTSS {4 * u}({HROW[r]})(BX*1), {bc}')
+        for (rr, hf, g), y in acc.items():
+            if rr == r:
+                a(f'\tVFMADD231PS {preg[(hf, g)]}, {bc}, {y}')
+
+
 def chains_pass(kind, gates, accs, lbl):
     """The chains of the accumulators accs ((row, half, gate) each, in
     Y0, Y1, ...) over the block's panel (R14), from the input chains (a
@@ -202,29 +225,19 @@ def chains_pass(kind, gates, accs, lbl):
     a('\tMOVQ R14, SI')
     a(f'\tMOVQ {ARGS["k"]}(DI), CX')
     a('\tXORQ BX, BX')
-    a('\tTESTQ CX, CX')
-    a(f'\tJZ {lbl}_epi')
-    a(f'{lbl}_k:')
-    if len(rows) == 1:
-        a(f'\tVBROADCASTSS ({HROW[rows[0]]})(BX*1), Y15')
-        for (r, hf, g), y in acc.items():
-            a(f'\tVFMADD231PS {64 * g + 32 * hf}(SI), Y15, {y}')
-    else:
-        cols = sorted({(hf, g) for _, hf, g in accs})
-        preg = {c: f'Y{len(accs) + i}' for i, c in enumerate(cols)}
-        assert len(accs) + len(cols) + len(rows) <= 16
-        for (hf, g), y in preg.items():
-            a(f'\tVMOVUPS {64 * g + 32 * hf}(SI), {y}')
-        for i, r in enumerate(rows):
-            bc = f'Y{len(accs) + len(cols) + i}'
-            a(f'\tVBROADCASTSS ({HROW[r]})(BX*1), {bc}')
-            for (rr, hf, g), y in acc.items():
-                if rr == r:
-                    a(f'\tVFMADD231PS {preg[(hf, g)]}, {bc}, {y}')
-    a(f'\tADDQ ${64 * gates}, SI')
-    a('\tADDQ $4, BX')
+    a('\tSHRQ $1, CX')
+    a(f'\tJZ {lbl}_odd')
+    a(f'{lbl}_k:')                          # two steps of k a round
+    k_step(accs, acc, rows, gates, 0)
+    k_step(accs, acc, rows, gates, 1)
+    a(f'\tADDQ ${128 * gates}, SI')
+    a('\tADDQ $8, BX')
     a('\tDECQ CX')
     a(f'\tJNZ {lbl}_k')
+    a(f'{lbl}_odd:')
+    a(f'\tTESTQ $1, {ARGS["k"]}(DI)')
+    a(f'\tJZ {lbl}_epi')
+    k_step(accs, acc, rows, gates, 0)
     a(f'{lbl}_epi:')
     for (r, hf, g), y in acc.items():
         a(f'\tVCMPPS ${UNORD}, {y}, {y}, Y15')
