@@ -251,24 +251,34 @@ func runStep(lv chainLevel, kind cellKind, p *stepArgs, rows int) {
 	}
 }
 
-// runStepY runs the AVX2 steps over rows rows of p, two at a time.
+// runStepY runs the AVX2 steps over rows rows of p: four at once, or
+// two, then one.
 func runStepY(kind cellKind, p *stepArgs, rows int) {
 	var rest stepArgs
 	for q := p; rows > 0; q = &rest {
-		n := min(rows, 2)
+		n := 4
+		for n > rows {
+			n /= 2
+		}
 		switch {
 		case kind == cellGRU && n == 1:
 			stepGRU1Y(q)
-		case kind == cellGRU:
+		case kind == cellGRU && n == 2:
 			stepGRU2Y(q)
+		case kind == cellGRU:
+			stepGRU4Y(q)
 		case q.peep != nil && n == 1:
 			stepLSTMP1Y(q)
-		case q.peep != nil:
+		case q.peep != nil && n == 2:
 			stepLSTMP2Y(q)
+		case q.peep != nil:
+			stepLSTMP4Y(q)
 		case n == 1:
 			stepLSTM1Y(q)
-		default:
+		case n == 2:
 			stepLSTM2Y(q)
+		default:
+			stepLSTM4Y(q)
 		}
 		if rows -= n; rows > 0 {
 			next := *q

@@ -4,13 +4,14 @@ python3 gen_stepy.py > stepy_amd64.s).
 
 The AVX2 (and FMA) level of the fused path, for CPUs without AVX-512:
 
-  - stepLSTM{1,2}Y, stepLSTMP{1,2}Y and stepGRU{1,2}Y: gen_step.py's steps
+  - stepLSTM{1,2,4}Y, stepLSTMP{1,2,4}Y and stepGRU{1,2,4}Y: gen_step.py's steps
     eight lanes wide, on the same panels and operands (stepArgs). A block of
     16 hidden units is two 8-lane halves. One row takes the whole block at
     once (eight chains side by side for an LSTM, six for a GRU); two rows
     share each panel load, an LSTM's in two passes of two gates (each pass
     reads whole cache lines of the panel), a GRU's in two passes of three
-    gate halves.
+    gate halves; four rows, a gate a pass (one cache line of each panel row
+    serves four rows: a step of many rows is bound by L2's bandwidth).
     Each lane's chain is the same sequence of FMAs as stepPortable's (one
     per k, k ascending), so the width changes nothing in the bits. The
     accumulators are canonicalised and spilled to the frame; the gate
@@ -111,15 +112,16 @@ def tanh(x, y, t1, t2, t3, t4, t5):
     a(f'\tVBLENDVPS {t5}, {x}, {y}, {y}')
 
 
-HROW = ['R8', 'R9']
+HROW = ['R8', 'R9', 'R10', 'R11']
 
 
 def step(kind, rows, peep=False):
-    """One step over every block for rows (1 or 2) rows. Registers: DI p,
-    R12 the table, DX the blocks left, AX the block's offset in bytes of
-    16 floats, R14 the block's panel, R10 a block's panel in bytes, R8/R9
-    the rows' h, SI the panel row, CX and BX the chain's k, R11 and R13
-    pointers of the gate arithmetic."""
+    """One step over every block for rows (1, 2 or 4) rows. Registers: DI
+    p, R12 the table, DX the blocks left, AX the block's offset in bytes
+    of 16 floats, R14 the block's panel, R8-R11 the rows' h (loaded for
+    each pass), SI the panel row, CX and BX the chain's k, R11 and R13
+    pointers of the gate arithmetic. The frame holds the spilled chains,
+    then a block's panel in bytes."""
     gates = {'LSTM': 4, 'GRU': 3}[kind]
     name = f'step{kind}{"P" if peep else ""}{rows}Y'
     # The passes over a block's panel, each a list of accumulators (row,
@@ -129,22 +131,28 @@ def step(kind, rows, peep=False):
     # cache lines read a panel row, not six).
     if rows == 1:
         passes = [[(0, hf, g) for hf in (0, 1) for g in range(gates)]]
-    elif kind == 'LSTM':
+    elif kind == 'LSTM' and rows == 2:
         passes = [[(r, hf, g) for r in range(rows) for hf in (0, 1) for g in gp]
                   for gp in ((0, 1), (2, 3))]
-    else:
+    elif rows == 2:
         passes = [[(r, hf, g) for r in range(rows) for hf, g in cols]
                   for cols in (((0, 0), (1, 0), (0, 1)), ((1, 1), (0, 2), (1, 2)))]
+    else:
+        # Four rows: a gate at a time, both halves (one cache line of each
+        # panel row a pass, for every row).
+        passes = [[(r, hf, g) for r in range(rows) for hf in (0, 1)]
+                  for g in range(gates)]
+    pb = rows * 2 * gates * 32  # the frame offset of a block's panel bytes
     a(f'// func {name}(p *stepArgs)')
-    a(f'TEXT ·{name}(SB), NOSPLIT, ${rows * 2 * gates * 32}-8')
+    # Four rows' chains need more frame than a NOSPLIT function may take.
+    a(f'TEXT ·{name}(SB), {"NOSPLIT, " if pb + 8 <= 640 else ""}${pb + 8}-8')
     a('\tMOVQ p+0(FP), DI')
     a(f'\tMOVQ {ARGS["panel"]}(DI), R14')
     a(f'\tMOVQ {ARGS["tab"]}(DI), R12')
     a(f'\tMOVQ {ARGS["nblk"]}(DI), DX')
-    for r in range(rows):
-        a(f'\tMOVQ {ARGS["h"] + 8 * r}(DI), {HROW[r]}')
-    a(f'\tMOVQ {ARGS["k"]}(DI), R10')
-    a(f'\tIMULQ ${gates * 64}, R10')
+    a(f'\tMOVQ {ARGS["k"]}(DI), CX')
+    a(f'\tIMULQ ${gates * 64}, CX')
+    a(f'\tMOVQ CX, {pb}(SP)')
     a('\tXORQ AX, AX')
     a('\tTESTQ DX, DX')
     a(f'\tJZ {name}_done')
@@ -156,7 +164,7 @@ def step(kind, rows, peep=False):
             lstm_epilogue(r, peep)
         else:
             gru_epilogue(r)
-    a('\tADDQ R10, R14')
+    a(f'\tADDQ {pb}(SP), R14')
     a('\tADDQ $64, AX')
     a('\tDECQ DX')
     a(f'\tJNZ {name}_block')
@@ -212,6 +220,8 @@ def chains_pass(kind, gates, accs, lbl):
     rows share each panel vector (loaded once into a register)."""
     acc = {x: f'Y{i}' for i, x in enumerate(accs)}
     rows = sorted({r for r, _, _ in accs})
+    for r in rows:
+        a(f'\tMOVQ {ARGS["h"] + 8 * r}(DI), {HROW[r]}')
     for r in rows:
         pre_ptr('R13', r, gates)
         for (rr, hf, g), y in acc.items():
@@ -434,11 +444,11 @@ def main():
     a()
     a('#include "textflag.h"')
     a()
-    for rows in (1, 2):
+    for rows in (1, 2, 4):
         step('LSTM', rows)
-    for rows in (1, 2):
+    for rows in (1, 2, 4):
         step('LSTM', rows, peep=True)
-    for rows in (1, 2):
+    for rows in (1, 2, 4):
         step('GRU', rows)
     chain_rows8()
     sys.stdout.write('\n'.join(out))
