@@ -29,7 +29,9 @@ import (
 //     update and the new state, the scalar cell's operations in its order.
 //     stepPortable is their twin. On AVX2 without AVX-512,
 //     step*Y and chainRows8Y (stepy_amd64.s, gen_stepy.py) do the same
-//     eight lanes wide: one or two rows a call, a block as two halves.
+//     eight lanes wide: one or two rows a call, a block as two halves,
+//     the chains spilled to the frame before the gate arithmetic; more
+//     rows go over Rᵀ in chunks of blocks (fusedRun.step).
 //   - The weights are packed once per node (rnn.packed: at bind time,
 //     kept in the node's State), the buffers reused between calls.
 //
@@ -41,7 +43,10 @@ import (
 //
 // Zoo cells on this kind of machine (AMD Zen 5, one core): a step of
 // hidden 128 at one row reads its 256 KB of Rᵀ from L2 at about 200 GB/s
-// (1.3 us); at four rows the FMA units are the limit.
+// (1.3 us); at four rows the FMA units are the limit. On an AVX2-only AMD
+// EPYC (512 KB L2) the same step takes about 3.3 us (AVX2, one row) and
+// the input projection's chainRows8Y runs near the FMA peak
+// (BenchmarkChainRows8).
 
 // fusedOK reports whether the fused path takes c (on a CPU with the
 // AVX-512 or the AVX2 steps).
@@ -134,6 +139,11 @@ type stepArgs struct {
 	// step (block-permuted), the LSTM cell state (updated in place), the
 	// new h (hp floats each).
 	h, pre, c, hout [4]*float32
+	// hb is each row's h at the first block: GRU's new state reads it
+	// (the AVX2 steps and the twin; the AVX-512 steps read h, and so run
+	// only on whole steps, where hb is h). The AVX2 steps run ranges of
+	// blocks, every operand but h offset to the range's start.
+	hb [4]*float32
 }
 
 // stepTab holds vmath's float32 constants for Exp32, Sigmoid32 and Tanh32
@@ -173,7 +183,7 @@ func stepPortable(kind cellKind, p *stepArgs, rows int) {
 	for b := 0; b < p.nblk; b++ {
 		for r := 0; r < rows; r++ {
 			pre := unsafe.Slice(p.pre[r], nb*bw)[b*bw:]
-			h := unsafe.Slice(p.h[r], max(K, nb*16))
+			h := unsafe.Slice(p.h[r], K)
 			hout := unsafe.Slice(p.hout[r], nb*16)[b*16:]
 			for g := 0; g < gates; g++ {
 				copy(acc[g][:], pre[g*16:(g+1)*16])
@@ -221,7 +231,7 @@ func stepPortable(kind cellKind, p *stepArgs, rows int) {
 				for l := 0; l < 16; l++ {
 					z, rg := vmath.Sigmoid32(acc[0][l]), vmath.Sigmoid32(acc[1][l])
 					hh := vmath.Tanh32(vmath.FMA32(rg, acc[2][l], pre[32+l]))
-					hout[l] = vmath.FMA32(z, h[b*16+l], (1-z)*hh)
+					hout[l] = vmath.FMA32(z, unsafe.Slice(p.hb[r], nb*16)[b*16+l], (1-z)*hh)
 				}
 			}
 		}
@@ -241,24 +251,34 @@ func runStep(lv chainLevel, kind cellKind, p *stepArgs, rows int) {
 	}
 }
 
-// runStepY runs the AVX2 steps over rows rows of p, two at a time.
+// runStepY runs the AVX2 steps over rows rows of p: four at once, or
+// two, then one.
 func runStepY(kind cellKind, p *stepArgs, rows int) {
 	var rest stepArgs
 	for q := p; rows > 0; q = &rest {
-		n := min(rows, 2)
+		n := 4
+		for n > rows {
+			n /= 2
+		}
 		switch {
 		case kind == cellGRU && n == 1:
 			stepGRU1Y(q)
-		case kind == cellGRU:
+		case kind == cellGRU && n == 2:
 			stepGRU2Y(q)
+		case kind == cellGRU:
+			stepGRU4Y(q)
 		case q.peep != nil && n == 1:
 			stepLSTMP1Y(q)
-		case q.peep != nil:
+		case q.peep != nil && n == 2:
 			stepLSTMP2Y(q)
+		case q.peep != nil:
+			stepLSTMP4Y(q)
 		case n == 1:
 			stepLSTM1Y(q)
-		default:
+		case n == 2:
 			stepLSTM2Y(q)
+		default:
+			stepLSTM4Y(q)
 		}
 		if rows -= n; rows > 0 {
 			next := *q
@@ -266,6 +286,7 @@ func runStepY(kind cellKind, p *stepArgs, rows int) {
 			copy(next.pre[:], q.pre[n:])
 			copy(next.c[:], q.c[n:])
 			copy(next.hout[:], q.hout[n:])
+			copy(next.hb[:], q.hb[n:])
 			rest = next
 		}
 	}
@@ -327,6 +348,58 @@ type fusedRun struct {
 	h    []float32 // [batch][2][hp]
 	cs   []float32 // [batch][hp]
 	xin  []float32 // eight rows of x packed step-major
+	act  []int     // the rows that have the current step
+	sp   stepArgs  // the current step's operands (of up to four rows)
+}
+
+// blocks runs the blocks [lo, hi) of the step in e.sp for rows rows:
+// every operand but h offset to block lo. Each block is computed whole,
+// with a whole step's operations.
+func (e *fusedRun) blocks(rows, lo, hi int) {
+	q := e.sp
+	q.nblk = hi - lo
+	if lo > 0 {
+		bw := e.g.gates * 16
+		off := func(p *float32, n int) *float32 { return (*float32)(unsafe.Add(unsafe.Pointer(p), 4*n)) }
+		q.panel = off(q.panel, lo*e.c.hidden*bw)
+		q.rbh = off(q.rbh, lo*16)
+		if q.peep != nil {
+			q.peep = off(q.peep, lo*48)
+		}
+		for r := 0; r < rows; r++ {
+			q.pre[r] = off(q.pre[r], lo*bw)
+			q.c[r] = off(q.c[r], lo*16)
+			q.hout[r] = off(q.hout[r], lo*16)
+			q.hb[r] = off(q.hb[r], lo*16)
+		}
+	}
+	runStep(e.lv, e.c.kind, &q, rows)
+}
+
+// step advances the rows e.act by step s, four rows a call: on AVX-512 and
+// for up to two rows each call over every block; on AVX2 for more rows
+// the blocks go in chunks of about 128 KB of Rᵀ, every row over a chunk
+// before the next, so that Rᵀ streams from memory once a step rather
+// than once for every two rows.
+func (e *fusedRun) step(s int) {
+	c, g := e.c, e.g
+	chunk := g.nblk
+	if e.lv == chainAVX2 && len(e.act) > 2 {
+		chunk = max(1, (128<<10)/(c.hidden*g.gates*64))
+	}
+	for lo := 0; lo < g.nblk; lo += chunk {
+		for i := 0; i < len(e.act); i += 4 {
+			rows := e.act[i:min(i+4, len(e.act))]
+			for r, b := range rows {
+				e.sp.h[r] = &e.h[(b*2+s%2)*g.hp]
+				e.sp.hb[r] = e.sp.h[r]
+				e.sp.hout[r] = &e.h[(b*2+(s+1)%2)*g.hp]
+				e.sp.pre[r] = &e.pre[(b*c.seq+s)*g.gp]
+				e.sp.c[r] = &e.cs[b*g.hp]
+			}
+			e.blocks(len(rows), lo, min(lo+chunk, g.nblk))
+		}
+	}
 }
 
 // grow returns s resized to n floats, reusing its storage when it is
@@ -506,42 +579,21 @@ func (e *fusedRun) direction(d int, x []float32, h0, c0 []float32, lens []int, y
 		o := c.xOff(at(b, s), b)
 		return x[o : o+I]
 	})
-	p := stepArgs{k: H, nblk: g.nblk, panel: &e.dir.rp[0], tab: &stepTab}
+	e.sp = stepArgs{k: H, nblk: g.nblk, panel: &e.dir.rp[0], tab: &stepTab, rbh: &e.rbh[0]}
 	if e.peep != nil {
-		p.peep = &e.peep[0]
+		e.sp.peep = &e.peep[0]
 	}
-	p.rbh = &e.rbh[0]
-	var rows [4]int
 	for s := 0; s < maxL; s++ {
-		n := 0
-		flush := func() {
-			for r := 0; r < n; r++ {
-				b := rows[r]
-				cur := e.h[(b*2+s%2)*g.hp:]
-				p.h[r] = &cur[0]
-				p.hout[r] = &e.h[(b*2+(s+1)%2)*g.hp]
-				p.pre[r] = &e.pre[(b*c.seq+s)*g.gp]
-				p.c[r] = &e.cs[b*g.hp]
-			}
-			runStep(e.lv, c.kind, &p, n)
-			for r := 0; r < n; r++ {
-				b := rows[r]
-				o := c.yOff(at(b, s), d, b)
-				copy(y[o:o+H], e.h[(b*2+(s+1)%2)*g.hp:])
-			}
-			n = 0
-		}
+		e.act = e.act[:0]
 		for b := 0; b < c.batch; b++ {
 			if s < lens[b] {
-				rows[n] = b
-				n++
-				if n == 4 {
-					flush()
-				}
+				e.act = append(e.act, b)
 			}
 		}
-		if n > 0 {
-			flush()
+		e.step(s)
+		for _, b := range e.act {
+			o := c.yOff(at(b, s), d, b)
+			copy(y[o:o+H], e.h[(b*2+(s+1)%2)*g.hp:])
 		}
 	}
 	for b := 0; b < c.batch; b++ {

@@ -26,6 +26,7 @@ func TestStepArgsLayout(t *testing.T) {
 		{"peep", unsafe.Offsetof(p.peep), 32}, {"rbh", unsafe.Offsetof(p.rbh), 40},
 		{"h", unsafe.Offsetof(p.h), 48}, {"pre", unsafe.Offsetof(p.pre), 80},
 		{"c", unsafe.Offsetof(p.c), 112}, {"hout", unsafe.Offsetof(p.hout), 144},
+		{"hb", unsafe.Offsetof(p.hb), 176},
 	} {
 		if f.got != f.want {
 			t.Errorf("stepArgs.%s at offset %d, gen_step.py reads it at %d", f.name, f.got, f.want)
@@ -118,8 +119,8 @@ func TestStepTwins(t *testing.T) {
 							q := p
 							for i := 0; i < rows; i++ {
 								h, pre := fill(nblk*16), fill(nblk*gates*16)
-								p.h[i], p.pre[i] = &h[0], &pre[0]
-								q.h[i], q.pre[i] = &h[0], &pre[0]
+								p.h[i], p.pre[i], p.hb[i] = &h[0], &pre[0], &h[0]
+								q.h[i], q.pre[i], q.hb[i] = &h[0], &pre[0], &h[0]
 								cz[i] = fill(nblk * 16)
 								cp[i] = append([]float32{}, cz[i]...)
 								hz[i], hp[i] = make([]float32, nblk*16), make([]float32, nblk*16)
@@ -221,6 +222,7 @@ func BenchmarkStep(b *testing.B) {
 				p := stepArgs{k: H, nblk: nblk, panel: &panel[0], tab: &stepTab, rbh: &rbh[0]}
 				for r := 0; r < rows; r++ {
 					p.h[r], p.hout[r], p.pre[r], p.c[r] = &fill(H)[0], &fill(H)[0], &fill(gates * H)[0], &fill(H)[0]
+					p.hb[r] = p.h[r]
 				}
 				b.Run(fmt.Sprintf("%s/h%d/rows%d", map[cellKind]string{cellLSTM: "LSTM", cellGRU: "GRU"}[kind], H, rows), func(b *testing.B) {
 					for i := 0; i < b.N; i++ {
@@ -288,6 +290,9 @@ func TestLevelsThreadsBatch(t *testing.T) {
 	}{
 		{"LSTM", "forward", 136, false}, {"LSTM", "bidirectional", 40, true}, {"LSTM", "reverse", 256, false},
 		{"GRU", "bidirectional", 264, false}, {"GRU", "forward", 48, false}, {"RNN", "forward", 40, false},
+		// Larger cells: on AVX2 the eight rows go over chunks of two
+		// blocks (of 20) and of one (of 19).
+		{"GRU", "forward", 320, false}, {"LSTM", "reverse", 300, true},
 	} {
 		dirs := map[string]int{"forward": 1, "reverse": 1, "bidirectional": 2}[tc.dir]
 		const seq, batch, input = 5, 8, 13
@@ -423,5 +428,25 @@ func TestChainRows8Twins(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkChainRows8 is the input projection's kernel on one panel of a
+// zoo layer (input 1024, 32 columns: 128 KB, from L2).
+func BenchmarkChainRows8(b *testing.B) {
+	f := chainRows8Z
+	if !haveZ {
+		if !haveY {
+			b.Skip("no AVX2 or AVX-512")
+		}
+		f = chainRows8Y
+	}
+	const k = 1024
+	x, w, y := make([]float32, 8*k), make([]float32, k*32), make([]float32, 8*32)
+	for i := range w {
+		w[i] = 1e-3 * float32(i%13)
+	}
+	for i := 0; i < b.N; i++ {
+		f(k, &x[0], &w[0], 32, &y[0], 32, 32)
 	}
 }

@@ -4,11 +4,14 @@ python3 gen_stepy.py > stepy_amd64.s).
 
 The AVX2 (and FMA) level of the fused path, for CPUs without AVX-512:
 
-  - stepLSTM{1,2}Y, stepLSTMP{1,2}Y and stepGRU{1,2}Y: gen_step.py's steps
+  - stepLSTM{1,2,4}Y, stepLSTMP{1,2,4}Y and stepGRU{1,2,4}Y: gen_step.py's steps
     eight lanes wide, on the same panels and operands (stepArgs). A block of
-    16 hidden units is two 8-lane halves. One row takes both halves of a
-    block at once (eight chains side by side for an LSTM, six for a GRU);
-    two rows take one half at a time, both rows sharing each panel load.
+    16 hidden units is two 8-lane halves. One row takes the whole block at
+    once (eight chains side by side for an LSTM, six for a GRU); two rows
+    share each panel load, an LSTM's in two passes of two gates (each pass
+    reads whole cache lines of the panel), a GRU's in two passes of three
+    gate halves; four rows, a gate a pass (one cache line of each panel row
+    serves four rows: a step of many rows is bound by L2's bandwidth).
     Each lane's chain is the same sequence of FMAs as stepPortable's (one
     per k, k ascending), so the width changes nothing in the bits. The
     accumulators are canonicalised and spilled to the frame; the gate
@@ -23,6 +26,9 @@ The AVX2 (and FMA) level of the fused path, for CPUs without AVX-512:
 import sys
 
 from gen_step import ARGS, TAB
+
+# stepArgs fields past gen_step.py's: hb, the rows' h at the first block.
+ARGS = dict(ARGS, hb=176)
 
 out = []
 
@@ -106,40 +112,59 @@ def tanh(x, y, t1, t2, t3, t4, t5):
     a(f'\tVBLENDVPS {t5}, {x}, {y}, {y}')
 
 
-HROW = ['R8', 'R9']
+HROW = ['R8', 'R9', 'R10', 'R11']
 
 
 def step(kind, rows, peep=False):
-    """One step over every block for rows (1 or 2) rows. Registers: DI p,
-    R12 the table, DX the blocks left, AX the block's offset in bytes of
-    16 floats, R14 the block's panel, R10 a block's panel in bytes, R8/R9
-    the rows' h, SI the panel row, CX and BX the chain's k, R11 and R13
-    pointers of the gate arithmetic."""
+    """One step over every block for rows (1, 2 or 4) rows. Registers: DI
+    p, R12 the table, DX the blocks left, AX the block's offset in bytes
+    of 16 floats, R14 the block's panel, R8-R11 the rows' h (loaded for
+    each pass), SI the panel row, CX and BX the chain's k, R11 and R13
+    pointers of the gate arithmetic. The frame holds the spilled chains,
+    then a block's panel in bytes."""
     gates = {'LSTM': 4, 'GRU': 3}[kind]
     name = f'step{kind}{"P" if peep else ""}{rows}Y'
+    # The passes over a block's panel, each a list of accumulators (row,
+    # half, gate). One row: the whole block at once. Two rows: an LSTM's
+    # gates (i, o) then (f, c~), both halves (each pass reads whole cache
+    # lines of the panel); a GRU's z and half of r, then the rest (four
+    # cache lines read a panel row, not six).
+    if rows == 1:
+        passes = [[(0, hf, g) for hf in (0, 1) for g in range(gates)]]
+    elif kind == 'LSTM' and rows == 2:
+        passes = [[(r, hf, g) for r in range(rows) for hf in (0, 1) for g in gp]
+                  for gp in ((0, 1), (2, 3))]
+    elif rows == 2:
+        passes = [[(r, hf, g) for r in range(rows) for hf, g in cols]
+                  for cols in (((0, 0), (1, 0), (0, 1)), ((1, 1), (0, 2), (1, 2)))]
+    else:
+        # Four rows: a gate at a time, both halves (one cache line of each
+        # panel row a pass, for every row).
+        passes = [[(r, hf, g) for r in range(rows) for hf in (0, 1)]
+                  for g in range(gates)]
+    pb = rows * 2 * gates * 32  # the frame offset of a block's panel bytes
     a(f'// func {name}(p *stepArgs)')
-    a(f'TEXT ·{name}(SB), NOSPLIT, $256-8')
+    # Four rows' chains need more frame than a NOSPLIT function may take.
+    a(f'TEXT ·{name}(SB), {"NOSPLIT, " if pb + 8 <= 640 else ""}${pb + 8}-8')
     a('\tMOVQ p+0(FP), DI')
     a(f'\tMOVQ {ARGS["panel"]}(DI), R14')
     a(f'\tMOVQ {ARGS["tab"]}(DI), R12')
     a(f'\tMOVQ {ARGS["nblk"]}(DI), DX')
-    for r in range(rows):
-        a(f'\tMOVQ {ARGS["h"] + 8 * r}(DI), {HROW[r]}')
-    a(f'\tMOVQ {ARGS["k"]}(DI), R10')
-    a(f'\tIMULQ ${gates * 64}, R10')
+    a(f'\tMOVQ {ARGS["k"]}(DI), CX')
+    a(f'\tIMULQ ${gates * 64}, CX')
+    a(f'\tMOVQ CX, {pb}(SP)')
     a('\tXORQ AX, AX')
     a('\tTESTQ DX, DX')
     a(f'\tJZ {name}_done')
     a(f'{name}_block:')
-    if rows == 1:
-        chains_pass(kind, gates, [(0, 0), (0, 1)], f'{name}_a')
-        epilogue(kind, gates, [(0, 0), (0, 1)], peep)
-    else:
-        for hf in (0, 1):
-            vr = [(r, hf) for r in range(rows)]
-            chains_pass(kind, gates, vr, f'{name}_h{hf}')
-            epilogue(kind, gates, vr, peep)
-    a('\tADDQ R10, R14')
+    for i, accs in enumerate(passes):
+        chains_pass(kind, gates, accs, f'{name}_p{i}')
+    for r in range(rows):
+        if kind == 'LSTM':
+            lstm_epilogue(r, peep)
+        else:
+            gru_epilogue(r)
+    a(f'\tADDQ {pb}(SP), R14')
     a('\tADDQ $64, AX')
     a('\tDECQ DX')
     a(f'\tJNZ {name}_block')
@@ -147,6 +172,11 @@ def step(kind, rows, peep=False):
     a('\tVZEROUPPER')
     a('\tRET')
     a()
+
+
+def slot(gates, r, hf, g):
+    """The frame offset of the spilled chains of row r, half hf, gate g."""
+    return 32 * ((r * 2 + hf) * gates + g)
 
 
 def pre_ptr(reg, r, gates):
@@ -159,111 +189,186 @@ def pre_ptr(reg, r, gates):
         a(f'\tADDQ AX, {reg}')
 
 
-def chains_pass(kind, gates, vrows, lbl):
-    """The chains of the virtual rows vrows ((row, half) each) over the
-    block's panel (R14), canonicalised and spilled to the frame at
-    (v·gates + g)·32."""
-    acc = lambda v, g: f'Y{v * gates + g}'
-    for v, (r, hf) in enumerate(vrows):
+def k_step(accs, acc, rows, gates, u):
+    """One step of k of the accumulators' chains, u steps past SI and BX:
+    one row, a broadcast and FMAs from the panel; more, each panel vector
+    loaded once for every row."""
+    d = 64 * gates * u
+    if len(rows) == 1:
+        a(f'\tVBROADCASTSS {4 * u}({HROW[rows[0]]})(BX*1), Y15')
+        for (r, hf, g), y in acc.items():
+            a(f'\tVFMADD231PS {d + 64 * g + 32 * hf}(SI), Y15, {y}')
+        return
+    cols = sorted({(hf, g) for _, hf, g in accs})
+    preg = {c: f'Y{len(accs) + i}' for i, c in enumerate(cols)}
+    assert len(accs) + len(cols) + len(rows) <= 16
+    for (hf, g), y in preg.items():
+        a(f'\tVMOVUPS {d + 64 * g + 32 * hf}(SI), {y}')
+    for i, r in enumerate(rows):
+        bc = f'Y{len(accs) + len(cols) + i}'
+        a(f'\tVBROADCASTSS {4 * u}({HROW[r]})(BX*1), {bc}')
+        for (rr, hf, g), y in acc.items():
+            if rr == r:
+                a(f'\tVFMADD231PS {preg[(hf, g)]}, {bc}, {y}')
+
+
+def chains_pass(kind, gates, accs, lbl):
+    """The chains of the accumulators accs ((row, half, gate) each, in
+    Y0, Y1, ...) over the block's panel (R14), from the input chains (a
+    GRU's h~ chain from Rbh), canonicalised and spilled to their slots.
+    One row: each step of k is one broadcast and FMAs from the panel; more
+    rows share each panel vector (loaded once into a register)."""
+    acc = {x: f'Y{i}' for i, x in enumerate(accs)}
+    rows = sorted({r for r, _, _ in accs})
+    for r in rows:
+        a(f'\tMOVQ {ARGS["h"] + 8 * r}(DI), {HROW[r]}')
+    for r in rows:
         pre_ptr('R13', r, gates)
-        for g in range(gates):
-            if kind == 'GRU' and g == 2:
-                continue
-            a(f'\tVMOVUPS {64 * g + 32 * hf}(R13), {acc(v, g)}')
-    if kind == 'GRU':
+        for (rr, hf, g), y in acc.items():
+            if rr == r and not (kind == 'GRU' and g == 2):
+                a(f'\tVMOVUPS {64 * g + 32 * hf}(R13), {y}')
+    if kind == 'GRU' and any(g == 2 for _, _, g in accs):
         a(f'\tMOVQ {ARGS["rbh"]}(DI), R13')
-        for v, (r, hf) in enumerate(vrows):
-            a(f'\tVMOVUPS {32 * hf}(R13)(AX*1), {acc(v, 2)}')
+        for (r, hf, g), y in acc.items():
+            if g == 2:
+                a(f'\tVMOVUPS {32 * hf}(R13)(AX*1), {y}')
     a('\tMOVQ R14, SI')
     a(f'\tMOVQ {ARGS["k"]}(DI), CX')
     a('\tXORQ BX, BX')
-    a('\tTESTQ CX, CX')
-    a(f'\tJZ {lbl}_epi')
-    a(f'{lbl}_k:')
-    nacc = len(vrows) * gates
-    if all(r == 0 for r, _ in vrows):
-        a(f'\tVBROADCASTSS ({HROW[0]})(BX*1), Y15')
-        for v, (r, hf) in enumerate(vrows):
-            for g in range(gates):
-                a(f'\tVFMADD231PS {64 * g + 32 * hf}(SI), Y15, {acc(v, g)}')
-    else:
-        hf = vrows[0][1]
-        for g in range(gates):
-            a(f'\tVMOVUPS {64 * g + 32 * hf}(SI), Y{nacc + g}')
-        for v, (r, _) in enumerate(vrows):
-            bc = f'Y{nacc + gates + v}'
-            a(f'\tVBROADCASTSS ({HROW[r]})(BX*1), {bc}')
-            for g in range(gates):
-                a(f'\tVFMADD231PS Y{nacc + g}, {bc}, {acc(v, g)}')
-    a(f'\tADDQ ${64 * gates}, SI')
-    a('\tADDQ $4, BX')
+    a('\tSHRQ $1, CX')
+    a(f'\tJZ {lbl}_odd')
+    a(f'{lbl}_k:')                          # two steps of k a round
+    k_step(accs, acc, rows, gates, 0)
+    k_step(accs, acc, rows, gates, 1)
+    a(f'\tADDQ ${128 * gates}, SI')
+    a('\tADDQ $8, BX')
     a('\tDECQ CX')
     a(f'\tJNZ {lbl}_k')
+    a(f'{lbl}_odd:')
+    a(f'\tTESTQ $1, {ARGS["k"]}(DI)')
+    a(f'\tJZ {lbl}_epi')
+    k_step(accs, acc, rows, gates, 0)
     a(f'{lbl}_epi:')
-    for v in range(len(vrows)):
-        for g in range(gates):
-            x = acc(v, g)
-            a(f'\tVCMPPS ${UNORD}, {x}, {x}, Y15')
-            a(f'\tVBLENDVPS Y15, {t("canon")}, {x}, {x}')
-            a(f'\tVMOVUPS {x}, {32 * (v * gates + g)}(SP)')
+    for (r, hf, g), y in acc.items():
+        a(f'\tVCMPPS ${UNORD}, {y}, {y}, Y15')
+        a(f'\tVBLENDVPS Y15, {t("canon")}, {y}, {y}')
+        a(f'\tVMOVUPS {y}, {slot(gates, r, hf, g)}(SP)')
 
 
-def epilogue(kind, gates, vrows, peep):
-    """The gate arithmetic of each virtual row, from its spilled chains:
-    stepPortable's operations on its 8 lanes."""
-    for v, (r, hf) in enumerate(vrows):
-        sp = lambda g: f'{32 * (v * gates + g)}(SP)'
-        if kind == 'LSTM':
-            lstm_lanes(r, hf, sp, peep)
-        else:
-            gru_lanes(r, hf, sp)
+def capture(f, *args):
+    """The lines f(*args) emits, instead of emitting them."""
+    global out
+    saved, out = out, []
+    f(*args)
+    lines, out = out, saved
+    return lines
 
 
-def lstm_lanes(r, hf, sp, peep):
-    # Y0 i, Y1 o, Y2 f, Y3 c~; Y4 c; R11 c's lanes, R13 the peepholes'.
-    for g in range(4):
-        a(f'\tVMOVUPS {sp(g)}, Y{g}')
+def par(*lanes):
+    """Emits the lanes (lists of lines) round robin: independent
+    dependency chains side by side, for the out-of-order core to overlap.
+    Only when each operation issues changes."""
+    lanes = [l for l in lanes if l]
+    for i in range(max(len(l) for l in lanes)):
+        for l in lanes:
+            if i < len(l):
+                a(l[i])
+
+
+SIG = [['Y0', 'Y1', 'Y2', 'Y3', 'Y4'], ['Y5', 'Y6', 'Y7', 'Y8', 'Y9'],
+       ['Y10', 'Y11', 'Y12', 'Y13', 'Y14']]
+TANH = [['Y0', 'Y1', 'Y2', 'Y3', 'Y4', 'Y5', 'Y6'],
+        ['Y7', 'Y8', 'Y9', 'Y10', 'Y11', 'Y12', 'Y13']]
+
+
+def sig_lane(mem, regs):
+    """mem = Sigmoid32(mem), in registers regs (x, then four temporaries)."""
+    x = regs[0]
+    return [f'\tVMOVUPS {mem}, {x}'] + capture(sigmoid, *regs) + [f'\tVMOVUPS {x}, {mem}']
+
+
+def tanh_lane(src, dst, regs, pre=(), post=()):
+    """dst = Tanh32(src), in registers regs (x, y, then five
+    temporaries): pre's lines after x is loaded, post's before y is
+    stored (each formatted with x and y)."""
+    x, y = regs[0], regs[1]
+    L = [f'\tVMOVUPS {src}, {x}'] + [l.format(x=x, y=y) for l in pre]
+    L += capture(tanh, x, y, *regs[2:])
+    L += [l.format(x=x, y=y) for l in post]
+    return L + [f'\tVMOVUPS {y}, {dst}']
+
+
+def lstm_epilogue(r, peep):
+    """Row r's gate arithmetic for both halves of the block, from its
+    spilled chains: stepPortable's operations, the halves' (and the
+    gates') independent activations side by side. The spilled slots take
+    the activations in place; R11 points at the row's c lanes, R13 at
+    the block's peepholes."""
+    S = lambda hf, g: f'{slot(4, r, hf, g)}(SP)'  # g: i, o, f, c~
     a(f'\tMOVQ {ARGS["c"] + 8 * r}(DI), R11')
     a('\tADDQ AX, R11')
-    a(f'\tVMOVUPS {32 * hf}(R11), Y4')
+    C = lambda hf: f'{32 * hf}(R11)'
     if peep:
         a(f'\tMOVQ {ARGS["peep"]}(DI), R13')
         a('\tLEAQ (R13)(AX*2), R13')
         a('\tADDQ AX, R13')                       # the block's (i, o, f)
-        a(f'\tVFMADD231PS {32 * hf}(R13), Y4, Y0')       # FMA(Pi, c, i)
-        a(f'\tVFMADD231PS {128 + 32 * hf}(R13), Y4, Y2')  # FMA(Pf, c, f)
-    sigmoid('Y0', 'Y5', 'Y6', 'Y7', 'Y8')
-    sigmoid('Y2', 'Y9', 'Y10', 'Y11', 'Y12')
-    tanh('Y3', 'Y13', 'Y5', 'Y6', 'Y7', 'Y8', 'Y9')
-    a('\tVMULPS Y13, Y0, Y0')                     # i*c~
-    a('\tVFMADD231PS Y4, Y2, Y0')                 # c' = FMA(f, c, i*c~)
-    a(f'\tVMOVUPS Y0, {32 * hf}(R11)')
+        for hf in (0, 1):
+            a(f'\tVMOVUPS {C(hf)}, Y15')
+            for g, po in ((0, 0), (2, 128)):      # FMA(Pi, c, i), FMA(Pf, c, f)
+                a(f'\tVMOVUPS {S(hf, g)}, Y{g}')
+                a(f'\tVFMADD231PS {po + 32 * hf}(R13), Y15, Y{g}')
+                a(f'\tVMOVUPS Y{g}, {S(hf, g)}')
+    sigs = [(0, 0), (1, 0), (0, 2), (1, 2)] + ([] if peep else [(0, 1), (1, 1)])
+    for q in range(0, len(sigs), 3):
+        par(*[sig_lane(S(*x), SIG[l]) for l, x in enumerate(sigs[q:q + 3])])
+    par(*[tanh_lane(S(hf, 3), S(hf, 3), TANH[hf]) for hf in (0, 1)])
+    for hf in (0, 1):
+        a(f'\tVMOVUPS {S(hf, 0)}, Y{hf}')
+        a(f'\tVMULPS {S(hf, 3)}, Y{hf}, Y{hf}')       # i*c~
+        a(f'\tVMOVUPS {S(hf, 2)}, Y{2 + hf}')
+        a(f'\tVFMADD132PS {C(hf)}, Y{hf}, Y{2 + hf}')  # c' = FMA(f, c, i*c~)
+        a(f'\tVMOVUPS Y{2 + hf}, {C(hf)}')
+        if peep:
+            a(f'\tVMOVUPS {S(hf, 1)}, Y{4 + hf}')
+            a(f'\tVFMADD231PS {64 + 32 * hf}(R13), Y{2 + hf}, Y{4 + hf}')  # FMA(Po, c', o)
+            a(f'\tVMOVUPS Y{4 + hf}, {S(hf, 1)}')
     if peep:
-        a(f'\tVFMADD231PS {64 + 32 * hf}(R13), Y0, Y1')  # FMA(Po, c', o)
-    sigmoid('Y1', 'Y5', 'Y6', 'Y7', 'Y8')
-    tanh('Y0', 'Y13', 'Y9', 'Y10', 'Y11', 'Y12', 'Y14')
-    a('\tVMULPS Y13, Y1, Y1')                     # o * tanh(c')
-    a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R11')
-    a(f'\tVMOVUPS Y1, {32 * hf}(R11)(AX*1)')
+        par(*[sig_lane(S(hf, 1), SIG[hf]) for hf in (0, 1)])
+    a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R13')
+    a('\tADDQ AX, R13')
+    par(*[tanh_lane(C(hf), f'{32 * hf}(R13)', TANH[hf],
+                    post=[f'\tVMULPS {S(hf, 1)}, {{y}}, {{y}}'])  # o * tanh(c')
+          for hf in (0, 1)])
 
 
-def gru_lanes(r, hf, sp):
-    # Y0 z, Y1 r, Y2 h·Rh + Rbh.
-    for g in range(3):
-        a(f'\tVMOVUPS {sp(g)}, Y{g}')
-    sigmoid('Y0', 'Y5', 'Y6', 'Y7', 'Y8')
-    sigmoid('Y1', 'Y9', 'Y10', 'Y11', 'Y12')
+def gru_epilogue(r):
+    """Row r's gate arithmetic for both halves of the block, from its
+    spilled chains (z, r, h·Rh + Rbh): stepPortable's operations, the
+    halves' independent activations side by side."""
+    S = lambda hf, g: f'{slot(3, r, hf, g)}(SP)'
+    sigs = [(0, 0), (1, 0), (0, 1), (1, 1)]
+    for q in range(0, len(sigs), 3):
+        par(*[sig_lane(S(*x), SIG[l]) for l, x in enumerate(sigs[q:q + 3])])
     pre_ptr('R13', r, 3)
-    a(f'\tVMOVUPS {128 + 32 * hf}(R13), Y3')     # x·Wh + Wbh
-    a('\tVFMADD231PS Y2, Y1, Y3')                 # FMA(r, h·Rh + Rbh, ·)
-    tanh('Y3', 'Y4', 'Y5', 'Y6', 'Y7', 'Y8', 'Y9')  # h~
-    a(f'\tVMOVUPS {t("one")}, Y5')
-    a('\tVSUBPS Y0, Y5, Y5')                      # 1-z
-    a('\tVMULPS Y4, Y5, Y5')                      # (1-z)*h~
-    a(f'\tVMOVUPS {32 * hf}({HROW[r]})(AX*1), Y6')  # h
-    a('\tVFMADD231PS Y6, Y0, Y5')                 # FMA(z, h, (1-z)*h~)
+    a(f'\tMOVQ {ARGS["hb"] + 8 * r}(DI), R11')
+    a('\tADDQ AX, R11')
+    lanes = []
+    for hf in (0, 1):
+        T = TANH[hf]
+        pre = [f'\tVMOVUPS {S(hf, 2)}, {T[2]}',
+               f'\tVFMADD132PS {S(hf, 1)}, {{x}}, {T[2]}',  # FMA(r, h·Rh + Rbh, x·Wh + Wbh)
+               f'\tVMOVAPS {T[2]}, {{x}}']
+        post = [f'\tVMOVUPS {t("one")}, {T[2]}',
+                f'\tVSUBPS {S(hf, 0)}, {T[2]}, {T[2]}',    # 1-z
+                f'\tVMULPS {{y}}, {T[2]}, {T[2]}',          # (1-z)*h~
+                f'\tVMOVUPS {S(hf, 0)}, {{y}}',
+                f'\tVFMADD132PS {32 * hf}(R11), {T[2]}, {{y}}']  # FMA(z, h, (1-z)*h~)
+        lanes.append(tanh_lane(f'{128 + 32 * hf}(R13)', S(hf, 2), T, pre, post))
+    par(*lanes)
     a(f'\tMOVQ {ARGS["hout"] + 8 * r}(DI), R11')
-    a(f'\tVMOVUPS Y5, {32 * hf}(R11)(AX*1)')
+    for hf in (0, 1):
+        a(f'\tVMOVUPS {S(hf, 2)}, Y0')
+        a(f'\tVMOVUPS Y0, {32 * hf}(R11)(AX*1)')
 
 
 def chain_rows8():
@@ -339,11 +444,11 @@ def main():
     a()
     a('#include "textflag.h"')
     a()
-    for rows in (1, 2):
+    for rows in (1, 2, 4):
         step('LSTM', rows)
-    for rows in (1, 2):
+    for rows in (1, 2, 4):
         step('LSTM', rows, peep=True)
-    for rows in (1, 2):
+    for rows in (1, 2, 4):
         step('GRU', rows)
     chain_rows8()
     sys.stdout.write('\n'.join(out))
