@@ -9,8 +9,9 @@ import (
 
 // hardSigmoidInto is HardSigmoid's Into for float32: hardSigmoidLoop's
 // operations, 16 lanes at a time through amd64.HardSigmoidZ where the Ctx
-// allows AVX-512 (MobileNetV3's HardSwish is HardSigmoid then Mul, in
-// every block), the scalar loop for the rest and elsewhere; the same bits
+// allows AVX-512, 8 through amd64.HardSigmoidY where it allows AVX2
+// (MobileNetV3's HardSwish is HardSigmoid then Mul, in every block), the
+// scalar loop for the groups holding a NaN and elsewhere; the same bits
 // (TestHardSigmoidTwins).
 func hardSigmoidInto(run kernel.RunFunc) kernel.IntoFunc {
 	return func(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
@@ -26,14 +27,24 @@ func hardSigmoidInto(run kernel.RunFunc) kernel.IntoFunc {
 		if !ok1 || !ok2 || len(d) != len(x) {
 			return viaRun(run, c, n, in, out)
 		}
-		if c.AVX512() && amd64.EnabledZ {
-			a, b := n.Float("alpha", 0.2), n.Float("beta", 0.5)
+		a, b := n.Float("alpha", 0.2), n.Float("beta", 0.5)
+		switch {
+		case c.AVX512() && amd64.EnabledZ:
 			for m := len(x) &^ 15; m > 0; m = len(x) &^ 15 {
 				k := amd64.HardSigmoidZ(&x[0], &d[0], m, a, b)
 				x, d = x[k:], d[k:]
 				if k < m { // a group with a NaN: Go's min and max
 					hardSigmoidLoop(n, d[:16], x[:16])
 					x, d = x[16:], d[16:]
+				}
+			}
+		case c.AVX2() && amd64.Enabled:
+			for len(x) > 0 {
+				k := amd64.HardSigmoidY(&x[0], &d[0], len(x), a, b)
+				x, d = x[k:], d[k:]
+				if m := min(8, len(x)); m > 0 { // a group with a NaN
+					hardSigmoidLoop(n, d[:m], x[:m])
+					x, d = x[m:], d[m:]
 				}
 			}
 		}
