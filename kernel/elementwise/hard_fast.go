@@ -4,6 +4,7 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/amd64"
+	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
@@ -50,5 +51,32 @@ func hardSigmoidInto(run kernel.RunFunc) kernel.IntoFunc {
 		}
 		hardSigmoidLoop(n, d, x)
 		return nil
+	}
+}
+
+// hardSwish32 is HardSwish (opset 14) on float32: x·HardSigmoid(x) with
+// alpha 1/6 and beta 0.5, Go's min and max, x the product's first operand.
+func hardSwish32(x float32) float32 { return x * max(0, min(1, float32(x*(1.0/6))+0.5)) }
+
+// hardSwishVec is HardSwish's slice form: amd64.HardSwishY 8 lanes at a
+// time where v is not the portable Vec (an AVX2 or AVX-512 Ctx's: the
+// same operations, so hardSwish32's bits), hardSwish32 for the groups of
+// 8 holding a NaN and elsewhere (TestVectorTwins).
+func hardSwishVec(v vmath.Vec, d, x []float32) {
+	d = d[:len(x)]
+	if !v.Portable() && amd64.Enabled {
+		for len(x) > 0 {
+			k := amd64.HardSwishY(&x[0], &d[0], len(x), 1.0/6, 0.5)
+			x, d = x[k:], d[k:]
+			m := min(8, len(x)) // a group with a NaN: Go's min and max
+			for i, xv := range x[:m] {
+				d[i] = hardSwish32(xv)
+			}
+			x, d = x[m:], d[m:]
+		}
+		return
+	}
+	for i, xv := range x {
+		d[i] = hardSwish32(xv)
 	}
 }
