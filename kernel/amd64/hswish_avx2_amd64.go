@@ -29,10 +29,3 @@ func HardSwishY(x, y *float32, n int, a, b float32) int
 //
 //go:noescape
 func ScaleY(x, y *float32, n int, s float32)
-
-// MulY sets d[i] = a[i]·b[i] for i < n, a[i] the product's first operand,
-// as Go's compiled loop d[i] = a[i] * b[i] (package elementwise's Mul).
-// d may be the same array as a or b.
-//
-//go:noescape
-func MulY(d, a, b *float32, n int)

@@ -1,9 +1,8 @@
 #include "textflag.h"
 
 // The AVX2 (8-lane, 256-bit) twins of HardSigmoidZ, HardSwishZ and
-// ScaleZ, and MulY (SiLU's product after the vector Sigmoid): the same
-// instructions on Y registers, so the same bits, for hosts without
-// AVX-512. Each takes any n: the last partial vector is loaded and stored
+// ScaleZ: the same instructions on Y registers, so the same bits, for
+// hosts without AVX-512. Each takes any n: the last partial vector is loaded and stored
 // through VMASKMOVPS with the first n lanes of ymask<> (masked-off lanes
 // read as 0 and are not written).
 
@@ -265,61 +264,5 @@ sctail:
 	VMASKMOVPS Y5, Y15, (DI)
 
 scdone:
-	VZEROUPPER
-	RET
-
-// func MulY(d, a, b *float32, n int)
-// d[i] = a[i]·b[i] for i < n, any n: a[i] the product's first operand
-// (Intel's src1, whose NaN a product of two NaNs returns), as in Go's
-// compiled loop d[i] = a[i] * b[i]. d may be a or b.
-TEXT ·MulY(SB), NOSPLIT, $0-32
-	MOVQ d+0(FP), DI
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), BX
-	MOVQ n+24(FP), CX
-
-mu4:
-	CMPQ CX, $32
-	JL   mu1
-	VMOVUPS (SI), Y5
-	VMOVUPS 32(SI), Y6
-	VMOVUPS 64(SI), Y7
-	VMOVUPS 96(SI), Y8
-	VMULPS (BX), Y5, Y5
-	VMULPS 32(BX), Y6, Y6
-	VMULPS 64(BX), Y7, Y7
-	VMULPS 96(BX), Y8, Y8
-	VMOVUPS Y5, (DI)
-	VMOVUPS Y6, 32(DI)
-	VMOVUPS Y7, 64(DI)
-	VMOVUPS Y8, 96(DI)
-	ADDQ $128, SI
-	ADDQ $128, BX
-	ADDQ $128, DI
-	SUBQ $32, CX
-	JMP  mu4
-
-mu1:
-	CMPQ CX, $8
-	JL   mutail
-	VMOVUPS (SI), Y5
-	VMULPS (BX), Y5, Y5
-	VMOVUPS Y5, (DI)
-	ADDQ $32, SI
-	ADDQ $32, BX
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JMP  mu1
-
-mutail:
-	TESTQ CX, CX
-	JZ   mudone
-	TAILMASK
-	VMASKMOVPS (SI), Y15, Y5
-	VMASKMOVPS (BX), Y15, Y6
-	VMULPS Y6, Y5, Y5
-	VMASKMOVPS Y5, Y15, (DI)
-
-mudone:
 	VZEROUPPER
 	RET

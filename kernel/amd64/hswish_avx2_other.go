@@ -15,5 +15,5 @@ func HardSwishY(x, y *float32, n int, a, b float32) int {
 // ScaleY needs amd64 (Enabled is false elsewhere).
 func ScaleY(x, y *float32, n int, s float32) { panic("amd64: ScaleY called without AVX2") }
 
-// MulY needs amd64 (Enabled is false elsewhere).
-func MulY(d, a, b *float32, n int) { panic("amd64: MulY called without AVX2") }
+// SiLUY needs amd64 (Enabled is false elsewhere).
+func SiLUY(x, y *float32, n int, sigFirst bool) { panic("amd64: SiLUY called without AVX2") }

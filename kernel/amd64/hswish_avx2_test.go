@@ -118,9 +118,9 @@ func testHardY(t *testing.T, swish bool) {
 	}
 }
 
-// TestScaleY, TestMulY: every length 0..100 at several offsets, NaNs in
-// both operands, the bits of Go's compiled product loops (x·s; a·b), out
-// of place and in place, nothing written past n.
+// TestScaleY: every length 0..100 at several offsets, NaNs in both
+// operands, the bits of Go's compiled product loop x·s, out of place and
+// in place, nothing written past n.
 func TestScaleY(t *testing.T) {
 	if !Enabled {
 		t.Skip("no AVX2")
@@ -146,42 +146,11 @@ func TestScaleY(t *testing.T) {
 	}
 }
 
-func TestMulY(t *testing.T) {
-	if !Enabled {
-		t.Skip("no AVX2")
-	}
-	r := rand.New(rand.NewPCG(16, 10))
-	for n := 0; n <= 100; n++ {
-		for _, off := range []int{0, 3} {
-			a, b := yInputs(r, off+n+1, true), yInputs(r, off+n+1, true)
-			want := make([]float32, len(a))
-			mulRef(want, a, b)
-			d := make([]float32, len(a))
-			d[off+n] = 42
-			MulY(&d[off], &a[off], &b[off], n)
-			sameBits32(t, "MulY", d[off:off+n], want[off:off+n], a[off:])
-			if d[off+n] != 42 {
-				t.Fatalf("MulY n=%d: wrote past the end", n)
-			}
-			MulY(&b[off], &a[off], &b[off], n)
-			sameBits32(t, "MulY in place", b[off:off+n], want[off:off+n], a[off:])
-		}
-	}
-}
-
 //go:noinline
 func scaleRef(d, a []float32, s float32) {
 	a = a[:len(d)]
 	for i := range d {
 		d[i] = a[i] * s
-	}
-}
-
-//go:noinline
-func mulRef(d, a, b []float32) {
-	a, b = a[:len(d)], b[:len(d)]
-	for i := range d {
-		d[i] = a[i] * b[i]
 	}
 }
 

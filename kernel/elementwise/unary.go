@@ -364,9 +364,8 @@ func unaryOps() kernel.Table {
 			func(x float32) float32 { return max(0, min(1, float32(a*x)+b)) },
 			func(x float64) float64 { return max(0, min(1, float64(float64(a)*x)+float64(b))) }, nil}, nil
 	}, nil)
-	add("HardSwish", plain(
-		func(x float32) float32 { return x * max(0, min(1, float32(x*(1.0/6))+0.5)) },
-		func(x float64) float64 { return x * max(0, min(1, float64(x*(1.0/6))+0.5)) }), nil)
+	add("HardSwish", vectorised(hardSwish32,
+		func(x float64) float64 { return x * max(0, min(1, float64(x*(1.0/6))+0.5)) }, hardSwishVec), nil)
 	add("Shrink", func(n *ir.Node) (floatFns, error) {
 		l, b := n.Float("lambd", 0.5), n.Float("bias", 0)
 		return floatFns{

@@ -15,8 +15,9 @@ import (
 
 // TestVectorTwins runs the operators whose float32 path uses vmath's slice
 // functions at every instruction-set level (kerneltest.Twins), through Run
-// and Into, and requires the same bits; it also checks Gelu against its
-// float32 formula written out per element.
+// and Into, and requires the same bits; it also checks Gelu and HardSwish
+// (amd64.HardSwishY) against their float32 formulas written out per
+// element.
 func TestVectorTwins(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewSource(11))
@@ -24,7 +25,7 @@ func TestVectorTwins(t *testing.T) {
 	cases := []struct {
 		op    string
 		attrs map[string]*ir.Attr
-	}{{"Exp", nil}, {"Tanh", nil}, {"Sigmoid", nil}, {"Erf", nil}, {"Gelu", nil}, {"Gelu", tanh}}
+	}{{"Exp", nil}, {"Tanh", nil}, {"Sigmoid", nil}, {"Erf", nil}, {"Gelu", nil}, {"Gelu", tanh}, {"HardSwish", nil}}
 	for _, c := range cases {
 		n := &ir.Node{OpType: c.op, Version: 20, Attrs: c.attrs}
 		o := Ops()[c.op]
@@ -44,6 +45,14 @@ func TestVectorTwins(t *testing.T) {
 				}
 				return out, nil
 			})
+			if c.op == "HardSwish" { // the formula, x·h with Go's min and max
+				xs, ys := x.Data.([]float32), res[0].Data.([]float32)
+				for i, v := range xs {
+					if want := v * max(0, min(1, float32(v*(1.0/6))+0.5)); math.Float32bits(want) != math.Float32bits(ys[i]) {
+						t.Fatalf("HardSwish at %g: %g, formula %g", v, ys[i], want)
+					}
+				}
+			}
 			if c.op == "Gelu" {
 				xs, ys := x.Data.([]float32), res[0].Data.([]float32)
 				for i, v := range xs {

@@ -15,8 +15,8 @@ import (
 // input gives): the Sigmoid and Mul nodes' bits (TestSiLUAct,
 // TestFusedSiLU).
 
-// siluXS and siluSX are the SiLU Acts of the vector kernels' levels (AVX2
-// and the portable twins: the Ctx's Vec runs the Sigmoid), siluXSZ and
+// siluXS and siluSX are the SiLU Acts of the vector kernels' levels (AVX2,
+// amd64.SiLUY, and the portable twins: the Ctx's Vec chooses), siluXSZ and
 // siluSXZ those of AVX-512 (amd64.SiLUZ); XS multiplies x·s, SX s·x.
 func siluXS(v vmath.Vec, dst, src []float32) { SiLUVec(v, dst, src, false) }
 func siluSX(v vmath.Vec, dst, src []float32) { SiLUVec(v, dst, src, true) }
@@ -32,11 +32,21 @@ func siluZ(dst, src []float32, sigFirst bool) {
 	amd64.SiLUZ(&src[0], &dst[0], len(src), &amd64.SiLUTab, sigFirst)
 }
 
-// SiLUVec is SiLU through v's Sigmoid32s (the AVX2 and portable levels'
-// form; kernel/q8's int8 epilogue uses it too), in blocks of a stack
-// buffer. dst and src may be the same slice: each x is read before its
-// output is written.
+// SiLUVec is SiLU at v's level below AVX-512 (kernel/q8's int8 epilogue
+// uses it too): amd64.SiLUY where v is not the portable Vec (an AVX2 Ctx's),
+// else vmath.Sigmoid32 and the product in blocks of a stack buffer. dst
+// and src may be the same slice: each x is read before its output is
+// written.
 func SiLUVec(v vmath.Vec, dst, src []float32, sigFirst bool) {
+	if !v.Portable() && amd64.Enabled {
+		// AVX2: the vector Sigmoid's instructions and the product in
+		// one pass (amd64.SiLUY).
+		if len(src) > 0 {
+			_ = dst[len(src)-1]
+			amd64.SiLUY(&src[0], &dst[0], len(src), sigFirst)
+		}
+		return
+	}
 	var buf [64]float32 // blocks change no value; small, as it is zeroed on every call (callers pass runs of 16)
 	dst = dst[:len(src)]
 	for i := 0; i < len(src); i += len(buf) {
@@ -44,16 +54,6 @@ func SiLUVec(v vmath.Vec, dst, src []float32, sigFirst bool) {
 		s := buf[:len(x)]
 		v.Sigmoid32s(s, x)
 		d := dst[i : i+len(x)]
-		if !v.Portable() && amd64.Enabled {
-			// The product 8 lanes at a time (amd64.MulY: its first
-			// operand's NaN, as the loops below).
-			if sigFirst {
-				amd64.MulY(&d[0], &s[0], &x[0], len(x))
-			} else {
-				amd64.MulY(&d[0], &x[0], &s[0], len(x))
-			}
-			continue
-		}
 		if sigFirst {
 			for j, xv := range x {
 				d[j] = s[j] * xv

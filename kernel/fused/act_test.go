@@ -243,3 +243,32 @@ func TestHardSwishAct(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkHardSwishAct(b *testing.B) {
+	xs := make([]float32, 4096)
+	r := rand.New(rand.NewPCG(1, 3))
+	for i := range xs {
+		xs[i] = float32(r.NormFloat64() * 4)
+	}
+	acts := fused.HardSwishActs(1.0/6, 0.5, false)
+	forms := map[string]func(d []float32){
+		"portable": func(d []float32) { acts[0](vmath.Vec{}, d, xs) },
+		"avx2":     func(d []float32) { acts[0](vmath.Vector(false), d, xs) },
+	}
+	if amd64.EnabledZ {
+		forms["avx512"] = func(d []float32) { acts[1](vmath.Vec{}, d, xs) }
+	}
+	for _, name := range []string{"portable", "avx2", "avx512"} {
+		f, ok := forms[name]
+		if !ok {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			d := make([]float32, len(xs))
+			b.SetBytes(int64(4 * len(xs)))
+			for b.Loop() {
+				f(d)
+			}
+		})
+	}
+}

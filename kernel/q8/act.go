@@ -131,7 +131,8 @@ func clipActor(n *ir.Node, in []*tensor.Tensor) (actor, bool) {
 // was the Mul's first operand. The epilogue computes per element h =
 // max(0, min(1, float32(alpha·x)+beta)) (Go's min and max, as package
 // elementwise's HardSigmoid; amd64.HardSigmoidZ 16 lanes at a time where
-// the Ctx allows AVX-512) and the Mul's product in the model's order: the
+// the Ctx allows AVX-512, amd64.HardSwishY 8 at a time, product included,
+// where it allows AVX2) and the Mul's product in the model's order: the
 // two nodes' bits (TestQ8HardSwish).
 const ActHardSwish = "HardSwish"
 
@@ -142,7 +143,26 @@ type hardSwish struct {
 	z     bool // AVX-512 (amd64.HardSigmoidZ)
 }
 
-func (h *hardSwish) apply(_ vmath.Vec, y []float32) {
+func (h *hardSwish) apply(v vmath.Vec, y []float32) {
+	if h.z || v.Portable() || !amd64.Enabled {
+		h.run(y)
+		return
+	}
+	// AVX2 (the Vec of an AVX2 Ctx is not the portable one): HardSwishY
+	// leaves each group of 8 holding a NaN to the portable loop.
+	for len(y) > 0 {
+		k := amd64.HardSwishY(&y[0], &y[0], len(y), h.a, h.b)
+		y = y[k:]
+		if m := min(8, len(y)); m > 0 {
+			h.run(y[:m])
+			y = y[m:]
+		}
+	}
+}
+
+// run is apply through HardSigmoidZ and mulInPlace (h.z) or the portable
+// loops.
+func (h *hardSwish) run(y []float32) {
 	var buf [64]float32 // small: the direct tiles pass runs of at most 16 values
 	for i := 0; i < len(y); i += len(buf) {
 		x := y[i:min(i+len(buf), len(y))]
