@@ -79,3 +79,93 @@ tnext:
 done:
 	VZEROUPPER
 	RET
+
+// func DwTapsMA(n, taps int, offs *int32, w *float32, ldw int, x *float32, y *float32, ldy int)
+// DwTapsA for four output channels that read the same taps (a grouped
+// convolution's): y[j·ldy+i] = canon of the chain acc = FMA(x[offs[t]+i],
+// w[j·ldw+t], acc) over t < taps ascending from +0, j < 4, i < n (n a
+// multiple of 16, taps >= 1). 16 outputs of the four channels per pass:
+// eight accumulators, each tap's two input vectors loaded once for all
+// four channels (DwTapsA loads them once per channel).
+TEXT ·DwTapsMA(SB), NOSPLIT, $0-64
+	MOVQ n+0(FP), CX
+	MOVQ taps+8(FP), R8
+	MOVQ offs+16(FP), R9
+	MOVQ w+24(FP), R10
+	MOVQ ldw+32(FP), R11
+	SHLQ $2, R11
+	MOVQ x+40(FP), SI
+	MOVQ y+48(FP), DI
+	MOVQ ldy+56(FP), DX
+	SHLQ $2, DX
+	MOVL $0x7fc00000, AX
+	MOVL AX, X15
+	VBROADCASTSS X15, Y15
+
+mblk:
+	CMPQ CX, $16
+	JL   mdone
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ BX, BX
+mtap:
+	MOVLQSX (R9)(BX*4), AX
+	LEAQ (SI)(AX*4), R13
+	VMOVUPS 0(R13), Y8
+	VMOVUPS 32(R13), Y9
+	LEAQ (R10)(BX*4), AX
+	VBROADCASTSS (AX), Y10
+	VBROADCASTSS (AX)(R11*1), Y11
+	VFMADD231PS Y8, Y10, Y0
+	VFMADD231PS Y9, Y10, Y1
+	VFMADD231PS Y8, Y11, Y2
+	VFMADD231PS Y9, Y11, Y3
+	LEAQ (AX)(R11*2), AX
+	VBROADCASTSS (AX), Y10
+	VBROADCASTSS (AX)(R11*1), Y11
+	VFMADD231PS Y8, Y10, Y4
+	VFMADD231PS Y9, Y10, Y5
+	VFMADD231PS Y8, Y11, Y6
+	VFMADD231PS Y9, Y11, Y7
+	INCQ BX
+	CMPQ BX, R8
+	JL   mtap
+	VCMPPS $3, Y0, Y0, Y13
+	VBLENDVPS Y13, Y15, Y0, Y0
+	VCMPPS $3, Y1, Y1, Y13
+	VBLENDVPS Y13, Y15, Y1, Y1
+	VCMPPS $3, Y2, Y2, Y13
+	VBLENDVPS Y13, Y15, Y2, Y2
+	VCMPPS $3, Y3, Y3, Y13
+	VBLENDVPS Y13, Y15, Y3, Y3
+	VCMPPS $3, Y4, Y4, Y13
+	VBLENDVPS Y13, Y15, Y4, Y4
+	VCMPPS $3, Y5, Y5, Y13
+	VBLENDVPS Y13, Y15, Y5, Y5
+	VCMPPS $3, Y6, Y6, Y13
+	VBLENDVPS Y13, Y15, Y6, Y6
+	VCMPPS $3, Y7, Y7, Y13
+	VBLENDVPS Y13, Y15, Y7, Y7
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 0(DI)(DX*1)
+	VMOVUPS Y3, 32(DI)(DX*1)
+	LEAQ (DI)(DX*2), R12
+	VMOVUPS Y4, 0(R12)
+	VMOVUPS Y5, 32(R12)
+	VMOVUPS Y6, 0(R12)(DX*1)
+	VMOVUPS Y7, 32(R12)(DX*1)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  mblk
+
+mdone:
+	VZEROUPPER
+	RET

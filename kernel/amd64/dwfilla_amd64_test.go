@@ -85,3 +85,68 @@ func floats(u []uint32) []float32 {
 	}
 	return f
 }
+
+// TestDwTapsMA checks DwTapsMA against DwTapsA channel by channel, bit for
+// bit: random tap counts and offsets, weight and output strides with
+// gaps, inputs and weights with zeros of both signs, infinities and NaNs
+// (canonicalised, as DwTapsA does); the floats between the channels'
+// outputs must keep their sentinel.
+func TestDwTapsMA(t *testing.T) {
+	if !Enabled {
+		t.Skip("no AVX2")
+	}
+	r := rand.New(rand.NewSource(3))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		math.Float32frombits(0x7fa00001), math.Float32frombits(0xffc00123)}
+	val := func(p float64) float32 {
+		if r.Float64() < p {
+			return special[r.Intn(len(special))]
+		}
+		return float32(r.NormFloat64())
+	}
+	for it := 0; it < 500; it++ {
+		n := 16 * (1 + r.Intn(10))
+		taps := 1 + r.Intn(80)
+		span := 1 + r.Intn(300)
+		offs := make([]int32, taps)
+		for i := range offs {
+			offs[i] = int32(r.Intn(span))
+		}
+		x := make([]float32, span+n)
+		for i := range x {
+			x[i] = val(0.02 * float64(it%3))
+		}
+		ldw := taps + r.Intn(5)
+		w := make([]float32, 3*ldw+taps)
+		for i := range w {
+			w[i] = val(0.01 * float64(it%2))
+		}
+		ldy := n + r.Intn(20)
+		y := make([]float32, 3*ldy+n+16)
+		for i := range y {
+			y[i] = math.Float32frombits(0x7f812345)
+		}
+		DwTapsMA(n, taps, &offs[0], &w[0], ldw, &x[0], &y[0], ldy)
+		want := make([]float32, n)
+		for j := 0; j < 4; j++ {
+			DwTapsA(n, taps, &offs[0], &w[j*ldw], &x[0], &want[0])
+			for i := 0; i < n; i++ {
+				if g := math.Float32bits(y[j*ldy+i]); g != math.Float32bits(want[i]) {
+					t.Fatalf("n %d taps %d: channel %d y[%d] = %#x, DwTapsA %#x", n, taps, j, i, g, math.Float32bits(want[i]))
+				}
+			}
+			if j < 3 {
+				for i := n; i < ldy; i++ {
+					if math.Float32bits(y[j*ldy+i]) != 0x7f812345 {
+						t.Fatalf("n %d ldy %d: channel %d wrote y[%d]", n, ldy, j, i)
+					}
+				}
+			}
+		}
+		for i := 3*ldy + n; i < len(y); i++ {
+			if math.Float32bits(y[i]) != 0x7f812345 {
+				t.Fatalf("wrote past the last channel's outputs")
+			}
+		}
+	}
+}

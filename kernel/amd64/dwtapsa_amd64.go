@@ -27,3 +27,14 @@ func DwStoreA(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias
 //
 //go:noescape
 func Deint2A(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, nod, ldd int)
+
+// DwTapsMA (AVX2+FMA, where Enabled) is DwTapsA for four output channels
+// over the same taps (a grouped convolution's channels of one group):
+// y[j·ldy+i], j < 4, i < n (n a multiple of 16), is the chain acc =
+// FMA(x[offs[t]+i], w[j·ldw+t], acc) over t < taps (at least one)
+// ascending from +0, a NaN stored as 0x7fc00000: DwTapsA's operations in
+// its order for each channel, so its bits (and DwTapsZ's), with each tap's
+// input loaded once for the four.
+//
+//go:noescape
+func DwTapsMA(n, taps int, offs *int32, w *float32, ldw int, x *float32, y *float32, ldy int)
