@@ -150,3 +150,96 @@ func TestDwTapsMA(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyRowsA checks CopyRowsA against the loop it stands for, bit for
+// bit (NaN payloads too), over row lengths of 0 to 40 and gaps between
+// the rows; every float around the copies must keep its sentinel.
+func TestCopyRowsA(t *testing.T) {
+	if !Enabled {
+		t.Skip("no AVX2")
+	}
+	r := rand.New(rand.NewSource(4))
+	const sentinel = 0x7f812345
+	for it := 0; it < 2000; it++ {
+		n, rows := r.Intn(41), 1+r.Intn(5)
+		lds, ldd := n+r.Intn(9), n+r.Intn(9)
+		src := make([]uint32, rows*lds+1)
+		for i := range src {
+			if src[i] = r.Uint32(); src[i] == sentinel {
+				src[i] = 0
+			}
+		}
+		dst := make([]uint32, rows*ldd+32)
+		for i := range dst {
+			dst[i] = sentinel
+		}
+		want := append([]uint32(nil), dst...)
+		for row := 0; row < rows; row++ {
+			copy(want[16+row*ldd:16+row*ldd+n], src[row*lds:row*lds+n])
+		}
+		sf, df := floats(src), floats(dst)
+		CopyRowsA(&sf[0], n, rows, lds, &df[16], ldd)
+		for i := range df {
+			if g := math.Float32bits(df[i]); g != want[i] {
+				t.Fatalf("n %d rows %d lds %d ldd %d: dst[%d] = %#x, want %#x", n, rows, lds, ldd, i-16, g, want[i])
+			}
+		}
+	}
+}
+
+// TestDwStoreA checks DwStoreA against its definition in Go, bit for bit:
+// column counts of 1 to 40 (whole vectors and masked tails), gaps between
+// the rows, sources with NaN payloads, infinities and zeros of both
+// signs, biases of both signs (-0 among them), clamps and none; every
+// float around the outputs must keep its sentinel.
+func TestDwStoreA(t *testing.T) {
+	if !Enabled {
+		t.Skip("no AVX2")
+	}
+	r := rand.New(rand.NewSource(5))
+	const sentinel = 0x7f812345
+	inf := float32(math.Inf(1))
+	special := []float32{0, float32(math.Copysign(0, -1)), inf, -inf, math.Float32frombits(0x7fa00001), math.Float32frombits(0xffc00123)}
+	for it := 0; it < 2000; it++ {
+		cols, rows := 1+r.Intn(40), 1+r.Intn(5)
+		lds, ldd := cols+r.Intn(9), cols+r.Intn(9)
+		src := make([]float32, rows*lds)
+		for i := range src {
+			src[i] = float32(r.NormFloat64())
+			if r.Intn(8) == 0 {
+				src[i] = special[r.Intn(len(special))]
+			}
+		}
+		bias := []float32{float32(math.Copysign(0, -1)), 0, float32(r.NormFloat64())}[it%3]
+		lo, hi := -inf, inf
+		if it%2 == 0 {
+			lo, hi = 0, 6
+		}
+		dst := make([]float32, rows*ldd+32)
+		for i := range dst {
+			dst[i] = math.Float32frombits(sentinel)
+		}
+		want := make([]uint32, len(dst))
+		for i := range want {
+			want[i] = sentinel
+		}
+		for i := 0; i < rows; i++ {
+			for j := 0; j < cols; j++ {
+				v := src[i*lds+j] + bias
+				if lo > v {
+					v = lo
+				}
+				if hi < v {
+					v = hi
+				}
+				want[16+i*ldd+j] = math.Float32bits(v)
+			}
+		}
+		DwStoreA(&src[0], lds, &dst[16], ldd, rows, cols, bias, lo, hi)
+		for i := range dst {
+			if g := math.Float32bits(dst[i]); g != want[i] {
+				t.Fatalf("cols %d rows %d lds %d ldd %d bias %g: dst[%d] = %#x, want %#x", cols, rows, lds, ldd, bias, i-16, g, want[i])
+			}
+		}
+	}
+}

@@ -26,3 +26,8 @@ func Deint2A(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, 
 func DwTapsMA(n, taps int, offs *int32, w *float32, ldw int, x *float32, y *float32, ldy int) {
 	panic("amd64: DwTapsMA called without AVX2")
 }
+
+// CopyRowsA needs amd64 (Enabled is false elsewhere).
+func CopyRowsA(src *float32, n, rows, lds int, dst *float32, ldd int) {
+	panic("amd64: CopyRowsA called without AVX2")
+}

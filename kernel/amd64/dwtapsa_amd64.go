@@ -11,8 +11,9 @@ func DwTapsA(n, taps int, offs *int32, w *float32, x *float32, y *float32)
 // DwStoreA (AVX2, where Enabled) is DwStoreZ for CPUs without AVX-512:
 // dst[i*ldd+j], i < rows, j < cols, is v = src[i*lds+j] + bias (src the
 // sum's first operand), then v = lo > v ? lo : v and v = hi < v ? hi : v;
-// the same instructions (scalar for the columns after the last whole
-// vector), so DwStoreZ's bits.
+// the same instructions (the columns after the last whole vector as one
+// more under a mask, nothing past cols read or written), so DwStoreZ's
+// bits.
 //
 //go:noescape
 func DwStoreA(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias, lo, hi float32)
@@ -38,3 +39,11 @@ func Deint2A(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, 
 //
 //go:noescape
 func DwTapsMA(n, taps int, offs *int32, w *float32, ldw int, x *float32, y *float32, ldy int)
+
+// CopyRowsA (AVX2, where Enabled) is CopyRowsZ for CPUs without AVX-512:
+// dst[r·ldd+i] = src[r·lds+i] for r < rows, i < n, reading and writing
+// nothing else (an input plane's rows into a zero-padded phase plane, in
+// one call).
+//
+//go:noescape
+func CopyRowsA(src *float32, n, rows, lds int, dst *float32, ldd int)
