@@ -12,8 +12,10 @@ func DwTapsA(n, taps int, offs *int32, w *float32, x *float32, y *float32)
 // dst[i*ldd+j], i < rows, j < cols, is v = src[i*lds+j] + bias (src the
 // sum's first operand), then v = lo > v ? lo : v and v = hi < v ? hi : v;
 // the same instructions (the columns after the last whole vector as one
-// more under a mask, nothing past cols read or written), so DwStoreZ's
-// bits.
+// more vector: nothing past cols is read; where ldd = cols a row's
+// vector may write the next rows' first lanes before their own stores
+// do, and nothing outside the rows x ldd floats is written), so
+// DwStoreZ's bits.
 //
 //go:noescape
 func DwStoreA(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias, lo, hi float32)
@@ -41,9 +43,12 @@ func Deint2A(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, 
 func DwTapsMA(n, taps int, offs *int32, w *float32, ldw int, x *float32, y *float32, ldy int)
 
 // CopyRowsA (AVX2, where Enabled) is CopyRowsZ for CPUs without AVX-512:
-// dst[r·ldd+i] = src[r·lds+i] for r < rows, i < n, reading and writing
-// nothing else (an input plane's rows into a zero-padded phase plane, in
-// one call).
+// dst[r·ldd+i] = src[r·lds+i] for r < rows, i < n (an input plane's rows
+// into a zero-padded phase plane, in one call), reading nothing else;
+// besides, up to 7 floats after a row but the last (the gap to the next
+// row, or the next rows' first floats, which are copied after) may be set
+// to +0: in dwAny's phase planes those are padding, +0 already. Nothing
+// after the last row's n floats is written.
 //
 //go:noescape
 func CopyRowsA(src *float32, n, rows, lds int, dst *float32, ldd int)
