@@ -1,11 +1,21 @@
 #include "textflag.h"
 
+// MASKOF sets Y to the mask of the first R lanes (0 <= R <= 8;
+// ·tailMaskA's), clobbering R and CX.
+#define MASKOF(R, Y) \
+	SHLQ $2, R \
+	LEAQ ·tailMaskA+32(SB), CX \
+	SUBQ R, CX \
+	VMOVDQU (CX), Y
+
 // func Deint2A(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, nod, ldd int)
 // Deint2Z on AVX2: for each of rows rows r (src r·lds floats on, ev and od
 // r·ldd on), ev[i] = src[2i] for i < nev and od[i] = src[2i+1] for i <
 // nod, reading src[0 .. n-1] only. 16 source floats a step (VSHUFPS picks
 // the even and the odd lanes of each 128-bit half, VPERMPD puts the pairs
-// in order) while both outputs take 8 more, then one float at a time.
+// in order) while both outputs take 8 more, then, in a row but the last
+// (lds >= 16, ldd >= 8), one more such step storing +0 in the (up to 7)
+// lanes past nev and nod, else one float at a time.
 TEXT ·Deint2A(SB), NOSPLIT, $0-72
 	MOVQ rows+16(FP), BX
 	TESTQ BX, BX
@@ -46,6 +56,58 @@ vec:
 	JMP  vec
 
 tail:
+	// A row but the last, each output at most 8 more: one more step of
+	// whole vectors, reading into the next row (lds >= 16) and storing +0
+	// in the lanes past nev and nod, which fall on padding or on the
+	// next rows' outputs (ldd >= 8), stored after.
+	MOVQ R9, AX
+	ORQ  R10, AX
+	JEQ  rowdone
+	CMPQ BX, $1
+	JLE  tscalar
+	CMPQ R9, $8
+	JG   tscalar
+	CMPQ R10, $8
+	JG   tscalar
+	MOVQ lds+24(FP), AX
+	CMPQ AX, $16
+	JL   tscalar
+	MOVQ ldd+64(FP), AX
+	CMPQ AX, $8
+	JL   tscalar
+	MOVQ R9, AX
+	CMPQ AX, $0
+	JGE  tpos1
+	XORQ AX, AX
+
+tpos1:
+	MASKOF(AX, Y6)
+	MOVQ R10, AX
+	CMPQ AX, $0
+	JGE  tpos2
+	XORQ AX, AX
+
+tpos2:
+	MASKOF(AX, Y7)
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VSHUFPS $0x88, Y1, Y0, Y2
+	VSHUFPS $0xDD, Y1, Y0, Y3
+	VPERMPD $0xD8, Y2, Y2
+	VPERMPD $0xD8, Y3, Y3
+	VANDPS Y6, Y2, Y2
+	VANDPS Y7, Y3, Y3
+	CMPQ R9, $0
+	JLE  tvod
+	VMOVUPS Y2, (DI)
+
+tvod:
+	CMPQ R10, $0
+	JLE  rowdone
+	VMOVUPS Y3, (DX)
+	JMP  rowdone
+
+tscalar:
 	CMPQ R9, $0
 	JLE  todd
 	MOVL 0(SI), AX
@@ -64,10 +126,11 @@ tnext:
 	DECQ R9
 	DECQ R10
 	CMPQ R9, $0
-	JG   tail
+	JG   tscalar
 	CMPQ R10, $0
-	JG   tail
+	JG   tscalar
 
+rowdone:
 	MOVQ lds+24(FP), AX
 	LEAQ (R13)(AX*4), R13
 	MOVQ ldd+64(FP), AX

@@ -26,7 +26,10 @@ func DwStoreA(src *float32, lds int, dst *float32, ldd int, rows, cols int, bias
 // nev <= (n+1)/2, nod <= n/2), reading src[0 .. n-1] of the row only: the
 // two column phases of a stride-2 convolution's input rows, the rows of
 // one row phase in one call. The floats are moved, not computed: their
-// bits, NaN payloads included, are the source's.
+// bits, NaN payloads included, are the source's. Besides, in rows but the
+// last (where lds >= 16 and ldd >= 8), up to 7 floats after a row's nev
+// (nod) outputs may be set to +0: in dwAny's phase planes those are
+// padding, +0 already, or the next rows' outputs, stored after.
 //
 //go:noescape
 func Deint2A(src *float32, n, rows, lds int, ev *float32, nev int, od *float32, nod, ldd int)
