@@ -118,9 +118,17 @@ func (j *groupTapsJob) Run(lo, hi int) {
 				for c := 0; c < k; c++ {
 					ym := j.y[(ni*s.M+m+c)*t.P : (ni*s.M+m+c+1)*t.P]
 					oc := (*out)[c*ldo:]
-					for oy := r0; oy < r1; oy++ {
-						copy(ym[oy*d.OW:(oy+1)*d.OW], oc[(oy-r0)*d.Wq:])
+					if j.z {
+						for oy := r0; oy < r1; oy++ {
+							copy(ym[oy*d.OW:(oy+1)*d.OW], oc[(oy-r0)*d.Wq:])
+						}
+						continue
 					}
+					// AVX2: the band's rows in one call (its stores past
+					// a row fall on the next rows, stored after).
+					yb := ym[r0*d.OW : r1*d.OW]
+					_ = oc[(r1-r0-1)*d.Wq+d.OW-1]
+					amd64.CopyRowsA(&oc[0], d.OW, r1-r0, d.Wq, &yb[0], d.OW)
 				}
 				m += k
 			}
