@@ -195,24 +195,8 @@ func (d *dwAnyGeom) fill(buf, xc []float32, z bool) {
 			d.fillS2(buf, xc, gr, z)
 		}
 		return
-	case !z && sw == 1:
-		// AVX2: each row a copy.
-		n := min(W, Wq-d.pl)
-		if n <= 0 {
-			return
-		}
-		for _, gr := range d.groups {
-			for r := 0; r < gr.n; r++ {
-				src := xc[(gr.iy0+r*d.sh)*W:]
-				o := gr.base + (gr.a0+r)*Wq + d.pl
-				copy(buf[o:o+n], src[:n])
-			}
-		}
-		return
-	case !z:
-		// AVX2: the strided copies below.
 	case sw == 1:
-		// Each row phase's rows in one call.
+		// Each row phase's rows in one call (AVX2: CopyRowsA).
 		n := min(W, Wq-d.pl)
 		if n <= 0 {
 			return
@@ -221,7 +205,11 @@ func (d *dwAnyGeom) fill(buf, xc []float32, z bool) {
 			src := xc[gr.iy0*W : (gr.iy0+(gr.n-1)*d.sh)*W+n]
 			o := gr.base + gr.a0*Wq + d.pl
 			dst := buf[o : o+(gr.n-1)*Wq+n]
-			amd64.CopyRowsZ(&src[0], n, gr.n, d.sh*W, &dst[0], Wq)
+			if z {
+				amd64.CopyRowsZ(&src[0], n, gr.n, d.sh*W, &dst[0], Wq)
+			} else {
+				amd64.CopyRowsA(&src[0], n, gr.n, d.sh*W, &dst[0], Wq)
+			}
 		}
 		return
 	}
