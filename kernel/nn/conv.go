@@ -101,18 +101,30 @@ func convTactics(n *ir.Node, in []ir.Type) []string {
 	switch {
 	case s.Cg == 1 && s.Mg == 1:
 		return []string{TacticDepthwise, TacticIm2col}
+	case s.G == 1 && len(s.g.in) == 2 && s.pointwise() && prod(s.g.out) < 64 && s.C*s.M >= 1<<20 && s.C > s.M:
+		// ResNet-50's last stage 2048->512 at 7x7: the weights (4 MiB)
+		// stream through conv.direct's panels once per tile, the GEMM's k
+		// blocks keep them in cache. Thread CPU time, one worker, AVX2
+		// host (BenchmarkConv1x1Deep, GFLOP/s im2col / 1x1 GEMM / direct):
+		// 2048->512 66-68 / 58-61 / 47-55; in resnet50's plan (vouch bench
+		// --layers) 2.2 vs 2.8 ms. 512->2048 was 61-75 / 56-60 / 56-62
+		// alone but 2.4 vs 2.2 ms in the plan, so it stays direct, as does
+		// 832->128 (39-56 / 50-61 / 51-65).
+		return []string{TacticIm2col, TacticGemm1x1, TacticDirect}
 	case s.G == 1 && len(s.g.in) == 2 && s.pointwise() && directPointwise(prod(s.g.out), s.C, s.M):
 		return []string{TacticDirect, TacticGemm1x1, TacticIm2col}
 	case s.G == 1 && len(s.g.in) == 2 && s.pointwise():
 		return []string{TacticGemm1x1, TacticIm2col, TacticDirect}
 	case s.pointwise():
 		return []string{TacticGemm1x1, TacticIm2col}
-	case s.G == 1 && len(s.g.in) == 2 && s.strided1x1() && prod(s.g.out) >= 64:
+	case s.G == 1 && len(s.g.in) == 2 && s.strided1x1() && (prod(s.g.out) >= 64 || s.C*s.M >= 1<<20):
 		// ResNet's stride-2 1x1 downsampling over 28x28 and 14x14 output
 		// planes: im2col (a quarter-size copy) and the GEMM took 0.6-0.8x
 		// conv.direct's time on an AVX2 host (BenchmarkConv1x1S2, one
 		// worker: 256->512 at 28x28 3.0-4.2 vs 4.9-6.1 ms, 512->1024 at
-		// 14x14 3.0-3.2 vs 4.7-6.4 ms); at 7x7 they are even.
+		// 14x14 3.0-3.2 vs 4.7-6.4 ms); at 7x7, wall time, they were even,
+		// but in thread CPU time (BenchmarkConv1x1Deep) 1024->2048 took
+		// im2col 66-70 GFLOP/s vs direct 48-51: the weights (8 MiB) decide.
 		return []string{TacticIm2col, TacticDirect}
 	case s.G == 1 && len(s.g.in) == 2 && im2colDense(s, prod(s.g.out)):
 		return []string{TacticIm2col, TacticDirect}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/parallel"
 	"github.com/vouchml/vouch/tensor"
@@ -154,23 +155,57 @@ func BenchmarkConvFCNHead(b *testing.B) {
 				x := tensor.From(randF32(r, c.cin*c.hw*c.hw), 1, c.cin, c.hw, c.hw)
 				w := tensor.From(randF32(r, c.cout*c.cin*9), c.cout, c.cin, 3, 3)
 				y := tensor.New(tensor.Float32, 1, c.cout, c.hw, c.hw)
-				p := parallel.New(1)
-				defer p.Close()
-				ctx := &kernel.Ctx{Pool: p, State: &kernel.State{}}
-				if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
-					b.Fatal(err)
-				}
-				var ns []float64
-				cpuLoop(b, func() {
-					t0 := threadCPU()
-					if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
-						b.Fatal(err)
-					}
-					ns = append(ns, float64(threadCPU()-t0))
-				})
-				slices.Sort(ns)
-				b.ReportMetric(2*float64(c.cout*c.cin*9*c.hw*c.hw)/ns[len(ns)/2], "GFLOP/s")
+				convCPU(b, n, x, w, y, 2*float64(c.cout*c.cin*9*c.hw*c.hw))
 			})
 		}
 	}
+}
+
+// BenchmarkConv1x1Deep is ResNet-50's deep 1x1 convolutions (layer3 and
+// layer4, and their stride-2 downsampling) through each tactic, one
+// worker, weights kept in a kernel.State; GFLOP/s from thread CPU time.
+func BenchmarkConv1x1Deep(b *testing.B) {
+	for _, c := range []struct{ cin, cout, hw, stride int }{
+		{1024, 512, 14, 1}, {1024, 256, 14, 1}, {256, 1024, 14, 1}, {512, 2048, 7, 1}, {2048, 512, 7, 1},
+		{1024, 2048, 14, 2}, {512, 1024, 28, 2}, {512, 128, 14, 1}, {832, 128, 7, 1},
+	} {
+		tacs := []string{TacticGemm1x1, TacticIm2col, TacticDirect}
+		if c.stride > 1 {
+			tacs = tacs[1:]
+		}
+		for _, tac := range tacs {
+			b.Run(fmt.Sprintf("%d-%d-%dx%d-s%d/%s", c.cin, c.cout, c.hw, c.hw, c.stride, tac), func(b *testing.B) {
+				r := rand.New(rand.NewSource(1))
+				s := int64(c.stride)
+				n := node("Conv", ints("strides", s, s), strAttr(kernel.TacticAttr, tac))
+				x := tensor.From(randF32(r, c.cin*c.hw*c.hw), 1, c.cin, c.hw, c.hw)
+				w := tensor.From(randF32(r, c.cout*c.cin), c.cout, c.cin, 1, 1)
+				o := (c.hw + c.stride - 1) / c.stride
+				y := tensor.New(tensor.Float32, 1, c.cout, o, o)
+				convCPU(b, n, x, w, y, 2*float64(c.cout*c.cin*o*o))
+			})
+		}
+	}
+}
+
+// convCPU times intoConv(n) of x and w into y on one worker, weights kept
+// in a kernel.State, and reports GFLOP/s (flops a call) from the median
+// thread CPU time.
+func convCPU(b *testing.B, n *ir.Node, x, w, y *tensor.Tensor, flops float64) {
+	p := parallel.New(1)
+	defer p.Close()
+	ctx := &kernel.Ctx{Pool: p, State: &kernel.State{}}
+	if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+		b.Fatal(err)
+	}
+	var ns []float64
+	cpuLoop(b, func() {
+		t0 := threadCPU()
+		if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
+			b.Fatal(err)
+		}
+		ns = append(ns, float64(threadCPU()-t0))
+	})
+	slices.Sort(ns)
+	b.ReportMetric(flops/ns[len(ns)/2], "GFLOP/s")
 }

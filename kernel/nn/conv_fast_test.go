@@ -217,3 +217,24 @@ func TestConvTacticsDense3x3(t *testing.T) {
 		}
 	}
 }
+
+// TestConvTacticsDeep1x1 checks that 1x1 convolutions with C*M >= 2^20
+// (ResNet-50's last stage) prefer im2col under 64 pixels where strided or
+// C > M, and that the others keep their tactic.
+func TestConvTacticsDeep1x1(t *testing.T) {
+	for _, c := range []struct {
+		h, k, m, stride int
+		want            string
+	}{
+		{7, 2048, 512, 1, TacticIm2col}, {7, 512, 2048, 1, TacticDirect}, {14, 1024, 2048, 2, TacticIm2col},
+		{7, 832, 128, 1, TacticDirect}, {28, 512, 1024, 2, TacticIm2col}, {14, 512, 1024, 2, TacticDirect}, {14, 256, 512, 2, TacticDirect},
+		{14, 1024, 512, 1, TacticDirect},
+	} {
+		s := int64(c.stride)
+		x, w := []int{1, c.k, c.h, c.h}, []int{c.m, c.k, 1, 1}
+		got := convTactics(node("Conv", ints("strides", s, s)), []ir.Type{ir.StaticType(tensor.Float32, x), ir.StaticType(tensor.Float32, w)})
+		if len(got) == 0 || got[0] != c.want {
+			t.Errorf("%dx%d plane, %d -> %d channels, stride %d: tactics %v, want %s first", c.h, c.h, c.k, c.m, c.stride, got, c.want)
+		}
+	}
+}
