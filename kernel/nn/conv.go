@@ -126,7 +126,7 @@ func convTactics(n *ir.Node, in []ir.Type) []string {
 		// but in thread CPU time (BenchmarkConv1x1Deep) 1024->2048 took
 		// im2col 66-70 GFLOP/s vs direct 48-51: the weights (8 MiB) decide.
 		return []string{TacticIm2col, TacticDirect}
-	case s.G == 1 && len(s.g.in) == 2 && im2colDense(s, prod(s.g.out)):
+	case s.G == 1 && len(s.g.in) == 2 && im2colFirst(s, prod(s.g.out)):
 		return []string{TacticIm2col, TacticDirect}
 	case directGroups(s) && len(s.g.in) <= 2:
 		return []string{TacticDirect, TacticIm2col}
@@ -134,22 +134,32 @@ func convTactics(n *ir.Node, in []ir.Type) []string {
 	return []string{TacticIm2col}
 }
 
-// im2colDense reports whether a dense stride-1 2-D convolution with a
-// kernel of at least 3x3 over P output pixels a plane is better run as
-// im2col and the packed GEMM than as TacticDirect: with C*kh*kw of 4096
-// or more (512 or more channels at 3x3) over 128 pixels or more, the
-// GEMM's k blocks keep the weights in cache where conv.direct streams all
-// of them per 16-channel panel. Thread CPU time, one worker, AVX2 host
-// (BenchmarkConvFCNHead, GFLOP/s im2col vs direct): 2048->512 at 20x20
-// 63.7 vs 37.4, 512->512 dilation 4 at 20x20 57.8 vs 30.4, 512->512 at
-// 28x28 63.6 vs 46.0, at 14x14 65.4 vs 44.9, but at 7x7 52.3 vs 58.7;
-// with 256 channels or fewer the two are within noise (256->256 at 14x14
-// 65.3 vs 63.8) or direct wins (128->128 at 28x28 52.0 vs 62.5).
-func im2colDense(s *convSetup, P int) bool {
-	if len(s.g.k) != 2 || s.g.k[0] < 3 || s.g.k[1] < 3 || s.g.stride[0] != 1 || s.g.stride[1] != 1 {
+// im2colFirst reports whether a dense 2-D convolution with a kernel of at
+// least 3x3 over P output pixels a plane is better run as im2col and the
+// packed GEMM than as TacticDirect. Thread CPU time, one worker, AVX2 host,
+// GFLOP/s im2col vs direct:
+//   - stride 1, C*kh*kw of 4096 or more (512 or more channels at 3x3)
+//     over 128 pixels or more: the GEMM's k blocks keep the weights in
+//     cache where conv.direct streams all of them per 16-channel panel
+//     (BenchmarkConvFCNHead: 2048->512 at 20x20 63.7 vs 37.4, 512->512
+//     dilation 4 at 20x20 57.8 vs 30.4, 512->512 at 28x28 63.6 vs 46.0,
+//     at 14x14 65.4 vs 44.9, but at 7x7 52.3 vs 58.7; with 256 channels
+//     or fewer the two are within noise or direct wins: 256->256 at 14x14
+//     74-78 vs 64-87, 128->128 at 28x28 52-76 vs 62-89);
+//   - C*kh*kw of 32 or less, any stride (3-channel 3x3 stems): conv.direct
+//     spends its time in the tile stores after 27 steps (BenchmarkConvStem3:
+//     VGG's 3->64 at 224x224 57 vs 36, 3->32 stride 2 47 vs 34, 3->16
+//     stride 2 36-38 vs 33-35; ResNet's 7x7 stem, C*kh*kw = 147, 72 vs 75
+//     keeps direct).
+func im2colFirst(s *convSetup, P int) bool {
+	if len(s.g.k) != 2 || s.g.k[0] < 3 || s.g.k[1] < 3 {
 		return false
 	}
-	return s.C*s.g.k[0]*s.g.k[1] >= 4096 && P >= 128
+	K := s.C * s.g.k[0] * s.g.k[1]
+	if K <= 32 {
+		return true
+	}
+	return s.g.stride[0] == 1 && s.g.stride[1] == 1 && K >= 4096 && P >= 128
 }
 
 // directPointwise reports whether a 1x1 convolution of P output pixels a

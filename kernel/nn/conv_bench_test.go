@@ -209,3 +209,24 @@ func convCPU(b *testing.B, n *ir.Node, x, w, y *tensor.Tensor, flops float64) {
 	slices.Sort(ns)
 	b.ReportMetric(flops/ns[len(ns)/2], "GFLOP/s")
 }
+
+// BenchmarkConvStem3 is the 3-channel first convolution of VGG and U-Net
+// (3->64 3x3 at 224x224), of MobileNet-style stems (3->32 and 3->16 3x3,
+// stride 2) and of ResNet (3->64 7x7, stride 2), through each tactic, one
+// worker; GFLOP/s from thread CPU time.
+func BenchmarkConvStem3(b *testing.B) {
+	for _, c := range []struct{ cout, hw, stride, k int }{{64, 224, 1, 3}, {32, 224, 2, 3}, {16, 224, 2, 3}, {64, 224, 2, 7}} {
+		for _, tac := range []string{TacticIm2col, TacticDirect} {
+			b.Run(fmt.Sprintf("3-%d-%dx%d-%dx%d-s%d/%s", c.cout, c.k, c.k, c.hw, c.hw, c.stride, tac), func(b *testing.B) {
+				r := rand.New(rand.NewSource(1))
+				s, pd := int64(c.stride), int64(c.k/2)
+				n := node("Conv", ints("pads", pd, pd, pd, pd), ints("strides", s, s), strAttr(kernel.TacticAttr, tac))
+				x := tensor.From(randF32(r, 3*c.hw*c.hw), 1, 3, c.hw, c.hw)
+				w := tensor.From(randF32(r, c.cout*3*c.k*c.k), c.cout, 3, c.k, c.k)
+				o := (c.hw-1)/c.stride + 1
+				y := tensor.New(tensor.Float32, 1, c.cout, o, o)
+				convCPU(b, n, x, w, y, 2*float64(c.cout*3*c.k*c.k*o*o))
+			})
+		}
+	}
+}

@@ -191,9 +191,10 @@ func TestConvTacticsSmallPlanes(t *testing.T) {
 	}
 }
 
-// TestConvTacticsDense3x3 checks im2colDense: im2col first for dense
+// TestConvTacticsDense3x3 checks im2colFirst: im2col first for dense
 // stride-1 3x3 (or larger) convolutions with C*kh*kw >= 4096 over 128 or
-// more pixels (dilated too), conv.direct first elsewhere.
+// more pixels (dilated too) and for those with C*kh*kw <= 32 (3-channel
+// stems, any stride), conv.direct first elsewhere.
 func TestConvTacticsDense3x3(t *testing.T) {
 	for _, c := range []struct {
 		h, k, m, kh, kw, stride, dil int
@@ -206,6 +207,8 @@ func TestConvTacticsDense3x3(t *testing.T) {
 		{56, 256, 256, 3, 3, 1, 1, TacticDirect}, {28, 455, 64, 3, 3, 1, 1, TacticDirect},
 		{28, 512, 512, 3, 3, 2, 1, TacticDirect}, {17, 768, 192, 1, 7, 1, 1, TacticDirect},
 		{28, 256, 64, 5, 5, 1, 1, TacticIm2col},
+		{224, 3, 64, 3, 3, 1, 1, TacticIm2col}, {224, 3, 32, 3, 3, 2, 1, TacticIm2col},
+		{224, 3, 64, 7, 7, 2, 1, TacticDirect}, {56, 4, 64, 3, 3, 1, 1, TacticDirect},
 	} {
 		p := int64((c.kh - 1) / 2 * c.dil)
 		q := int64((c.kw - 1) / 2 * c.dil)
