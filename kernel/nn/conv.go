@@ -101,23 +101,65 @@ func convTactics(n *ir.Node, in []ir.Type) []string {
 	switch {
 	case s.Cg == 1 && s.Mg == 1:
 		return []string{TacticDepthwise, TacticIm2col}
+	case s.G == 1 && len(s.g.in) == 2 && s.pointwise() && prod(s.g.out) < 64 && s.C*s.M >= 1<<20 && s.C > s.M:
+		// ResNet-50's last stage 2048->512 at 7x7: the weights (4 MiB)
+		// stream through conv.direct's panels once per tile, the GEMM's k
+		// blocks keep them in cache. Thread CPU time, one worker, AVX2
+		// host (BenchmarkConv1x1Deep, GFLOP/s im2col / 1x1 GEMM / direct):
+		// 2048->512 66-68 / 58-61 / 47-55; in resnet50's plan (vouch bench
+		// --layers) 2.2 vs 2.8 ms. 512->2048 was 61-75 / 56-60 / 56-62
+		// alone but 2.4 vs 2.2 ms in the plan, so it stays direct, as does
+		// 832->128 (39-56 / 50-61 / 51-65).
+		return []string{TacticIm2col, TacticGemm1x1, TacticDirect}
 	case s.G == 1 && len(s.g.in) == 2 && s.pointwise() && directPointwise(prod(s.g.out), s.C, s.M):
 		return []string{TacticDirect, TacticGemm1x1, TacticIm2col}
 	case s.G == 1 && len(s.g.in) == 2 && s.pointwise():
 		return []string{TacticGemm1x1, TacticIm2col, TacticDirect}
 	case s.pointwise():
 		return []string{TacticGemm1x1, TacticIm2col}
-	case s.G == 1 && len(s.g.in) == 2 && s.strided1x1() && prod(s.g.out) >= 64:
+	case s.G == 1 && len(s.g.in) == 2 && s.strided1x1() && (prod(s.g.out) >= 64 || s.C*s.M >= 1<<20):
 		// ResNet's stride-2 1x1 downsampling over 28x28 and 14x14 output
 		// planes: im2col (a quarter-size copy) and the GEMM took 0.6-0.8x
 		// conv.direct's time on an AVX2 host (BenchmarkConv1x1S2, one
 		// worker: 256->512 at 28x28 3.0-4.2 vs 4.9-6.1 ms, 512->1024 at
-		// 14x14 3.0-3.2 vs 4.7-6.4 ms); at 7x7 they are even.
+		// 14x14 3.0-3.2 vs 4.7-6.4 ms); at 7x7, wall time, they were even,
+		// but in thread CPU time (BenchmarkConv1x1Deep) 1024->2048 took
+		// im2col 66-70 GFLOP/s vs direct 48-51: the weights (8 MiB) decide.
+		return []string{TacticIm2col, TacticDirect}
+	case s.G == 1 && len(s.g.in) == 2 && im2colFirst(s, prod(s.g.out)):
 		return []string{TacticIm2col, TacticDirect}
 	case directGroups(s) && len(s.g.in) <= 2:
 		return []string{TacticDirect, TacticIm2col}
 	}
 	return []string{TacticIm2col}
+}
+
+// im2colFirst reports whether a dense 2-D convolution with a kernel of at
+// least 3x3 over P output pixels a plane is better run as im2col and the
+// packed GEMM than as TacticDirect. Thread CPU time, one worker, AVX2 host,
+// GFLOP/s im2col vs direct:
+//   - stride 1, C*kh*kw of 4096 or more (512 or more channels at 3x3)
+//     over 128 pixels or more: the GEMM's k blocks keep the weights in
+//     cache where conv.direct streams all of them per 16-channel panel
+//     (BenchmarkConvFCNHead: 2048->512 at 20x20 63.7 vs 37.4, 512->512
+//     dilation 4 at 20x20 57.8 vs 30.4, 512->512 at 28x28 63.6 vs 46.0,
+//     at 14x14 65.4 vs 44.9, but at 7x7 52.3 vs 58.7; with 256 channels
+//     or fewer the two are within noise or direct wins: 256->256 at 14x14
+//     74-78 vs 64-87, 128->128 at 28x28 52-76 vs 62-89);
+//   - C*kh*kw of 32 or less, any stride (3-channel 3x3 stems): conv.direct
+//     spends its time in the tile stores after 27 steps (BenchmarkConvStem3:
+//     VGG's 3->64 at 224x224 57 vs 36, 3->32 stride 2 47 vs 34, 3->16
+//     stride 2 36-38 vs 33-35; ResNet's 7x7 stem, C*kh*kw = 147, 72 vs 75
+//     keeps direct).
+func im2colFirst(s *convSetup, P int) bool {
+	if len(s.g.k) != 2 || s.g.k[0] < 3 || s.g.k[1] < 3 {
+		return false
+	}
+	K := s.C * s.g.k[0] * s.g.k[1]
+	if K <= 32 {
+		return true
+	}
+	return s.g.stride[0] == 1 && s.g.stride[1] == 1 && K >= 4096 && P >= 128
 }
 
 // directPointwise reports whether a 1x1 convolution of P output pixels a

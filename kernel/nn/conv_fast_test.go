@@ -190,3 +190,54 @@ func TestConvTacticsSmallPlanes(t *testing.T) {
 		}
 	}
 }
+
+// TestConvTacticsDense3x3 checks im2colFirst: im2col first for dense
+// stride-1 3x3 (or larger) convolutions with C*kh*kw >= 4096 over 128 or
+// more pixels (dilated too) and for those with C*kh*kw <= 32 (3-channel
+// stems, any stride), conv.direct first elsewhere.
+func TestConvTacticsDense3x3(t *testing.T) {
+	for _, c := range []struct {
+		h, k, m, kh, kw, stride, dil int
+		want                         string
+	}{
+		{20, 2048, 512, 3, 3, 1, 1, TacticIm2col}, {20, 512, 512, 3, 3, 1, 4, TacticIm2col},
+		{28, 512, 512, 3, 3, 1, 1, TacticIm2col}, {14, 512, 512, 3, 3, 1, 1, TacticIm2col},
+		{12, 512, 64, 3, 3, 1, 1, TacticIm2col}, {28, 456, 64, 3, 3, 1, 1, TacticIm2col},
+		{7, 512, 512, 3, 3, 1, 1, TacticDirect}, {11, 512, 512, 3, 3, 1, 1, TacticDirect},
+		{56, 256, 256, 3, 3, 1, 1, TacticDirect}, {28, 455, 64, 3, 3, 1, 1, TacticDirect},
+		{28, 512, 512, 3, 3, 2, 1, TacticDirect}, {17, 768, 192, 1, 7, 1, 1, TacticDirect},
+		{28, 256, 64, 5, 5, 1, 1, TacticIm2col},
+		{224, 3, 64, 3, 3, 1, 1, TacticIm2col}, {224, 3, 32, 3, 3, 2, 1, TacticIm2col},
+		{224, 3, 64, 7, 7, 2, 1, TacticDirect}, {56, 4, 64, 3, 3, 1, 1, TacticDirect},
+	} {
+		p := int64((c.kh - 1) / 2 * c.dil)
+		q := int64((c.kw - 1) / 2 * c.dil)
+		n := node("Conv", ints("pads", p, q, p, q), ints("strides", int64(c.stride), int64(c.stride)), ints("dilations", int64(c.dil), int64(c.dil)))
+		x, w := []int{1, c.k, c.h, c.h}, []int{c.m, c.k, c.kh, c.kw}
+		got := convTactics(n, []ir.Type{ir.StaticType(tensor.Float32, x), ir.StaticType(tensor.Float32, w)})
+		if len(got) == 0 || got[0] != c.want {
+			t.Errorf("%dx%d plane, %d -> %d channels, %dx%d/%d d%d: tactics %v, want %s first", c.h, c.h, c.k, c.m, c.kh, c.kw, c.stride, c.dil, got, c.want)
+		}
+	}
+}
+
+// TestConvTacticsDeep1x1 checks that 1x1 convolutions with C*M >= 2^20
+// (ResNet-50's last stage) prefer im2col under 64 pixels where strided or
+// C > M, and that the others keep their tactic.
+func TestConvTacticsDeep1x1(t *testing.T) {
+	for _, c := range []struct {
+		h, k, m, stride int
+		want            string
+	}{
+		{7, 2048, 512, 1, TacticIm2col}, {7, 512, 2048, 1, TacticDirect}, {14, 1024, 2048, 2, TacticIm2col},
+		{7, 832, 128, 1, TacticDirect}, {28, 512, 1024, 2, TacticIm2col}, {14, 512, 1024, 2, TacticDirect}, {14, 256, 512, 2, TacticDirect},
+		{14, 1024, 512, 1, TacticDirect},
+	} {
+		s := int64(c.stride)
+		x, w := []int{1, c.k, c.h, c.h}, []int{c.m, c.k, 1, 1}
+		got := convTactics(node("Conv", ints("strides", s, s)), []ir.Type{ir.StaticType(tensor.Float32, x), ir.StaticType(tensor.Float32, w)})
+		if len(got) == 0 || got[0] != c.want {
+			t.Errorf("%dx%d plane, %d -> %d channels, stride %d: tactics %v, want %s first", c.h, c.h, c.k, c.m, c.stride, got, c.want)
+		}
+	}
+}
