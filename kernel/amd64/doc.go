@@ -30,3 +30,4 @@ package amd64
 //go:generate sh -c "python3 gen_rows.py > rows_amd64.s"
 //go:generate sh -c "python3 gen_pool.py > pool_amd64.s"
 //go:generate sh -c "python3 gen_silu_avx2.py > silu_avx2_amd64.s"
+//go:generate sh -c "python3 gen_pool8.py > pool8_amd64.s"

@@ -43,6 +43,10 @@ type maxFlatTab struct {
 	kh       int
 	tab      []uint16 // MaxRowsZ: the vectors' records (int32s as two uint16s)
 	idx      []int32  // MaxRowsZ: per kernel column, 16 VPERMI2PS indices
+	// MaxTaps8's layout (maxpool_taps8.go), where the CPU has AVX2.
+	nv8   int
+	offs8 []int32
+	tab8  []byte
 }
 
 // maxFlatOK reports whether maxFlat runs g (maxPool2D's 2-D view) here:
@@ -51,6 +55,10 @@ type maxFlatTab struct {
 // the input's (MaxFlatZ: every tap at a fixed offset of its output) or
 // rows whose taps MaxRowsZ's two sources hold (maxRowsPer).
 func maxFlatOK(pool machine, g *geom) bool {
+	if pool.fast && !pool.z {
+		_, _, k3s2 := maxPoolK3S2OK(true, g)
+		return maxTaps8OK(g) && !k3s2
+	}
 	if !pool.z || len(g.in) != 2 || prod(g.out) < 1 || prod(g.out) > maxFlatMaxOut || prod(g.k) > maxFlatMaxTaps || prod(g.in) < 1 {
 		return false
 	}
@@ -83,6 +91,19 @@ func maxRowsPer(g *geom) int {
 }
 
 func newMaxFlatTab(g *geom) *maxFlatTab {
+	t := newMaxFlatTabZ(g)
+	if amd64.Enabled && maxTaps8OK(g) {
+		t.offs8, t.tab8, t.nv8 = newMaxTaps8Tab(g)
+	}
+	return t
+}
+
+// newMaxFlatTabZ builds MaxFlatZ's or MaxRowsZ's layout of g, where one
+// of them runs it (else an empty one: MaxTaps8's alone).
+func newMaxFlatTabZ(g *geom) *maxFlatTab {
+	if !maxFlatOK(machine{fast: true, z: true}, g) {
+		return &maxFlatTab{taps: prod(g.k), in: prod(g.in), out: prod(g.out)}
+	}
 	if !maxFlatUnit(g) {
 		return newMaxRowsTab(g)
 	}
@@ -211,7 +232,7 @@ func maxFlatTabFor(n *ir.Node, g *geom) *maxFlatTab {
 	if len(g.in) == 1 {
 		g = g.row
 	}
-	if !maxFlatOK(machine{z: true}, g) {
+	if !maxFlatOK(machine{fast: true, z: true}, g) && !(amd64.Enabled && maxFlatOK(machine{fast: true}, g)) {
 		return nil
 	}
 	return newMaxFlatTab(g)
@@ -221,7 +242,7 @@ func maxFlatTabFor(n *ir.Node, g *geom) *maxFlatTab {
 // layout t (maxFlatOK(pool, g)).
 func maxFlat(pool machine, t *maxFlatTab, NC int, x, y []float32) {
 	j := maxFlatJobs.Get().(*maxFlatJob)
-	*j = maxFlatJob{t: t, x: x, y: y, in: t.in, out: t.out}
+	*j = maxFlatJob{t: t, x: x, y: y, in: t.in, out: t.out, z: pool.z}
 	pool.Run(NC, NC*j.out*t.taps, j)
 	*j = maxFlatJob{}
 	maxFlatJobs.Put(j)
@@ -230,7 +251,8 @@ func maxFlat(pool machine, t *maxFlatTab, NC int, x, y []float32) {
 type maxFlatJob struct {
 	t       *maxFlatTab
 	x, y    []float32
-	in, out int // floats per input and output plane
+	in, out int  // floats per input and output plane
+	z       bool // MaxFlatZ or MaxRowsZ; else MaxTaps8
 }
 
 var maxFlatJobs = sync.Pool{New: func() any { return new(maxFlatJob) }}
@@ -242,6 +264,10 @@ func (j *maxFlatJob) Run(lo, hi int) {
 	t := j.t
 	_ = j.x[hi*j.in-1]
 	_ = j.y[hi*j.out-1]
+	if !j.z {
+		j.runTaps8(lo, hi)
+		return
+	}
 	if t.rows > 0 {
 		p := amd64.MaxRows{X: addr(&j.x[lo*j.in]), Y: addr(&j.y[lo*j.out]), Planes: hi - lo, XStep: j.in, YStep: j.out,
 			KH: t.kh, Tab: addr16(t.tab, 0), TabEnd: addr16(t.tab, len(t.tab)), Idx: addr32(t.idx, 0), IdxEnd: addr32(t.idx, len(t.idx))}

@@ -13,8 +13,8 @@ import (
 )
 
 // TestMaxFlatTwin: MaxPools over small planes (the maxFlat path on
-// AVX-512: flat unit-stride windows and gathered strided ones, GoogLeNet's
-// 3x3/1 pad 1 and 2x2/2 among them, kernels 1-5, strides 1-3, dilations,
+// AVX-512 and MaxTaps8 on AVX2: flat unit-stride windows and gathered
+// strided ones, GoogLeNet's 3x3/1 pad 1 and 2x2/2 among them, kernels 1-5, strides 1-3, dilations,
 // uneven pads, ceil mode, 1-D, batches) give the window-table reference's
 // bits (maxPoolInto) at every ISA level and 1, 2 and 3 workers, Run and
 // Into; on data dense in NaNs of many payloads (the first tap's is kept),
@@ -50,7 +50,7 @@ func TestMaxFlatTwin(t *testing.T) {
 		c.h, c.w = kh+r.Intn(20), kw+r.Intn(20)
 		cases = append(cases, c)
 	}
-	fired := 0
+	fired, fired8 := 0, 0
 	for i, c := range cases {
 		attrs := []*ir.Attr{ints("kernel_shape", int64(c.kh), int64(c.kw)), ints("strides", int64(c.sh), int64(c.sw)),
 			ints("pads", int64(c.pt), int64(c.pl), int64(c.pb), int64(c.pr))}
@@ -72,6 +72,9 @@ func TestMaxFlatTwin(t *testing.T) {
 			}
 			if maxFlatOK(machineOf((*kernel.Ctx)(nil).WithISA(kernel.ISAAVX512)), g) {
 				fired++
+			}
+			if maxFlatOK(machineOf((*kernel.Ctx)(nil).WithISA(kernel.ISAAVX2)), g) {
+				fired8++
 			}
 			for d := 0; d < 3; d++ {
 				var xv []float32
@@ -99,6 +102,9 @@ func TestMaxFlatTwin(t *testing.T) {
 	if machineOf(nil).z && fired < 60 {
 		t.Fatalf("only %d cases took the maxFlat path", fired)
 	}
+	if machineOf(nil).fast && fired8 < 120 {
+		t.Fatalf("only %d cases took the MaxTaps8 path", fired8)
+	}
 	// A bound plan's Into (the layout kept with the node's geometry)
 	// allocates nothing, at 1 and 2 workers.
 	n := node("MaxPool", ints("kernel_shape", 3, 3), ints("strides", 2, 2), intAttr("ceil_mode", 1))
@@ -122,6 +128,7 @@ func BenchmarkMaxPoolSmall(b *testing.B) {
 	}{
 		{192, 28, 3, 1, 1, true}, {480, 14, 3, 1, 1, true}, {832, 7, 3, 1, 1, true}, {832, 14, 2, 2, 0, true},
 		{480, 28, 3, 2, 0, true}, {192, 56, 3, 2, 0, true}, {256, 27, 3, 2, 0, true},
+		{256, 56, 2, 2, 0, false}, {512, 28, 2, 2, 0, false}, {512, 14, 2, 2, 0, false}, {384, 13, 3, 2, 0, false},
 	} {
 		b.Run(fmt.Sprintf("c%dhw%dk%ds%d", c.ch, c.hw, c.k, c.s), func(b *testing.B) {
 			attrs := []*ir.Attr{ints("kernel_shape", int64(c.k), int64(c.k)), ints("strides", int64(c.s), int64(c.s)),
