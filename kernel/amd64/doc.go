@@ -31,3 +31,4 @@ package amd64
 //go:generate sh -c "python3 gen_pool.py > pool_amd64.s"
 //go:generate sh -c "python3 gen_silu_avx2.py > silu_avx2_amd64.s"
 //go:generate sh -c "python3 gen_pool8.py > pool8_amd64.s"
+//go:generate sh -c "python3 gen_sumtaps2.py > sumtaps2_amd64.s"

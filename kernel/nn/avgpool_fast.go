@@ -40,14 +40,14 @@ func avgPoolS1OK(g *geom) bool {
 	return hp*wp <= 4*(prod(g.in)+prod(g.out))+64
 }
 
-// avgPoolS1 computes the float32 AveragePool of NC planes of x into y
-// (avgPoolS1OK(g) must hold).
-func avgPoolS1(pool machine, g *geom, NC int, x, y []float32, inclPad bool) {
+// avgPoolPlanes computes the float32 AveragePool of NC planes of x into y
+// (avgPoolS1OK(g) or avgPoolSOK(g) must hold).
+func avgPoolPlanes(pool machine, g *geom, NC int, x, y []float32, inclPad bool) {
 	if len(g.in) == 1 {
 		g = g.row
 	}
 	j := avgPoolJobs.Get().(*avgPoolJob)
-	*j = avgPoolJob{g: g, x: x, y: y, vec: pool.vec, z: pool.z, inclPad: inclPad}
+	*j = avgPoolJob{g: g, x: x, y: y, vec: pool.vec, fast: pool.fast, z: pool.z, inclPad: inclPad}
 	pool.Run(NC, NC*prod(g.out)*prod(g.k), j)
 	*j = avgPoolJob{}
 	avgPoolJobs.Put(j)
@@ -57,20 +57,21 @@ type avgPoolJob struct {
 	g       *geom
 	x, y    []float32
 	vec     vmath.Vec
-	z       bool // amd64.SumTapsZ
+	fast    bool // amd64.SumTapsS2 (stride 2)
+	z       bool // amd64.SumTapsZ (stride 1)
 	inclPad bool
 }
 
 var avgPoolJobs = sync.Pool{New: func() any { return new(avgPoolJob) }}
 
-// winCount returns how many of the k taps o+t-pb (t < k) of an output o lie
-// in [0, n), or in [-pb, n+pe) with incl.
-func winCount(o, k, n, pb, pe int, incl bool) int {
+// winCount returns how many of the k taps o*s+t-pb (t < k) of an output o
+// lie in [0, n), or in [-pb, n+pe) with incl.
+func winCount(o, k, s, n, pb, pe int, incl bool) int {
 	lo, hi := 0, n
 	if incl {
 		lo, hi = -pb, n+pe
 	}
-	return max(0, min(o-pb+k, hi)-max(o-pb, lo))
+	return max(0, min(o*s-pb+k, hi)-max(o*s-pb, lo))
 }
 
 // avgPoolGroup is the most floats of padded planes avgPoolJob sums at
@@ -80,77 +81,88 @@ const avgPoolGroup = 16 << 10
 func (j *avgPoolJob) Run(lo, hi int) {
 	g, v := j.g, j.vec
 	H, W, OH, OW, kh, kw, pt, pl := g.in[0], g.in[1], g.out[0], g.out[1], g.k[0], g.k[1], g.padB[0], g.padB[1]
+	s := g.stride[1] // the row stride too, or one output row (avgPoolSOK)
 	hp, wp := g.padded()
-	hw := hp * wp
-	// Planes are summed in groups of B, laid out one after the other: a
-	// tap's offset is the same for every output of the group, so a tap is
-	// one Add32s over all B planes (small planes, 8x8 or 17x17, made a
-	// call per tap and plane). Outputs whose window would reach into the
-	// next plane are past OW or OH and are never read.
-	B := max(1, min(hi-lo, avgPoolGroup/hw))
-	L := (B-1)*hw + (OH-1)*wp + OW
-	pbuf, abuf := getF32(B*hw), getF32(L)
-	xp, acc := (*pbuf)[:B*hw], (*abuf)[:L]
+	// Planes are summed in groups of B, laid out one after the other, hwp
+	// floats apart (a multiple of s): output (oy, ox) of plane b is sum
+	// element b*hws + oy*wp + ox, and its tap at offset o (ky*wp + kx) is
+	// padded element s*(b*hws + oy*wp + ox) + o. So a tap is one pass over
+	// all B planes (small planes, 8x8 or 17x17, made a call per tap and
+	// plane). Sums past OW in a row, or whose window would reach into the
+	// next plane, are never read.
+	hwp := (hp*wp + s - 1) / s * s
+	hws := hwp / s
+	B := max(1, min(hi-lo, avgPoolGroup/hwp))
+	L := (B-1)*hws + (OH-1)*wp + OW
+	// 16 floats of slack: SumTapsS2 reads one float past a tap.
+	pbuf, abuf := getF32(B*hwp+16), getF32(L)
+	xp, acc := (*pbuf)[:B*hwp+16], (*abuf)[:L]
 	clear(xp)
+	ch := func(oy int) int { return winCount(oy, kh, s, H, pt, g.padE[0], j.inclPad) }
+	cw := func(ox int) int { return winCount(ox, kw, s, W, pl, g.padE[1], j.inclPad) }
 	// Column runs of equal count: [ox0, ox1) with count c.
 	type run struct{ ox0, ox1, c int }
 	var runBuf [8]run
 	runs := runBuf[:0]
 	for ox := 0; ox < OW; {
-		c := winCount(ox, kw, W, pl, g.padE[1], j.inclPad)
+		c := cw(ox)
 		e := ox + 1
-		for e < OW && winCount(e, kw, W, pl, g.padE[1], j.inclPad) == c {
+		for e < OW && cw(e) == c {
 			e++
 		}
 		runs = append(runs, run{ox, e, c})
 		ox = e
 	}
 	// uniform: every window has the same count (count_include_pad with
-	// pads inside the window, Inception's pools): one division over the
-	// whole group, then the rows are copied out.
+	// pads inside the window, Inception's pools; DenseNet's 2x2/2): one
+	// division over the whole group, then the rows are copied out.
 	uniform := len(runs) == 1
 	for oy := 1; oy < OH && uniform; oy++ {
-		uniform = winCount(oy, kh, H, pt, g.padE[0], j.inclPad) == winCount(0, kh, H, pt, g.padE[0], j.inclPad)
+		uniform = ch(oy) == ch(0)
 	}
-	div := float32(winCount(0, kh, H, pt, g.padE[0], j.inclPad) * runs[0].c)
-	// The taps' offsets for amd64.SumTapsZ, in the window's order.
+	div := float32(ch(0) * runs[0].c)
+	// The taps' offsets, in the window's order (more than 64: offs
+	// allocates).
 	var offBuf [64]int32
 	offs := offBuf[:0]
-	z := j.z && kh*kw <= len(offBuf)
-	for ky := 0; z && ky < kh; ky++ {
+	for ky := 0; ky < kh; ky++ {
 		for kx := 0; kx < kw; kx++ {
 			offs = append(offs, int32(ky*wp+kx))
 		}
 	}
+	z := j.z && s == 1 && len(offs) <= len(offBuf)
 	for c0 := lo; c0 < hi; c0 += B {
 		nb := min(B, hi-c0)
-		n := (nb-1)*hw + (OH-1)*wp + OW
+		n := (nb-1)*hws + (OH-1)*wp + OW
 		for b := 0; b < nb; b++ {
 			c := c0 + b
-			intoPadded(xp[b*hw:(b+1)*hw], j.x[c*H*W:(c+1)*H*W], g, wp)
+			intoPadded(xp[b*hwp:(b+1)*hwp], j.x[c*H*W:(c+1)*H*W], g, wp)
 		}
 		a := acc[:n]
-		if z {
-			// All taps in one pass, 16 outputs at a time, then the
-			// tail: the same additions in the same order.
-			n16 := n &^ 15
-			if n16 > 0 {
-				amd64.SumTapsZ(n16, len(offs), &offs[0], &xp[0], &a[0])
-			}
-			for i := n16; i < n; i++ {
-				var s float32
-				for _, o := range offs {
-					s = vmath.Add32(s, xp[int(o)+i])
-				}
-				a[i] = s
-			}
-		} else {
+		switch {
+		case s == 1 && !z:
 			clear(a)
-			for ky := 0; ky < kh; ky++ {
-				for kx := 0; kx < kw; kx++ {
-					o := ky*wp + kx
-					v.Add32s(a, a, xp[o:o+n])
+			for _, o := range offs {
+				v.Add32s(a, a, xp[o:int(o)+n])
+			}
+		default:
+			// All taps in one pass, 16 (SumTapsZ) or 8 (SumTapsS2)
+			// outputs at a time, then the tail: the same additions in
+			// the same order.
+			i := 0
+			if z && n >= 16 {
+				i = n &^ 15
+				amd64.SumTapsZ(i, len(offs), &offs[0], &xp[0], &a[0])
+			} else if j.fast && s == 2 && n >= 8 {
+				i = n &^ 7
+				amd64.SumTapsS2(i, len(offs), &offs[0], &xp[0], &a[0])
+			}
+			for ; i < n; i++ {
+				var sum float32
+				for _, o := range offs {
+					sum = vmath.Add32(sum, xp[s*i+int(o)])
 				}
+				a[i] = sum
 			}
 		}
 		if uniform {
@@ -158,13 +170,13 @@ func (j *avgPoolJob) Run(lo, hi int) {
 		}
 		for b := 0; b < nb; b++ {
 			c := c0 + b
-			ab, yc := a[b*hw:], j.y[c*OH*OW:(c+1)*OH*OW]
+			ab, yc := a[b*hws:], j.y[c*OH*OW:(c+1)*OH*OW]
 			for oy := 0; oy < OH; oy++ {
 				if uniform {
 					copy(yc[oy*OW:(oy+1)*OW], ab[oy*wp:oy*wp+OW])
 					continue
 				}
-				r := winCount(oy, kh, H, pt, g.padE[0], j.inclPad)
+				r := ch(oy)
 				for _, ru := range runs {
 					v.DivScalar32s(yc[oy*OW+ru.ox0:oy*OW+ru.ox1], ab[oy*wp+ru.ox0:oy*wp+ru.ox1], float32(r*ru.c))
 				}

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -11,7 +12,7 @@ import (
 	"github.com/vouchml/vouch/tensor"
 )
 
-// TestAvgPoolS1Twin: the unit-stride float32 AveragePool (avgPoolS1) gives
+// TestAvgPoolS1Twin: the unit-stride float32 AveragePool (avgPoolPlanes) gives
 // at every level, through Run and Into, at 1 and 3 workers, the portable
 // level's bits, and those are the generic window walk's (sumPoolF32's)
 // except where both are NaN (plain Go's sum leaves the payload free):
@@ -59,38 +60,46 @@ func TestAvgPoolS1Twin(t *testing.T) {
 			continue
 		}
 		tried++
-		want, err := runAveragePool(ctxAt(nil, kernel.ISAPortable, nil), n, []*tensor.Tensor{x})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wd := want[0].Data.([]float32)
-		ref := make([]float32, len(wd))
-		sumPoolF32(x.Data.([]float32), windowTable(g), shape[0]*shape[1], ref, n.Int("count_include_pad", 0) != 0, false, 0)
-		for k := range ref {
-			if math.Float32bits(ref[k]) != math.Float32bits(wd[k]) && !(ref[k] != ref[k] && wd[k] != wd[k]) {
-				t.Fatalf("case %d (%v, %v): y[%d] = %g, window walk %g", i, shape, attrs, k, wd[k], ref[k])
-			}
-		}
-		for _, l := range append([]kernel.ISA{kernel.ISAPortable}, vectorLevels()...) {
-			for _, p := range pools {
-				got, err := runAveragePool(ctxAt(p, l, nil), n, []*tensor.Tensor{x})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d := sameF32(got[0].Data.([]float32), wd); d >= 0 {
-					t.Fatalf("case %d, level %v, %d workers: Run y[%d] = %g, portable %g", i, l, p.Workers(), d, got[0].Data.([]float32)[d], wd[d])
-				}
-				y := tensor.New(tensor.Float32, want[0].Shape...)
-				if err := intoAveragePool(ctxAt(p, l, nil), n, []*tensor.Tensor{x}, []*tensor.Tensor{y}); err != nil {
-					t.Fatal(err)
-				}
-				if d := sameF32(y.Data.([]float32), wd); d >= 0 {
-					t.Fatalf("case %d, level %v: Into y[%d] = %g, Run %g", i, l, d, y.Data.([]float32)[d], wd[d])
-				}
-			}
-		}
+		checkAvgPoolTwin(t, pools, n, x, g, fmt.Sprintf("case %d (%v, %v)", i, shape, attrs))
 	}
 	if tried < 30 {
 		t.Fatalf("only %d cases ran the unit-stride kernel", tried)
+	}
+}
+
+// checkAvgPoolTwin requires AveragePool n of x (geometry g) to give at
+// every level, through Run and Into, on each pool, the portable level's
+// bits, and those to be sumPoolF32's except where both are NaN.
+func checkAvgPoolTwin(t *testing.T, pools []*parallel.Pool, n *ir.Node, x *tensor.Tensor, g *geom, what string) {
+	t.Helper()
+	want, err := runAveragePool(ctxAt(nil, kernel.ISAPortable, nil), n, []*tensor.Tensor{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd := want[0].Data.([]float32)
+	ref := make([]float32, len(wd))
+	sumPoolF32(x.Data.([]float32), windowTable(g), x.Shape[0]*x.Shape[1], ref, n.Int("count_include_pad", 0) != 0, false, 0)
+	for k := range ref {
+		if math.Float32bits(ref[k]) != math.Float32bits(wd[k]) && !(ref[k] != ref[k] && wd[k] != wd[k]) {
+			t.Fatalf("%s: y[%d] = %g, window walk %g", what, k, wd[k], ref[k])
+		}
+	}
+	for _, l := range append([]kernel.ISA{kernel.ISAPortable}, vectorLevels()...) {
+		for _, p := range pools {
+			got, err := runAveragePool(ctxAt(p, l, nil), n, []*tensor.Tensor{x})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := sameF32(got[0].Data.([]float32), wd); d >= 0 {
+				t.Fatalf("%s, level %v, %d workers: Run y[%d] = %g, portable %g", what, l, p.Workers(), d, got[0].Data.([]float32)[d], wd[d])
+			}
+			y := tensor.New(tensor.Float32, want[0].Shape...)
+			if err := intoAveragePool(ctxAt(p, l, nil), n, []*tensor.Tensor{x}, []*tensor.Tensor{y}); err != nil {
+				t.Fatal(err)
+			}
+			if d := sameF32(y.Data.([]float32), wd); d >= 0 {
+				t.Fatalf("%s, level %v: Into y[%d] = %g, Run %g", what, l, d, y.Data.([]float32)[d], wd[d])
+			}
+		}
 	}
 }

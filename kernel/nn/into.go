@@ -508,8 +508,8 @@ func intoAveragePool(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error 
 	if out[0].Len() != NC*prod(g.out) {
 		return fmt.Errorf("nn: AveragePool: preallocated output has %d elements, want %d", out[0].Len(), NC*prod(g.out))
 	}
-	if avgPoolS1OK(g) {
-		avgPoolS1(machineOf(c), g, NC, x.Data.([]float32), out[0].Data.([]float32), n.Int("count_include_pad", 0) != 0)
+	if avgPoolS1OK(g) || avgPoolSOK(g) {
+		avgPoolPlanes(machineOf(c), g, NC, x.Data.([]float32), out[0].Data.([]float32), n.Int("count_include_pad", 0) != 0)
 		return nil
 	}
 	sumPoolF32(x.Data.([]float32), pw, NC, out[0].Data.([]float32), n.Int("count_include_pad", 0) != 0, false, 0)

@@ -137,8 +137,8 @@ func runSumPool(c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor, lp bool) ([]*ten
 		return []*tensor.Tensor{tensor.From(y, out...)}, nil
 	}
 	y := make([]float32, NC*P)
-	if !lp && avgPoolS1OK(g) {
-		avgPoolS1(machineOf(c), g, NC, xf, y, inclPad)
+	if !lp && (avgPoolS1OK(g) || avgPoolSOK(g)) {
+		avgPoolPlanes(machineOf(c), g, NC, xf, y, inclPad)
 		return []*tensor.Tensor{f32As(x.DType, out, y)}, nil
 	}
 	sumPoolF32(xf, windowTable(g), NC, y, inclPad, lp, float32(p))

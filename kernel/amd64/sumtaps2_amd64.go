@@ -1,0 +1,12 @@
+package amd64
+
+// SumTapsS2 (AVX2, where Enabled) sets y[i], i < n (n a multiple of 8),
+// to the sum acc = acc + x[2i+offs[t]] over t < taps (at least one)
+// ascending from +0, each addition VADDPS with acc its first source (a
+// NaN acc keeps its payload, quieted, as vmath.Add32(acc, x) does); x is
+// read up to one float past the last tap, x[2(n-1)+offs[t]+1]. Package
+// nn's AveragePool of strides 2 sums its windows so, over flat zero-padded
+// planes, one offset per tap (SumTapsZ's layout at stride 2).
+//
+//go:noescape
+func SumTapsS2(n, taps int, offs *int32, x *float32, y *float32)

@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package amd64
+
+func SumTapsS2(n, taps int, offs *int32, x *float32, y *float32) {
+	panic("amd64: not available")
+}
