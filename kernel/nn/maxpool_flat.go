@@ -56,8 +56,10 @@ type maxFlatTab struct {
 // rows whose taps MaxRowsZ's two sources hold (maxRowsPer).
 func maxFlatOK(pool machine, g *geom) bool {
 	if pool.fast && !pool.z {
+		// Gathers lose to the row kernels on the 3-wide stride-2 pools
+		// MaxPoolK3S2 runs and on planes past maxTaps8Gathered outputs.
 		_, _, k3s2 := maxPoolK3S2OK(true, g)
-		return maxTaps8OK(g) && !k3s2
+		return maxTaps8OK(g) && !k3s2 && (maxFlatUnit(g) || prod(g.out) <= maxTaps8Gathered)
 	}
 	if !pool.z || len(g.in) != 2 || prod(g.out) < 1 || prod(g.out) > maxFlatMaxOut || prod(g.k) > maxFlatMaxTaps || prod(g.in) < 1 {
 		return false
@@ -92,7 +94,7 @@ func maxRowsPer(g *geom) int {
 
 func newMaxFlatTab(g *geom) *maxFlatTab {
 	t := newMaxFlatTabZ(g)
-	if amd64.Enabled && maxTaps8OK(g) {
+	if amd64.Enabled && maxFlatOK(machine{fast: true}, g) {
 		t.offs8, t.tab8, t.nv8 = newMaxTaps8Tab(g)
 	}
 	return t

@@ -129,6 +129,7 @@ func BenchmarkMaxPoolSmall(b *testing.B) {
 		{192, 28, 3, 1, 1, true}, {480, 14, 3, 1, 1, true}, {832, 7, 3, 1, 1, true}, {832, 14, 2, 2, 0, true},
 		{480, 28, 3, 2, 0, true}, {192, 56, 3, 2, 0, true}, {256, 27, 3, 2, 0, true},
 		{256, 56, 2, 2, 0, false}, {512, 28, 2, 2, 0, false}, {512, 14, 2, 2, 0, false}, {384, 13, 3, 2, 0, false},
+		{128, 112, 2, 2, 0, false}, {64, 56, 3, 1, 1, false}, {128, 64, 2, 2, 0, false},
 	} {
 		b.Run(fmt.Sprintf("c%dhw%dk%ds%d", c.ch, c.hw, c.k, c.s), func(b *testing.B) {
 			attrs := []*ir.Attr{ints("kernel_shape", int64(c.k), int64(c.k)), ints("strides", int64(c.s), int64(c.s)),
