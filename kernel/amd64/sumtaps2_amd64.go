@@ -10,3 +10,10 @@ package amd64
 //
 //go:noescape
 func SumTapsS2(n, taps int, offs *int32, x *float32, y *float32)
+
+// SumTaps8 (AVX2, where Enabled) is SumTapsZ in 8 lanes, n a multiple of
+// 8: y[i] = acc + x[i+offs[t]] over t < taps from +0, VADDPS with acc its
+// first source (vmath.Add32's rule), with SumTapsZ's bits.
+//
+//go:noescape
+func SumTaps8(n, taps int, offs *int32, x *float32, y *float32)

@@ -2,6 +2,65 @@
 
 #include "textflag.h"
 
+
+// func SumTaps8(n, taps int, offs *int32, x, y *float32)
+// y[i] = the sum acc = acc + x[i+offs[t]] over t < taps (at least one)
+// from +0, VADDPS with acc its first source, for i < n (n a multiple of 8):
+// SumTapsZ in 8 lanes. Four vectors at a time while they last, then one.
+TEXT ·SumTaps8(SB), NOSPLIT, $0-40
+	MOVQ n+0(FP), CX
+	MOVQ taps+8(FP), DX
+	MOVQ offs+16(FP), R8
+	MOVQ x+24(FP), SI
+	MOVQ y+32(FP), DI
+	XORQ R9, R9
+q:
+	LEAQ 32(R9), AX
+	CMPQ AX, CX
+	JGT  o
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	LEAQ (SI)(R9*4), R10
+	XORQ R11, R11
+qt:
+	MOVLQSX (R8)(R11*4), AX
+	LEAQ (R10)(AX*4), AX
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 32(AX), Y1, Y1
+	VADDPS 64(AX), Y2, Y2
+	VADDPS 96(AX), Y3, Y3
+	INCQ R11
+	CMPQ R11, DX
+	JL   qt
+	VMOVUPS Y0, 0(DI)(R9*4)
+	VMOVUPS Y1, 32(DI)(R9*4)
+	VMOVUPS Y2, 64(DI)(R9*4)
+	VMOVUPS Y3, 96(DI)(R9*4)
+	ADDQ $32, R9
+	JMP  q
+o:
+	LEAQ 8(R9), AX
+	CMPQ AX, CX
+	JGT  done
+	VXORPS Y0, Y0, Y0
+	LEAQ (SI)(R9*4), R10
+	XORQ R11, R11
+ot:
+	MOVLQSX (R8)(R11*4), AX
+	LEAQ (R10)(AX*4), AX
+	VADDPS 0(AX), Y0, Y0
+	INCQ R11
+	CMPQ R11, DX
+	JL   ot
+	VMOVUPS Y0, 0(DI)(R9*4)
+	ADDQ $8, R9
+	JMP  o
+done:
+	VZEROUPPER
+	RET
+
 // func SumTapsS2(n, taps int, offs *int32, x, y *float32)
 // y[i] = the sum acc = acc + x[2i+offs[t]] over t < taps (at least one)
 // from +0, VADDPS with acc its first source, for i < n (n a multiple of 8).

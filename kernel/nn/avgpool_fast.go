@@ -20,10 +20,10 @@ import (
 // rows' count times the columns'. Per level the Vec's vector and scalar
 // additions and divisions give the same bits, NaNs included (Add32's
 // rule); plain Go's sum in sumPoolF32 may keep the other NaN's payload
-// where two NaNs meet, which the contract leaves free. On AVX-512 all of
-// a window's taps are added in one pass (amd64.SumTapsZ: VADDPS with the
-// sum its first source, Add32's rule), not one pass over the group per
-// tap.
+// where two NaNs meet, which the contract leaves free. On AVX-512 and
+// AVX2 all of a window's taps are added in one pass (amd64.SumTapsZ,
+// SumTaps8: VADDPS with the sum its first source, Add32's rule), not one
+// pass over the group per tap.
 
 // avgPoolS1OK reports whether g is an AveragePool geometry avgPoolS1 runs:
 // two spatial dimensions (or one, as its row view), unit strides and
@@ -57,7 +57,7 @@ type avgPoolJob struct {
 	g       *geom
 	x, y    []float32
 	vec     vmath.Vec
-	fast    bool // amd64.SumTapsS2 (stride 2)
+	fast    bool // amd64.SumTaps8 (stride 1), amd64.SumTapsS2 (stride 2)
 	z       bool // amd64.SumTapsZ (stride 1)
 	inclPad bool
 }
@@ -140,19 +140,22 @@ func (j *avgPoolJob) Run(lo, hi int) {
 		}
 		a := acc[:n]
 		switch {
-		case s == 1 && !z:
+		case s == 1 && !z && !j.fast:
 			clear(a)
 			for _, o := range offs {
 				v.Add32s(a, a, xp[o:int(o)+n])
 			}
 		default:
-			// All taps in one pass, 16 (SumTapsZ) or 8 (SumTapsS2)
-			// outputs at a time, then the tail: the same additions in
+			// All taps in one pass, 16 (SumTapsZ) or 8 (SumTaps8,
+			// SumTapsS2) outputs at a time, then the tail: the same additions in
 			// the same order.
 			i := 0
 			if z && n >= 16 {
 				i = n &^ 15
 				amd64.SumTapsZ(i, len(offs), &offs[0], &xp[0], &a[0])
+			} else if j.fast && s == 1 && n >= 8 {
+				i = n &^ 7
+				amd64.SumTaps8(i, len(offs), &offs[0], &xp[0], &a[0])
 			} else if j.fast && s == 2 && n >= 8 {
 				i = n &^ 7
 				amd64.SumTapsS2(i, len(offs), &offs[0], &xp[0], &a[0])

@@ -80,15 +80,19 @@ func TestAvgPoolSTwin(t *testing.T) {
 	}
 }
 
-// BenchmarkAvgPoolS is DenseNet-121's transition pools (2x2/2), one
-// worker, Into (thread CPU time: cpuLoop).
+// BenchmarkAvgPoolS is DenseNet-121's transition pools (2x2/2) and
+// Inception-v3's 3x3/1 pad 1 (count_include_pad), one worker, Into
+// (thread CPU time: cpuLoop).
 func BenchmarkAvgPoolS(b *testing.B) {
-	for _, c := range []struct{ ch, hw int }{{128, 56}, {256, 28}, {512, 14}} {
-		b.Run(fmt.Sprintf("c%dhw%d", c.ch, c.hw), func(b *testing.B) {
-			n := node("AveragePool", ints("kernel_shape", 2, 2), ints("strides", 2, 2))
+	for _, c := range []struct{ ch, hw, k, s int }{{128, 56, 2, 2}, {256, 28, 2, 2}, {512, 14, 2, 2}, {288, 35, 3, 1}, {768, 17, 3, 1}, {1280, 8, 3, 1}} {
+		b.Run(fmt.Sprintf("c%dhw%dk%ds%d", c.ch, c.hw, c.k, c.s), func(b *testing.B) {
+			n := node("AveragePool", ints("kernel_shape", int64(c.k), int64(c.k)), ints("strides", int64(c.s), int64(c.s)))
+			if c.s == 1 {
+				n = node("AveragePool", ints("kernel_shape", 3, 3), ints("pads", 1, 1, 1, 1), intAttr("count_include_pad", 1))
+			}
 			xs := []int{1, c.ch, c.hw, c.hw}
 			x := tensor.From(randF32(rand.New(rand.NewSource(1)), prod(xs)), xs...)
-			y := tensor.New(tensor.Float32, 1, c.ch, c.hw/2, c.hw/2)
+			y := tensor.New(tensor.Float32, 1, c.ch, c.hw/c.s, c.hw/c.s)
 			p := parallel.New(1)
 			defer p.Close()
 			ctx := &kernel.Ctx{Pool: p, State: new(kernel.State)}
