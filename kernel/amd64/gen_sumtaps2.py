@@ -2,7 +2,7 @@
 """Generates sumtaps2_amd64.s (go generate ./kernel/amd64, or from this
 directory: python3 gen_sumtaps2.py > sumtaps2_amd64.s).
 
-SumTaps8 and SumTapsS2: the AveragePool sums of column stride 1 and 2 in
+SumTaps8, SumTapsS2 and SumTapsS2R: the AveragePool sums of column stride 1 and 2 in
 AVX2 (see sumtaps2_amd64.go); the loops for four vectors and for one are
 the same lines per vector, written out here.
 """
@@ -39,6 +39,61 @@ TEXT ·SumTaps8(SB), NOSPLIT, $0-40
 	MOVQ x+24(FP), SI
 	MOVQ y+32(FP), DI
 	XORQ R9, R9'''
+
+
+S2R = '''
+// func SumTapsS2R(rows, n, taps int, offs *int32, x *float32, xs int, y *float32, ys int)
+// SumTapsS2 over rows rows of n >= 8 outputs, x and y advancing xs and ys
+// floats a row; a row's last vector overlaps the one before it where n is
+// not a multiple of 8 (its outputs computed twice, the same sums).
+TEXT ·SumTapsS2R(SB), NOSPLIT, $0-64
+	MOVQ rows+0(FP), BX
+	MOVQ n+8(FP), CX
+	MOVQ taps+16(FP), DX
+	MOVQ offs+24(FP), R8
+	MOVQ x+32(FP), SI
+	MOVQ xs+40(FP), R12
+	SHLQ $2, R12
+	MOVQ y+48(FP), DI
+	MOVQ ys+56(FP), R13
+	SHLQ $2, R13
+row:
+	TESTQ BX, BX
+	JZ   done
+	XORQ R9, R9
+vec:
+	CMPQ R9, CX
+	JGE  next
+	LEAQ 8(R9), AX
+	CMPQ AX, CX
+	JLE  sum
+	LEAQ -8(CX), R9
+sum:
+	VXORPS Y0, Y0, Y0
+	LEAQ (SI)(R9*8), R10
+	XORQ R11, R11
+tap:
+	MOVLQSX (R8)(R11*4), AX
+	LEAQ (R10)(AX*4), AX
+	VMOVUPS (AX), Y4
+	VMOVUPS 32(AX), Y5
+	VSHUFPS $0x88, Y5, Y4, Y4
+	VPERMPD $0xd8, Y4, Y4
+	VADDPS Y4, Y0, Y0
+	INCQ R11
+	CMPQ R11, DX
+	JL   tap
+	VMOVUPS Y0, (DI)(R9*4)
+	ADDQ $8, R9
+	JMP  vec
+next:
+	ADDQ R12, SI
+	ADDQ R13, DI
+	DECQ BX
+	JMP  row
+done:
+	VZEROUPPER
+	RET'''
 
 
 def block(e, V, lbl, nxt, s=2):
@@ -91,6 +146,7 @@ def main():
     e("done:")
     e("\tVZEROUPPER")
     e("\tRET")
+    e(S2R)
     print("\n".join(out))
 
 

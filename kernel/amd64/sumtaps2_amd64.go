@@ -17,3 +17,12 @@ func SumTapsS2(n, taps int, offs *int32, x *float32, y *float32)
 //
 //go:noescape
 func SumTaps8(n, taps int, offs *int32, x *float32, y *float32)
+
+// SumTapsS2R (AVX2, where Enabled) is SumTapsS2 over rows rows of n >= 8
+// outputs (any n), y[r*ys+i] = the sum over t of x[r*xs+2i+offs[t]], a
+// row's last vector overlapping the one before where n is not a multiple
+// of 8 (the same sums written twice): AveragePool rows at stride 2 without
+// the sums between rows that SumTapsS2's flat run computes.
+//
+//go:noescape
+func SumTapsS2R(rows, n, taps int, offs *int32, x *float32, xs int, y *float32, ys int)

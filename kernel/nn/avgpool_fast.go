@@ -131,19 +131,33 @@ func (j *avgPoolJob) Run(lo, hi int) {
 		}
 	}
 	z := j.z && s == 1 && len(offs) <= len(offBuf)
+	direct := pt == 0 && pl == 0 && hp == H && wp == W && hwp == H*W
 	for c0 := lo; c0 < hi; c0 += B {
 		nb := min(B, hi-c0)
 		n := (nb-1)*hws + (OH-1)*wp + OW
-		for b := 0; b < nb; b++ {
-			c := c0 + b
-			intoPadded(xp[b*hwp:(b+1)*hwp], j.x[c*H*W:(c+1)*H*W], g, wp)
+		// Planes that need no padding are read in place, where 16
+		// floats follow the group (the kernels' slack).
+		src := xp
+		if direct && (c0+nb)*H*W+16 <= len(j.x) {
+			src = j.x[c0*H*W:]
+		} else {
+			for b := 0; b < nb; b++ {
+				c := c0 + b
+				intoPadded(xp[b*hwp:(b+1)*hwp], j.x[c*H*W:(c+1)*H*W], g, wp)
+			}
 		}
 		a := acc[:n]
 		switch {
+		case j.fast && s == 2 && OW >= 8:
+			// Row by row: only the sums that are read (the flat run
+			// computes wp per row, about twice OW).
+			for b := 0; b < nb; b++ {
+				amd64.SumTapsS2R(OH, OW, len(offs), &offs[0], &src[b*hwp], 2*wp, &a[b*hws], wp)
+			}
 		case s == 1 && !z && !j.fast:
 			clear(a)
 			for _, o := range offs {
-				v.Add32s(a, a, xp[o:int(o)+n])
+				v.Add32s(a, a, src[o:int(o)+n])
 			}
 		default:
 			// All taps in one pass, 16 (SumTapsZ) or 8 (SumTaps8,
@@ -152,18 +166,18 @@ func (j *avgPoolJob) Run(lo, hi int) {
 			i := 0
 			if z && n >= 16 {
 				i = n &^ 15
-				amd64.SumTapsZ(i, len(offs), &offs[0], &xp[0], &a[0])
+				amd64.SumTapsZ(i, len(offs), &offs[0], &src[0], &a[0])
 			} else if j.fast && s == 1 && n >= 8 {
 				i = n &^ 7
-				amd64.SumTaps8(i, len(offs), &offs[0], &xp[0], &a[0])
+				amd64.SumTaps8(i, len(offs), &offs[0], &src[0], &a[0])
 			} else if j.fast && s == 2 && n >= 8 {
 				i = n &^ 7
-				amd64.SumTapsS2(i, len(offs), &offs[0], &xp[0], &a[0])
+				amd64.SumTapsS2(i, len(offs), &offs[0], &src[0], &a[0])
 			}
 			for ; i < n; i++ {
 				var sum float32
 				for _, o := range offs {
-					sum = vmath.Add32(sum, xp[s*i+int(o)])
+					sum = vmath.Add32(sum, src[s*i+int(o)])
 				}
 				a[i] = sum
 			}
