@@ -104,6 +104,9 @@ type Program struct {
 	fe   *fast.Engine
 	fe8  *fast.Int8Engine // fast_int8.cu's kernels (fast_int8.go)
 	fast map[*ir.Node]*fastSpec
+	// prof, set by Profile (under setup), makes runs direct, with an event
+	// after each layer.
+	prof *profiler
 }
 
 // lane is one stream's resources: runs on a lane are serial.
@@ -472,8 +475,14 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 	if err := s.stageInputs(inputs); err != nil {
 		return nil, err
 	}
+	prof := pr.prof
 	layers := func() error {
-		for _, n := range pr.g.Nodes {
+		if prof != nil {
+			if err := prof.start(pr.c, l.st); err != nil {
+				return err
+			}
+		}
+		for i, n := range pr.g.Nodes {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -485,6 +494,11 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 			}
 			if err != nil {
 				return fmt.Errorf("engine: layer %s (%s): %w", n.Name, n.OpType, err)
+			}
+			if prof != nil {
+				if err := prof.layer(l.st, i, n); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -501,6 +515,8 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 		return l.ev1.Record(l.st)
 	}
 	switch {
+	case prof != nil:
+		err = layers()
 	case !pr.allGPU || b.runs == 0:
 		// The first run of a shape runs directly: it allocates the
 		// buffers and the kernels' tables, which a capture cannot.
@@ -1149,6 +1165,13 @@ func (s *state) body(n *ir.Node, ins []string) error {
 // >= 3 with equal batch dimensions (one product per batch); each output
 // one chain over k ascending from +0.
 func (s *state) matmul(an, bn, out string) (uint64, []int, error) {
+	return s.matmulEpi(an, bn, out, nil, fused.Layer{})
+}
+
+// matmulEpi is matmul; for a fast MatMul whose placement names an
+// epilogue (s.cur.epi), fused layer n's (layout h) first Adds run in the
+// kernel's epilogue.
+func (s *state) matmulEpi(an, bn, out string, n *ir.Node, h fused.Layer) (uint64, []int, error) {
 	a, as, err := s.dev(an)
 	if err != nil {
 		return 0, nil, err
@@ -1182,7 +1205,16 @@ func (s *state) matmul(an, bn, out string) (uint64, []int, error) {
 		if batched {
 			return 0, nil, fmt.Errorf("fast MatMul of %v by %v (the fast kernel takes a 2-D B)", as, bs)
 		}
-		return y, os, s.fastMatMul(a, M, N, K, bn, y)
+		var bias, res uint64
+		if len(s.cur.epi) > 0 {
+			if n == nil {
+				return 0, nil, fmt.Errorf("fast MatMul epilogue %v outside a fused layer", s.cur.epi)
+			}
+			if bias, res, err = s.epilogueOperands(n, h, os); err != nil {
+				return 0, nil, err
+			}
+		}
+		return y, os, s.fastMatMul(a, M, N, K, bn, bias, res, y)
 	}
 	if !batched {
 		if ok, err := s.smallProduct(bn, M, N, K, a, y); ok {
@@ -1522,13 +1554,17 @@ func reshaped(in []int, spec []int64, allowZero bool) ([]int, error) {
 // the product exact, or an operand of the output's shape), then the
 // activation: kernel/fused's epilogue, operation by operation.
 func (s *state) matmulFused(n *ir.Node, h fused.Layer) error {
-	y, os, err := s.matmul(n.Inputs[0], n.Inputs[1], n.Outputs[0])
+	y, os, err := s.matmulEpi(n.Inputs[0], n.Inputs[1], n.Outputs[0], n, h)
 	if err != nil {
 		return err
 	}
 	e := s.pr.e
 	count := int64(tensor.NumElems(os))
-	for i := range h.Adds {
+	first := 0 // the Adds the fast epilogue ran
+	if s.cur != nil {
+		first = len(s.cur.epi)
+	}
+	for i := first; i < h.Adds; i++ {
 		r, rs, err := s.dev(n.Inputs[2+i])
 		if err != nil {
 			return err
