@@ -107,6 +107,9 @@ type Program struct {
 	// prof, set by Profile (under setup), makes runs direct, with an event
 	// after each layer.
 	prof *profiler
+	// foldedOut: the fused attentions whose output a folded Transpose
+	// reads (fold.go).
+	foldedOut map[*ir.Node]bool
 }
 
 // lane is one stream's resources: runs on a lane are serial.
@@ -268,6 +271,7 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 			return nil, err
 		}
 	}
+	pr.foldedOut = foldedOutputs(p.Graph, pr.kernel)
 	if err := pr.openFast(p.Graph, layers); err != nil {
 		pr.Close()
 		return nil, err
@@ -397,6 +401,9 @@ type val struct {
 	ptr   uint64
 	shape []int
 	host  *tensor.Tensor
+	// strides: a folded move's strided view (fold.go; nil: contiguous),
+	// which only the fused attention reads.
+	strides []int
 }
 
 type state struct {
@@ -620,6 +627,9 @@ func (l *lane) toHost(v []float32, src uint64) error {
 // or reading a weight.
 func (s *state) dev(name string) (uint64, []int, error) {
 	if v := s.vals[name]; v != nil {
+		if v.strides != nil {
+			return 0, nil, fmt.Errorf("value %s is a folded strided view (%s), which only a fused attention reads", name, foldKernel)
+		}
 		if v.ptr == 0 && v.host != nil {
 			if v.host.DType != tensor.Float32 {
 				return 0, nil, fmt.Errorf("value %s is %v, GPU kernels take float32", name, v.host.DType)
@@ -755,6 +765,9 @@ func (s *state) gpu(n *ir.Node) error {
 	e := s.pr.e
 	s.cur = s.pr.fast[n]
 	defer func() { s.cur = nil }()
+	if s.pr.kernel[n] == foldKernel {
+		return s.fold(n)
+	}
 	if ok, err := s.extraGPU(n); ok {
 		return err
 	}
@@ -1483,7 +1496,9 @@ func (s *state) reshape(n *ir.Node) error {
 	v := s.vals[n.Inputs[0]]
 	var shape []int
 	var ptr uint64
-	if v == nil || v.ptr != 0 || v.host == nil {
+	if v != nil && v.strides != nil {
+		shape = v.shape
+	} else if v == nil || v.ptr != 0 || v.host == nil {
 		var err error
 		if ptr, shape, err = s.dev(n.Inputs[0]); err != nil {
 			return err
@@ -1498,6 +1513,9 @@ func (s *state) reshape(n *ir.Node) error {
 	out, err := reshaped(shape, spec, n.Int("allowzero", 0) != 0)
 	if err != nil {
 		return err
+	}
+	if v != nil && v.strides != nil {
+		return s.reshapeView(n, v, out)
 	}
 	nv := &val{ptr: ptr, shape: out}
 	if v != nil && v.host != nil {

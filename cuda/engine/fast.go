@@ -114,6 +114,7 @@ func PlaceFast(g *ir.Graph, types map[string]ir.Type, o FastOptions) ([]plan.Pla
 		}
 		out[i].Kernel = k
 	}
+	foldAttention(g, types, out)
 	// Each fast layer's placement states its kernel's precision (plan
 	// refuses one that does not).
 	for i := range out {

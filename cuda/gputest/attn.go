@@ -108,7 +108,7 @@ func (s *fastSuite) launchAttn(st *cuda.Stream, c attn.Case, q, kt, v, m, y uint
 	}
 	g := c.G
 	args := (&cuda.Args{}).Ptr(q).Ptr(kt).Ptr(v).Ptr(m).Ptr(y).I32(int32(g.S)).I32(int32(g.H)).I32(int32(c.Op)).F32(c.Scale).
-		I64(int64(g.MB)).I64(int64(g.MH)).I64(int64(g.MI)).I64(int64(g.MJ))
+		I64(int64(g.MB)).I64(int64(g.MH)).I64(int64(g.MI)).I64(int64(g.MJ)).Struct(attn.Contiguous(g).Words()...)
 	return f.Launch(st, cuda.D3(uint32((g.S+kernels.FastAttnBQ-1)/kernels.FastAttnBQ), uint32(g.H), uint32(g.B)), cuda.D3(kernels.FastAttnThreads, 1, 1), 0, args)
 }
 
@@ -319,7 +319,10 @@ func (s *fastSuite) attnModel(path string, exactTime bool) error {
 	old.Layers = slices.Clone(sec.Layers)
 	nepi := 0
 	for i := range old.Layers {
-		if k := exactPasses(old.Layers[i].Kernel); k != old.Layers[i].Kernel {
+		if old.Layers[i].Kernel == engine.FoldKernel {
+			old.Layers[i].Kernel = kernels.Copy // the folded moves copy again
+			nepi++
+		} else if k := exactPasses(old.Layers[i].Kernel); k != old.Layers[i].Kernel {
 			old.Layers[i].Kernel = k
 			nepi++
 		}
@@ -332,8 +335,8 @@ func (s *fastSuite) attnModel(path string, exactTime bool) error {
 		sec   plan.GPU
 		full  bool
 	}{
-		{"fp16 (fused attention, staged LayerNorm, MatMul epilogue)", sec, true},
-		{"fp16 seventh session (MatMul bias, residual as exact passes)", old, false},
+		{"fp16 (fused attention, staged LayerNorm, MatMul epilogue, moves folded)", sec, true},
+		{"fp16 seventh session (MatMul bias, residual as exact passes; Split, Transposes copy)", old, false},
 	} {
 		nfast, nattn, nln := 0, 0, 0
 		for _, l := range v.sec.Layers {
@@ -347,7 +350,7 @@ func (s *fastSuite) attnModel(path string, exactTime bool) error {
 				nattn++
 			}
 		}
-		fmt.Fprintf(s.w, "model %s %s: %d of %d layers fast (%d fused attention), %d on %s, mode %s; %d notes; %d MatMul epilogues\n", name, v.label, nfast, len(v.sec.Layers), nattn, nln, kernels.FastLayerNorm, v.sec.Mode, len(notes), nepi)
+		fmt.Fprintf(s.w, "model %s %s: %d of %d layers fast (%d fused attention), %d on %s, mode %s; %d notes; %d MatMul epilogues and folded moves\n", name, v.label, nfast, len(v.sec.Layers), nattn, nln, kernels.FastLayerNorm, v.sec.Mode, len(notes), nepi)
 		p, err := mk(v.sec)
 		if err != nil {
 			return err
