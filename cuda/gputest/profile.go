@@ -9,6 +9,9 @@ import (
 
 	"github.com/vouchml/vouch/bench"
 	"github.com/vouchml/vouch/cuda/engine"
+	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel"
+	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -20,7 +23,7 @@ import (
 // The profiled run's outputs are checked against the same plan's graph
 // run (ref, per batch: nil to skip).
 func (s *fastSuite) profileModel(ctx context.Context, label string, p *plan.Plan, ref map[int]map[string]*tensor.Tensor) {
-	pr, err := engine.Open(s.drv, s.cfg.Device, p, nil)
+	pr, err := engine.Open(s.drv, s.cfg.Device, p, hostLayer)
 	if err != nil {
 		fmt.Fprintf(s.w, "profile %s: not opened: %v\n", label, err)
 		return
@@ -78,4 +81,14 @@ func (s *fastSuite) profileModel(ctx context.Context, label string, p *plan.Plan
 			fmt.Fprintf(s.w, "profile %s batch %d: %7.3f ms %5.1f%% %3d x %s\n", label, b, v.ms, 100*v.ms/math.Max(total, 1e-9), v.n, strings.TrimSpace(v.key))
 		}
 	}
+}
+
+// hostLayer runs a layer the program runs on the host (the shape layers
+// host(shape) places) with the CPU's kernel, as exec's engine does.
+func hostLayer(_ context.Context, n *ir.Node, in []*tensor.Tensor, _ map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	k, err := builtin.Registry().Lookup(n)
+	if err != nil {
+		return nil, err
+	}
+	return k.Run(&kernel.Ctx{}, n, in)
 }
