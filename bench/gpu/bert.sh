@@ -38,20 +38,24 @@ if [ -n "${FAST:-}" ]; then
 	# fused, each: row 0 alone vs in batches of 2, 8 and 64, RUNS runs, 2/4
 	# lanes, the CPU emulation at batch 1, the accuracy against the exact
 	# plan, timed at batches 1 and 64 (and the exact plan); then PyTorch on
-	# the same GPU. Log also $OUT/fast.log.
+	# the same GPU. Log also $OUT/fast.log. The suite also profiles the
+	# plans (engine.Profile: "profile" lines, each layer's GPU time in a
+	# direct run with the launches queued ahead, summed per op and kernel;
+	# every layer's "layer" line in fast.log). EXACT=false leaves out the
+	# exact plan's timing, TORCH_DTYPES=fp16 PyTorch's FP32.
 	# The export runs while the check compiles the kernels and tests them
 	# (-attn-wait: it waits for the model file).
 	(MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 150 python3 "$(dirname "$0")/torch_bert.py" --export $T --hidden --batches 1 2>&1 | grep -v Warning | tail -3) &
 	exp=$!
 	timeout "${SUITE_S:-240}" $T/gputest.test -test.run 'TestFastAttention$' -test.v -attn-models $T/bert_base/model.onnx -attn-wait 170s \
-		-attn-record "$OUT/attn-record.txt" -attn-runs "${RUNS:-20}" >"$OUT/fast.log" 2>&1
+		-attn-record "$OUT/attn-record.txt" -attn-runs "${RUNS:-20}" -attn-exact="${EXACT:-true}" >"$OUT/fast.log" 2>&1
 	echo "fast suite exit $?"
 	# The export's pid: a bare wait would also wait for the log's tee (the
 	# 2026-12-03 call hung there until its limit, before the PyTorch peer).
 	wait $exp
-	grep -E "^(bench|accuracy|model|attn:|kernel|time|emulation|FAIL)|fast attention|panic|^---|^ok" "$OUT/fast.log" | head -60
+	grep -E "^(bench|accuracy|model|attn:|kernel|time|emulation|profile|FAIL)|fast attention|panic|^---|^ok" "$OUT/fast.log" | head -120
 	echo "invariance lines: $(grep -c "^invariant" "$OUT/fast.log"), failures: $(grep -c "^FAIL" "$OUT/fast.log")"
-	MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 100 python3 "$(dirname "$0")/torch_bert.py" --time --hidden --batches 1,64 2>&1 | grep -v Warning | tail -6
+	MAKE_ZOO=scripts/make-zoo.py PYTHONUNBUFFERED=1 timeout 100 python3 "$(dirname "$0")/torch_bert.py" --time --hidden --batches 1,64 --dtypes "${TORCH_DTYPES:-fp32,fp16}" 2>&1 | grep -v Warning | tail -6
 	date -u
 	exit 0
 fi

@@ -68,6 +68,7 @@ def main():
     ap.add_argument("--export", default="", help="directory for bert_base/model.onnx and inputs")
     ap.add_argument("--batches", default="1,64")
     ap.add_argument("--time", action="store_true")
+    ap.add_argument("--dtypes", default="fp32,fp16", help="which of fp32 (TF32 off) and fp16 (autocast) to time")
     ap.add_argument("--hidden", action="store_true",
                     help="the model also returns the last encoder state (output \"hidden\", batch x 128 x 768): "
                          "batch invariance counted over 98,304 values a row, not 2")
@@ -108,7 +109,7 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     m = model.to(dev)
-    for dtype in (torch.float32, torch.float16):
+    for dtype in [{"fp32": torch.float32, "fp16": torch.float16}[d] for d in a.dtypes.split(",")]:
         # FP16 is autocast's (the model computes its mask in float32).
         for b in batches:
             ids = torch.randint(0, 30522, (b, 128), device=dev)

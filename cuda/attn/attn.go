@@ -297,3 +297,30 @@ func Softmax(x []float32) {
 		x[j] /= s
 	}
 }
+
+// Layout is where the fused kernel reads q, kt, v and writes y: each
+// operand's strides (b, h, row, column) in elements, q, v and y by
+// (b, h, i, d), kt by (b, h, d, j). It changes where a value is, never an
+// operation on it: every layout gives the same bits.
+type Layout struct {
+	Q, Kt, V, Y [4]int
+}
+
+// Contiguous is the layout of contiguous operands of g: q, v, y
+// [B][H][S][D], kt [B][H][D][S].
+func Contiguous(g Shape) Layout {
+	r := [4]int{g.H * g.S * g.D, g.S * g.D, g.D, 1}
+	return Layout{Q: r, Kt: [4]int{g.H * g.D * g.S, g.D * g.S, g.S, 1}, V: r, Y: r}
+}
+
+// Words is the layout as the kernels' va_lay struct of 16 long longs, in
+// 32-bit words (low first).
+func (l Layout) Words() []int32 {
+	var w []int32
+	for _, a := range [][4]int{l.Q, l.Kt, l.V, l.Y} {
+		for _, v := range a {
+			w = append(w, int32(uint32(uint64(v))), int32(uint32(uint64(v)>>32)))
+		}
+	}
+	return w
+}

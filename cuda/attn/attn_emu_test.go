@@ -211,6 +211,7 @@ int main(int argc, char** argv) {
 	int geo[4]; rd(geo, 16); // S, H, B, op
 	float scale; rd(&scale, 4);
 	long long st[4]; rd(st, 32);
+	va_lay lay; rd(&lay, sizeof lay);
 	bool pq, pk, pv, pm;
 	auto q = arr(&pq); auto kt = arr(&pk); auto v = arr(&pv); auto mask = arr(&pm);
 	fclose(in);
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
 	fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch({(unsigned)((S + %d) / %d), 1, 1}, {%d, 1, 1}, [&] { %s(q.data(), kt.data(), pv ? v.data() : nullptr, scale, y.data(), S, H); }); }\n",
 		kernels.FastLayerNorm, kernels.FastLayerNormRows-1, kernels.FastLayerNormRows, 32*kernels.FastLayerNormRows, kernels.FastLayerNorm)
 	for _, k := range kernels.FastAttnKernels[1:] {
-		fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch(grid, {128, 1, 1}, [&] { %s(q.data(), kt.data(), v.data(), mp, y.data(), S, H, op, scale, st[0], st[1], st[2], st[3]); }); }\n", k, k)
+		fmt.Fprintf(&b, "\tif (!strcmp(name, %q)) { ok = true; emu_launch(grid, {128, 1, 1}, [&] { %s(q.data(), kt.data(), v.data(), mp, y.data(), S, H, op, scale, st[0], st[1], st[2], st[3], lay); }); }\n", k, k)
 	}
 	b.WriteString(`	if (!ok) { fprintf(stderr, "no kernel %s\n", name); return 3; }
 	FILE* out = fopen(argv[2], "wb");
@@ -273,16 +274,17 @@ func buildAttnEmu(t *testing.T) (dir, bin string) {
 
 func runAttnEmu(t *testing.T, dir, bin string, c Case) []float32 {
 	t.Helper()
-	return runEmuNamed(t, dir, bin, c.Kernel(), c)
+	return runEmuNamed(t, dir, bin, c.Kernel(), c, Contiguous(c.G))
 }
 
 func runLayerNorm(t *testing.T, dir, bin string, c Case) []float32 {
 	t.Helper()
-	return runEmuNamed(t, dir, bin, kernels.FastLayerNorm, c)
+	return runEmuNamed(t, dir, bin, kernels.FastLayerNorm, c, Layout{})
 }
 
-// runEmuNamed runs kernel k of the emulation program on c's operands.
-func runEmuNamed(t *testing.T, dir, bin, k string, c Case) []float32 {
+// runEmuNamed runs kernel k of the emulation program on c's operands, laid
+// out as lay says.
+func runEmuNamed(t *testing.T, dir, bin, k string, c Case, lay Layout) []float32 {
 	t.Helper()
 	var buf bytes.Buffer
 	w := func(v any) { binary.Write(&buf, binary.LittleEndian, v) }
@@ -292,6 +294,7 @@ func runEmuNamed(t *testing.T, dir, bin, k string, c Case) []float32 {
 	w([]int32{int32(c.G.S), int32(c.G.H), int32(c.G.B), int32(c.Op)})
 	w(c.Scale)
 	w([]int64{int64(c.G.MB), int64(c.G.MH), int64(c.G.MI), int64(c.G.MJ)})
+	w(lay.Words())
 	for _, a := range [][]float32{c.Q, c.Kt, c.V, c.M} {
 		if a == nil {
 			w(int64(-1))
@@ -507,4 +510,67 @@ func cpuLayerNorm(t *testing.T, x, sc, bias []float32, rows, D int) []float32 {
 		t.Fatal(err)
 	}
 	return out[0].Data.([]float32)
+}
+
+// TestKernelStridedEmulated runs fast_attn.cu (under g++) on operands laid
+// out as a fast plan's folded moves leave them: q, k and v column ranges
+// of one QKV product [B][S][3][H][D] (k read as kt by d-contiguous keys),
+// y written as [B][S][H][D]; every output must be Reference's on the
+// contiguous operands, bit for bit, and the kernel must write no element
+// outside y's.
+func TestKernelStridedEmulated(t *testing.T) {
+	dir, bin := buildAttnEmu(t)
+	m16, _ := mma.ModelFor("sm_90", mma.FP16)
+	r := rand.New(rand.NewSource(5))
+	for _, sh := range [][4]int{{2, 3, 37, 64}, {1, 12, 128, 64}, {2, 2, 64, 32}} {
+		B, H, S, D := sh[0], sh[1], sh[2], sh[3]
+		c := Random(r, false, B, H, S, D, DivScale, 8, []int{B, 1, 1, S}, false)
+		HD := H * D
+		qkv := make([]float32, B*S*3*HD)
+		for b := 0; b < B; b++ {
+			for h := 0; h < H; h++ {
+				for i := 0; i < S; i++ {
+					for d := 0; d < D; d++ {
+						o := ((b*H+h)*S+i)*D + d
+						row := (b*S+i)*3*HD + h*D + d
+						qkv[row] = c.Q[o]
+						qkv[row+2*HD] = c.V[o]
+						qkv[row+HD] = c.Kt[((b*H+h)*D+d)*S+i]
+					}
+				}
+			}
+		}
+		want, err := Reference(m16, mma.FP16, c.G, c.Q, c.Kt, c.V, c.M, c.Op, c.Scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lay := Layout{Q: [4]int{S * 3 * HD, D, 3 * HD, 1}, Kt: [4]int{S * 3 * HD, D, 1, 3 * HD}, V: [4]int{S * 3 * HD, D, 3 * HD, 1},
+			Y: [4]int{S * HD, D, HD, 1}}
+		// The driver passes three arrays and writes y over q's length: q,
+		// kt and v are the product from their first column on.
+		sc := c
+		sc.Q, sc.Kt, sc.V = qkv, qkv[HD:], qkv[2*HD:]
+		got := runEmuNamed(t, dir, bin, c.Kernel(), sc, lay)
+		d := 0
+		for b := 0; b < B; b++ {
+			for h := 0; h < H; h++ {
+				for i := 0; i < S; i++ {
+					for e := 0; e < D; e++ {
+						g := got[(b*S+i)*HD+h*D+e]
+						if math.Float32bits(g) != math.Float32bits(want[((b*H+h)*S+i)*D+e]) {
+							d++
+						}
+					}
+				}
+			}
+		}
+		for i := B * S * HD; i < len(got); i++ {
+			if math.Float32bits(got[i]) != 0x7fbadbad {
+				t.Fatalf("B%d H%d S%d D%d: output %d past y written", B, H, S, D, i)
+			}
+		}
+		if d != 0 {
+			t.Errorf("B%d H%d S%d D%d strided: %d of %d outputs differ from Reference", B, H, S, D, d, len(want))
+		}
+	}
 }

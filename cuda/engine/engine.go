@@ -104,6 +104,12 @@ type Program struct {
 	fe   *fast.Engine
 	fe8  *fast.Int8Engine // fast_int8.cu's kernels (fast_int8.go)
 	fast map[*ir.Node]*fastSpec
+	// prof, set by Profile (under setup), makes runs direct, with an event
+	// after each layer.
+	prof *profiler
+	// foldedOut: the fused attentions whose output a folded Transpose
+	// reads (fold.go).
+	foldedOut map[*ir.Node]bool
 }
 
 // lane is one stream's resources: runs on a lane are serial.
@@ -265,6 +271,7 @@ func Open(d *cuda.Driver, ordinal int, p *plan.Plan, cpu CPULayer) (*Program, er
 			return nil, err
 		}
 	}
+	pr.foldedOut = foldedOutputs(p.Graph, pr.kernel)
 	if err := pr.openFast(p.Graph, layers); err != nil {
 		pr.Close()
 		return nil, err
@@ -394,6 +401,9 @@ type val struct {
 	ptr   uint64
 	shape []int
 	host  *tensor.Tensor
+	// strides: a folded move's strided view (fold.go; nil: contiguous),
+	// which only the fused attention reads.
+	strides []int
 }
 
 type state struct {
@@ -472,8 +482,14 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 	if err := s.stageInputs(inputs); err != nil {
 		return nil, err
 	}
+	prof := pr.prof
 	layers := func() error {
-		for _, n := range pr.g.Nodes {
+		if prof != nil {
+			if err := prof.start(pr.c, l.st); err != nil {
+				return err
+			}
+		}
+		for i, n := range pr.g.Nodes {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -485,6 +501,11 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 			}
 			if err != nil {
 				return fmt.Errorf("engine: layer %s (%s): %w", n.Name, n.OpType, err)
+			}
+			if prof != nil {
+				if err := prof.layer(l.st, i, n); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -501,6 +522,8 @@ func (pr *Program) Run(ctx context.Context, inputs []*tensor.Tensor) (outs []*te
 		return l.ev1.Record(l.st)
 	}
 	switch {
+	case prof != nil:
+		err = layers()
 	case !pr.allGPU || b.runs == 0:
 		// The first run of a shape runs directly: it allocates the
 		// buffers and the kernels' tables, which a capture cannot.
@@ -604,6 +627,9 @@ func (l *lane) toHost(v []float32, src uint64) error {
 // or reading a weight.
 func (s *state) dev(name string) (uint64, []int, error) {
 	if v := s.vals[name]; v != nil {
+		if v.strides != nil {
+			return 0, nil, fmt.Errorf("value %s is a folded strided view (%s), which only a fused attention reads", name, foldKernel)
+		}
 		if v.ptr == 0 && v.host != nil {
 			if v.host.DType != tensor.Float32 {
 				return 0, nil, fmt.Errorf("value %s is %v, GPU kernels take float32", name, v.host.DType)
@@ -739,6 +765,9 @@ func (s *state) gpu(n *ir.Node) error {
 	e := s.pr.e
 	s.cur = s.pr.fast[n]
 	defer func() { s.cur = nil }()
+	if s.pr.kernel[n] == foldKernel {
+		return s.fold(n)
+	}
 	if ok, err := s.extraGPU(n); ok {
 		return err
 	}
@@ -1149,6 +1178,13 @@ func (s *state) body(n *ir.Node, ins []string) error {
 // >= 3 with equal batch dimensions (one product per batch); each output
 // one chain over k ascending from +0.
 func (s *state) matmul(an, bn, out string) (uint64, []int, error) {
+	return s.matmulEpi(an, bn, out, nil, fused.Layer{})
+}
+
+// matmulEpi is matmul; for a fast MatMul whose placement names an
+// epilogue (s.cur.epi), fused layer n's (layout h) first Adds run in the
+// kernel's epilogue.
+func (s *state) matmulEpi(an, bn, out string, n *ir.Node, h fused.Layer) (uint64, []int, error) {
 	a, as, err := s.dev(an)
 	if err != nil {
 		return 0, nil, err
@@ -1182,7 +1218,16 @@ func (s *state) matmul(an, bn, out string) (uint64, []int, error) {
 		if batched {
 			return 0, nil, fmt.Errorf("fast MatMul of %v by %v (the fast kernel takes a 2-D B)", as, bs)
 		}
-		return y, os, s.fastMatMul(a, M, N, K, bn, y)
+		var bias, res uint64
+		if len(s.cur.epi) > 0 {
+			if n == nil {
+				return 0, nil, fmt.Errorf("fast MatMul epilogue %v outside a fused layer", s.cur.epi)
+			}
+			if bias, res, err = s.epilogueOperands(n, h, os); err != nil {
+				return 0, nil, err
+			}
+		}
+		return y, os, s.fastMatMul(a, M, N, K, bn, bias, res, y)
 	}
 	if !batched {
 		if ok, err := s.smallProduct(bn, M, N, K, a, y); ok {
@@ -1451,7 +1496,9 @@ func (s *state) reshape(n *ir.Node) error {
 	v := s.vals[n.Inputs[0]]
 	var shape []int
 	var ptr uint64
-	if v == nil || v.ptr != 0 || v.host == nil {
+	if v != nil && v.strides != nil {
+		shape = v.shape
+	} else if v == nil || v.ptr != 0 || v.host == nil {
 		var err error
 		if ptr, shape, err = s.dev(n.Inputs[0]); err != nil {
 			return err
@@ -1466,6 +1513,9 @@ func (s *state) reshape(n *ir.Node) error {
 	out, err := reshaped(shape, spec, n.Int("allowzero", 0) != 0)
 	if err != nil {
 		return err
+	}
+	if v != nil && v.strides != nil {
+		return s.reshapeView(n, v, out)
 	}
 	nv := &val{ptr: ptr, shape: out}
 	if v != nil && v.host != nil {
@@ -1522,13 +1572,17 @@ func reshaped(in []int, spec []int64, allowZero bool) ([]int, error) {
 // the product exact, or an operand of the output's shape), then the
 // activation: kernel/fused's epilogue, operation by operation.
 func (s *state) matmulFused(n *ir.Node, h fused.Layer) error {
-	y, os, err := s.matmul(n.Inputs[0], n.Inputs[1], n.Outputs[0])
+	y, os, err := s.matmulEpi(n.Inputs[0], n.Inputs[1], n.Outputs[0], n, h)
 	if err != nil {
 		return err
 	}
 	e := s.pr.e
 	count := int64(tensor.NumElems(os))
-	for i := range h.Adds {
+	first := 0 // the Adds the fast epilogue ran
+	if s.cur != nil {
+		first = len(s.cur.epi)
+	}
+	for i := first; i < h.Adds; i++ {
 		r, rs, err := s.dev(n.Inputs[2+i])
 		if err != nil {
 			return err

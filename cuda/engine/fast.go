@@ -114,6 +114,7 @@ func PlaceFast(g *ir.Graph, types map[string]ir.Type, o FastOptions) ([]plan.Pla
 		}
 		out[i].Kernel = k
 	}
+	foldAttention(g, types, out)
 	// Each fast layer's placement states its kernel's precision (plan
 	// refuses one that does not).
 	for i := range out {
@@ -152,7 +153,7 @@ func fastKernelFor(n *ir.Node, g *ir.Graph, types map[string]ir.Type, p plan.Pre
 		}
 		k := fastName(p, "matmul", t.String())
 		if _, rest, ok := strings.Cut(exactKernel, "+"); ok {
-			k += "+" + rest // the exact epilogue passes
+			k += matmulEpilogue(strings.Split(rest, "+"))
 		}
 		return k, ""
 	}
@@ -313,12 +314,66 @@ func fastMatMul(n *ir.Node, g *ir.Graph, types map[string]ir.Type) (fast.Tile, s
 	return fast.ChooseTile(b.Shape[1], 256), ""
 }
 
+// A fast MatMul's epilogue: its fused layer's first Adds, when they are
+// a bias over the last axis (the exact pass vx_channel_affine by ones:
+// y*1 + b, which is y + b) and then an operand of the output's shape
+// (vx_add), run in the kernel's FP32 epilogue (acc, NaN canonical,
+// + bias, + residual: the same roundings in the same order, one launch
+// and one pass over the output instead of three), named
+// "+epilogue(bias)", "+epilogue(bias,res)" or "+epilogue(res)"; the other
+// passes follow as exact passes, named by their kernels.
+const (
+	epiPrefix = "+epilogue("
+	epiBias   = "bias"
+	epiRes    = "res"
+)
+
+// matmulEpilogue names a fast MatMul's passes after the product from the
+// exact placement's passes: the epilogue's, then the rest.
+func matmulEpilogue(passes []string) string {
+	var epi []string
+	i := 0
+	if i < len(passes) && passes[i] == kernels.Affine {
+		epi = append(epi, epiBias)
+		i++
+	}
+	if i < len(passes) && passes[i] == kernels.Add {
+		epi = append(epi, epiRes)
+		i++
+	}
+	k := ""
+	if len(epi) > 0 {
+		k = epiPrefix + strings.Join(epi, ",") + ")"
+	}
+	for _, p := range passes[i:] {
+		k += "+" + p
+	}
+	return k
+}
+
+// parseEpilogue reads the "+epilogue(...)" that follows a fast MatMul's
+// tiles (nil: none, the passes all exact).
+func parseEpilogue(after string) ([]string, error) {
+	list, ok := strings.CutPrefix(after, epiPrefix[1:])
+	if !ok {
+		return nil, nil
+	}
+	list, _, ok = strings.Cut(list, ")")
+	epi := strings.Split(list, ",")
+	if !ok || !slices.Equal(epi, []string{epiBias}) && !slices.Equal(epi, []string{epiBias, epiRes}) && !slices.Equal(epi, []string{epiRes}) {
+		return nil, fmt.Errorf("fast MatMul epilogue %q: want epilogue(bias), epilogue(bias,res) or epilogue(res)", after)
+	}
+	return epi, nil
+}
+
 // fastSpec is a layer's fast kernel as its placement names it.
 type fastSpec struct {
 	prec  plan.Precision
 	op    string // conv, gemm, matmul
 	tile  fast.Tile
 	scale float32 // int8: the input's activation scale (fast_int8.go)
+	// epi: a fast MatMul's Adds run in its epilogue (epiBias, epiRes).
+	epi []string
 }
 
 // parseFast reads a placement's fast kernel name for node n: its spec and,
@@ -327,7 +382,7 @@ func parseFast(kernel string, n *ir.Node) (fastSpec, map[*ir.Node]fastSpec, erro
 	rest, _ := strings.CutPrefix(kernel, "fast.")
 	prec, rest, ok1 := strings.Cut(rest, ".")
 	op, rest, ok2 := strings.Cut(rest, "(")
-	tiles, _, ok3 := strings.Cut(rest, ")")
+	tiles, after, ok3 := strings.Cut(rest, ")")
 	s := fastSpec{prec: plan.Precision(prec), op: op}
 	if !ok1 || !ok2 || !ok3 || !fastPrec(s.prec, op) {
 		return s, nil, fmt.Errorf("fast kernel %q: want fast.<fp16|bf16>.<op>(<tiles>) or fast.int8.<conv|gemm>(<tiles>)", kernel)
@@ -375,6 +430,16 @@ func parseFast(kernel string, n *ir.Node) (fastSpec, map[*ir.Node]fastSpec, erro
 		return s, nil, err
 	}
 	s.tile, s.scale = t, sc
+	if op == "matmul" {
+		if after, ok := strings.CutPrefix(after, "+"); ok {
+			if s.epi, err = parseEpilogue(after); err != nil {
+				return s, nil, err
+			}
+		}
+		if h, _ := fused.LayerOf(n); len(s.epi) > 0 && (n.OpType != fused.OpFused || h.Adds < len(s.epi)) {
+			return s, nil, fmt.Errorf("fast kernel %q: an epilogue of %d Adds for a layer of fewer", kernel, len(s.epi))
+		}
+	}
 	return s, nil, nil
 }
 

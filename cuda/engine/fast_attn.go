@@ -185,28 +185,17 @@ func runFastAttention(s *state, n *ir.Node) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	operand := func(i int) (uint64, []int, error) {
-		if i < 0 || i >= len(n.Inputs) {
-			return 0, nil, fmt.Errorf("attention input %d of %d", i, len(n.Inputs))
-		}
-		return s.dev(n.Input(i))
-	}
-	q, qs, err := operand(sp.Q)
-	if err != nil {
-		return true, err
-	}
-	kt, kts, err := operand(sp.Kt)
-	if err != nil {
-		return true, err
-	}
-	v, vs, err := operand(sp.V)
+	q, kt, v, qs, kts, vs, lay, err := s.attnOperands(n, sp)
 	if err != nil {
 		return true, err
 	}
 	var mask uint64
 	var ms []int
 	if sp.Mask >= 0 {
-		if mask, ms, err = operand(sp.Mask); err != nil {
+		if sp.Mask >= len(n.Inputs) {
+			return true, fmt.Errorf("attention input %d of %d", sp.Mask, len(n.Inputs))
+		}
+		if mask, ms, err = s.dev(n.Input(sp.Mask)); err != nil {
 			return true, err
 		}
 	}
@@ -223,10 +212,11 @@ func runFastAttention(s *state, n *ir.Node) (bool, error) {
 	if g.S > s.cur.tile.BN {
 		return true, fmt.Errorf("attention of a sequence of %d on the s%d kernel (the plan was built for at most %d)", g.S, s.cur.tile.BN, s.cur.tile.BN)
 	}
-	y, err := s.out(n.Outputs[0], qs)
+	y, ys, err := s.attnOut(n, qs)
 	if err != nil {
 		return true, err
 	}
+	lay.Y = ys
 	if g.B*g.H == 0 {
 		return true, nil
 	}
@@ -242,7 +232,7 @@ func runFastAttention(s *state, n *ir.Node) (bool, error) {
 		return true, err
 	}
 	args := (&cuda.Args{}).Ptr(q).Ptr(kt).Ptr(v).Ptr(mask).Ptr(y).I32(int32(g.S)).I32(int32(g.H)).I32(int32(sp.Op)).F32(scale).
-		I64(int64(g.MB)).I64(int64(g.MH)).I64(int64(g.MI)).I64(int64(g.MJ))
+		I64(int64(g.MB)).I64(int64(g.MH)).I64(int64(g.MI)).I64(int64(g.MJ)).Struct(lay.Words()...)
 	grid := cuda.D3(uint32((g.S+kernels.FastAttnBQ-1)/kernels.FastAttnBQ), uint32(g.H), uint32(g.B))
 	return true, f.Launch(s.l.st, grid, cuda.D3(kernels.FastAttnThreads, 1, 1), 0, args)
 }

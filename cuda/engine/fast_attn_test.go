@@ -57,3 +57,55 @@ func TestPlaceFastTransformer(t *testing.T) {
 		t.Fatalf("AddGPU of the placement: %v", err)
 	}
 }
+
+// tiny_bert's fast placement folds the moves around each fused attention
+// (FoldKernel): each folded Transpose feeds an Attention layer alone or
+// reads one's output, each folded Split feeds Reshapes only; an exact
+// placement folds nothing.
+func TestPlaceFastFolds(t *testing.T) {
+	res := build(t, "tiny_bert")
+	g := res.Graph
+	readers := map[string][]string{}
+	prod := map[string]string{}
+	for _, n := range g.Nodes {
+		for _, in := range n.Inputs {
+			readers[in] = append(readers[in], n.OpType)
+		}
+		for _, o := range n.Outputs {
+			prod[o] = n.OpType
+		}
+	}
+	got, _ := PlaceFast(g, g.Types, FastOptions{Precision: plan.FP16})
+	nt, ns := 0, 0
+	for i, n := range g.Nodes {
+		if got[i].Kernel != FoldKernel {
+			continue
+		}
+		switch n.OpType {
+		case "Transpose":
+			nt++
+			r := readers[n.Outputs[0]]
+			if !(len(r) == 1 && r[0] == "Attention") && prod[n.Input(0)] != "Attention" {
+				t.Errorf("%s folded: read by %v, reads a %s", n.Name, r, prod[n.Input(0)])
+			}
+		case "Split":
+			ns++
+			for _, o := range n.Outputs {
+				if r := readers[o]; len(r) != 1 || r[0] != "Reshape" {
+					t.Errorf("%s folded: output %s read by %v", n.Name, o, r)
+				}
+			}
+		default:
+			t.Errorf("%s (%s) folded", n.Name, n.OpType)
+		}
+	}
+	if nt == 0 {
+		t.Errorf("tiny_bert fp16: no folded Transpose")
+	}
+	t.Logf("tiny_bert fp16: %d Transposes, %d Splits folded", nt, ns)
+	for i, l := range Place(g, g.Types) {
+		if l.Kernel == FoldKernel {
+			t.Errorf("exact placement folds %s", g.Nodes[i].Name)
+		}
+	}
+}

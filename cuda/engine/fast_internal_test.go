@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,7 +20,7 @@ func TestParseFast(t *testing.T) {
 	body := &ir.Graph{Nodes: []*ir.Node{{Name: "a", OpType: "Conv"}, {Name: "r", OpType: "Relu"}, {Name: "b", OpType: "Conv"}}}
 	chain := &ir.Node{OpType: "ConvChain", Attrs: map[string]*ir.Attr{"body": {Name: "body", Kind: ir.AttrGraph, G: body}}}
 	sp, m, err := parseFast("fast.bf16.conv(128x64)", conv)
-	if err != nil || m != nil || sp != (fastSpec{prec: fast.BF16, op: "conv", tile: fast.Tile{BM: 128, BN: 64}}) {
+	if err != nil || m != nil || !reflect.DeepEqual(sp, fastSpec{prec: fast.BF16, op: "conv", tile: fast.Tile{BM: 128, BN: 64}}) {
 		t.Errorf("conv: %+v %v %v", sp, m, err)
 	}
 	if sp, _, err := parseFast("fast.fp16.gemm(64x32)", gemm); err != nil || sp.op != "gemm" || sp.prec != plan.FP16 {
@@ -52,6 +54,63 @@ func TestPlaceFastParses(t *testing.T) {
 	for _, k := range []string{fastName(plan.FP16, "conv", fast.ChooseTile(256, 784).String()), fastName(fast.BF16, "conv", fast.ChooseTile(64, 49).String())} {
 		if _, _, err := parseFast(k, &ir.Node{OpType: "Conv"}); err != nil || !strings.HasPrefix(k, "fast.") {
 			t.Errorf("%s: %v", k, err)
+		}
+	}
+}
+
+// A fast MatMul's fused layer names the Adds its kernel's epilogue runs
+// (a bias, then a residual), the other passes after them; Open reads the
+// epilogue back and refuses one the layer does not have.
+func TestMatMulEpilogue(t *testing.T) {
+	for _, c := range []struct {
+		passes []string
+		want   string
+	}{
+		{[]string{"vx_channel_affine"}, "+epilogue(bias)"},
+		{[]string{"vx_channel_affine", "vx_add"}, "+epilogue(bias,res)"},
+		{[]string{"vx_add"}, "+epilogue(res)"},
+		{[]string{"vx_channel_affine", "vx_unary(Gelu none)"}, "+epilogue(bias)+vx_unary(Gelu none)"},
+		{[]string{"vx_channel_affine", "vx_add_bcast"}, "+epilogue(bias)+vx_add_bcast"},
+		{[]string{"vx_add", "vx_channel_affine"}, "+epilogue(res)+vx_channel_affine"},
+		{[]string{"vx_add_bcast", "vx_add"}, "+vx_add_bcast+vx_add"},
+		{[]string{"vx_unary(Relu)"}, "+vx_unary(Relu)"},
+	} {
+		if got := matmulEpilogue(c.passes); got != c.want {
+			t.Errorf("matmulEpilogue(%v) = %q, want %q", c.passes, got, c.want)
+		}
+	}
+	mm := func(adds int) *ir.Node {
+		n := &ir.Node{OpType: fused.OpFused, Domain: fused.Domain, Inputs: make([]string, 2+adds), Attrs: map[string]*ir.Attr{
+			fused.AttrBase: {Name: fused.AttrBase, Kind: ir.AttrString, S: "MatMul"}}}
+		n.Attrs[fused.AttrLayout] = &ir.Attr{Name: fused.AttrLayout, Kind: ir.AttrInts, Ints: []int64{2, int64(adds), 0}}
+		return n
+	}
+	for _, c := range []struct {
+		k    string
+		adds int
+		epi  []string
+	}{
+		{"fast.fp16.matmul(128x64)+epilogue(bias,res)", 2, []string{"bias", "res"}},
+		{"fast.fp16.matmul(128x64)+epilogue(bias)+vx_unary(Gelu none)", 1, []string{"bias"}},
+		{"fast.fp16.matmul(128x64)+vx_channel_affine+vx_add", 2, nil},
+		{"fast.bf16.matmul(64x64)", 0, nil},
+	} {
+		sp, _, err := parseFast(c.k, mm(c.adds))
+		if err != nil || !slices.Equal(sp.epi, c.epi) || sp.tile.BM == 0 {
+			t.Errorf("parseFast(%q) = %+v, %v; want the epilogue %v", c.k, sp, err, c.epi)
+		}
+	}
+	for _, c := range []struct {
+		k    string
+		adds int
+	}{
+		{"fast.fp16.matmul(128x64)+epilogue(bias,res)", 1},
+		{"fast.fp16.matmul(128x64)+epilogue(res,bias)", 2},
+		{"fast.fp16.matmul(128x64)+epilogue(gelu)", 2},
+		{"fast.fp16.matmul(128x64)+epilogue(bias", 2},
+	} {
+		if _, _, err := parseFast(c.k, mm(c.adds)); err == nil {
+			t.Errorf("parseFast(%q) accepted it for a MatMul of %d Adds", c.k, c.adds)
 		}
 	}
 }

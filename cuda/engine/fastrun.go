@@ -2,11 +2,13 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vouchml/vouch/cuda/exact"
 	"github.com/vouchml/vouch/cuda/fast"
 	"github.com/vouchml/vouch/ir"
+	"github.com/vouchml/vouch/kernel/fused"
 	"github.com/vouchml/vouch/plan"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -159,9 +161,10 @@ func (s *state) fastGemm(a uint64, M, N, K int, bn, cn string, act exact.Act, ou
 	return s.pr.fe.GEMM(s.l.st, s.cur.prec, s.cur.tile, M, N, K, a, w, bias, act, y)
 }
 
-// fastMatMul runs A (rows x K) by a constant 2-D B into y; a fused
-// MatMul's Adds and activation follow as matmulFused's exact passes.
-func (s *state) fastMatMul(a uint64, rows, N, K int, bn string, y uint64) error {
+// fastMatMul runs A (rows x K) by a constant 2-D B into y, with the bias
+// (a row of N) and residual (rows x N) in the epilogue (0: none); a fused
+// MatMul's other Adds and activation follow as matmulFused's exact passes.
+func (s *state) fastMatMul(a uint64, rows, N, K int, bn string, bias, res, y uint64) error {
 	if s.cur.op != "matmul" {
 		return fmt.Errorf("a %s fast kernel for a MatMul", s.cur.op)
 	}
@@ -169,7 +172,32 @@ func (s *state) fastMatMul(a uint64, rows, N, K int, bn string, y uint64) error 
 	if err != nil {
 		return err
 	}
-	return s.pr.fe.GEMM(s.l.st, s.cur.prec, s.cur.tile, rows, N, K, a, w, 0, exact.Act{}, y)
+	return s.pr.fe.GEMMRes(s.l.st, s.cur.prec, s.cur.tile, rows, N, K, a, w, bias, res, exact.Act{}, y)
+}
+
+// epilogueOperands reads the device operands of a fast MatMul's epilogue
+// (s.cur.epi) from n's Adds, checked against the output's shape os: the
+// bias a row of os's last dimension, the residual of os's shape.
+func (s *state) epilogueOperands(n *ir.Node, h fused.Layer, os []int) (bias, res uint64, err error) {
+	for i, e := range s.cur.epi {
+		p, ps, err := s.dev(n.Inputs[h.BaseInputs+i])
+		if err != nil {
+			return 0, 0, err
+		}
+		switch e {
+		case epiBias:
+			if N := os[len(os)-1]; len(ps) == 0 || ps[len(ps)-1] != N || tensor.NumElems(ps) != N {
+				return 0, 0, fmt.Errorf("fast MatMul epilogue bias of shape %v for an output of %v", ps, os)
+			}
+			bias = p
+		case epiRes:
+			if !slices.Equal(ps, os) {
+				return 0, 0, fmt.Errorf("fast MatMul epilogue residual of shape %v for an output of %v", ps, os)
+			}
+			res = p
+		}
+	}
+	return bias, res, nil
 }
 
 // FastLayers counts the layers a program runs with fast kernels (a

@@ -229,11 +229,18 @@ func (e *Engine) Conv(s *cuda.Stream, p plan.Precision, t Tile, g exact.ConvGeom
 // row-major float32) times w's row j (packed [n][k]), + bias[j] (0: none),
 // then act.
 func (e *Engine) GEMM(s *cuda.Stream, p plan.Precision, t Tile, rows, n, k int, x, w, bias uint64, act exact.Act, y uint64) error {
+	return e.GEMMRes(s, p, t, rows, n, k, x, w, bias, 0, act, y)
+}
+
+// GEMMRes is GEMM with a residual: res (rows x n, 0: none) is added after
+// the bias and before act, as a convolution's residual is (the epilogue's
+// acc, + bias[j], + res[r][j], act).
+func (e *Engine) GEMMRes(s *cuda.Stream, p plan.Precision, t Tile, rows, n, k int, x, w, bias, res uint64, act exact.Act, y uint64) error {
 	g := exact.ConvGeom{N: rows, C: k, H: 1, W: 1, M: n, OH: 1, OW: 1, G: 1, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1}
 	if err := Geom(g); err != nil {
 		return err
 	}
-	return e.launch(s, p, gemmMode(k, x), t, g, x, w, bias, 0, act, y)
+	return e.launch(s, p, gemmMode(k, x), t, g, x, w, bias, res, act, y)
 }
 
 func (e *Engine) launch(s *cuda.Stream, p plan.Precision, mode int, t Tile, g exact.ConvGeom, x, w, bias, res uint64, act exact.Act, y uint64) error {

@@ -401,7 +401,7 @@ func randCase(r *rand.Rand, p plan.Precision, t Tile, mode int, long bool) emuCa
 	if r.Intn(2) == 0 {
 		c.bias = fill(g.M, 0.5)
 	}
-	if r.Intn(2) == 0 && mode != kernels.FastRows {
+	if r.Intn(2) == 0 { // a Gemm's residual too (a fast MatMul's epilogue)
 		c.res = fill(g.OutLen(), 0.5)
 	}
 	switch r.Intn(3) {

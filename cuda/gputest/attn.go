@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/vouchml/vouch/exec"
 	"github.com/vouchml/vouch/kernel/builtin"
 	"github.com/vouchml/vouch/plan"
+	"github.com/vouchml/vouch/tensor"
 )
 
 // AttnConfig is the fused attention's device check (issue 19, BERT): the
@@ -42,6 +42,8 @@ type AttnConfig struct {
 	// Wait is how long a model file that does not exist yet is waited
 	// for (one being exported beside the check).
 	Wait time.Duration
+	// SkipExact leaves out the exact plan's timing.
+	SkipExact bool
 }
 
 // RunAttn runs the check on cfg.Device.
@@ -80,7 +82,7 @@ func RunAttn(cfg AttnConfig, w io.Writer) (*FastReport, error) {
 		}
 	}
 	s := &fastSuite{cfg: FastConfig{Device: cfg.Device, Batches: cfg.Batches, BenchBatches: cfg.BenchBatches, Runs: cfg.Runs},
-		w: w, c: c, e: e, img: img, r: rand.New(rand.NewSource(23)), rep: &FastReport{},
+		w: w, drv: d, c: c, e: e, img: img, r: rand.New(rand.NewSource(23)), rep: &FastReport{},
 		env: engine.Env{Device: c.Info, Release: d.Release(), NVRTC: img.NVRTC}}
 	if err := s.attnKernels(cfg.Record); err != nil {
 		return s.rep, err
@@ -91,7 +93,7 @@ func RunAttn(cfg AttnConfig, w io.Writer) (*FastReport, error) {
 				break
 			}
 		}
-		if err := s.attnModel(m); err != nil {
+		if err := s.attnModel(m, !cfg.SkipExact); err != nil {
 			return s.rep, err
 		}
 	}
@@ -106,7 +108,7 @@ func (s *fastSuite) launchAttn(st *cuda.Stream, c attn.Case, q, kt, v, m, y uint
 	}
 	g := c.G
 	args := (&cuda.Args{}).Ptr(q).Ptr(kt).Ptr(v).Ptr(m).Ptr(y).I32(int32(g.S)).I32(int32(g.H)).I32(int32(c.Op)).F32(c.Scale).
-		I64(int64(g.MB)).I64(int64(g.MH)).I64(int64(g.MI)).I64(int64(g.MJ))
+		I64(int64(g.MB)).I64(int64(g.MH)).I64(int64(g.MI)).I64(int64(g.MJ)).Struct(attn.Contiguous(g).Words()...)
 	return f.Launch(st, cuda.D3(uint32((g.S+kernels.FastAttnBQ-1)/kernels.FastAttnBQ), uint32(g.H), uint32(g.B)), cuda.D3(kernels.FastAttnThreads, 1, 1), 0, args)
 }
 
@@ -281,9 +283,14 @@ func (s *fastSuite) timeAttn(cases ...attn.Case) error {
 	return nil
 }
 
-// attnModel builds path's fast fp16 plan with its Attention layers exact
-// and fused, and its exact plan; checks and times them.
-func (s *fastSuite) attnModel(path string) error {
+// attnModel builds path's fast fp16 plan (fused attention, staged
+// LayerNorm, the MatMuls' bias and residual in their epilogue) and checks
+// and times it as the fast suite does; builds it again with those Adds as
+// the seventh session's exact passes after the product (the same
+// arithmetic: its outputs must be the plan's, bit for bit, at every timed
+// batch), times that; profiles both (profileModel); times the exact plan
+// when exactTime.
+func (s *fastSuite) attnModel(path string, exactTime bool) error {
 	name, _, res, err := s.compileModel(path)
 	if err != nil {
 		return err
@@ -306,25 +313,33 @@ func (s *fastSuite) attnModel(path string) error {
 	}
 	defer exactE.Close()
 	ctx := context.Background()
-	fused, _ := engine.PlaceFast(res.Graph, res.Graph.Types, engine.FastOptions{Precision: plan.FP16})
-	unfused := map[string]plan.Precision{}
-	for _, l := range fused {
-		if strings.Contains(l.Kernel, ".attention(") || l.Kernel == kernels.FastLayerNorm {
-			unfused[l.Layer] = plan.FP32
+	s.cfg.BenchModels = []string{name}
+	sec, notes := engine.FastSection(res.Graph, res.Graph.Types, s.img, s.env, engine.FastOptions{Precision: plan.FP16})
+	old := sec
+	old.Layers = slices.Clone(sec.Layers)
+	nepi := 0
+	for i := range old.Layers {
+		if old.Layers[i].Kernel == engine.FoldKernel {
+			old.Layers[i].Kernel = kernels.Copy // the folded moves copy again
+			nepi++
+		} else if k := exactPasses(old.Layers[i].Kernel); k != old.Layers[i].Kernel {
+			old.Layers[i].Kernel = k
+			nepi++
 		}
 	}
-	s.cfg.BenchModels = []string{name}
+	// The timed batches' outputs of the plan, for the other variant and
+	// the profiles.
+	outs := map[int]map[string]*tensor.Tensor{}
 	for _, v := range []struct {
 		label string
-		o     engine.FastOptions
+		sec   plan.GPU
 		full  bool
 	}{
-		{"fp16 as before (attention, LayerNorm exact)", engine.FastOptions{Precision: plan.FP16, Layers: unfused}, false},
-		{"fp16 (fused attention, staged LayerNorm)", engine.FastOptions{Precision: plan.FP16}, true},
+		{"fp16 (fused attention, staged LayerNorm, MatMul epilogue, moves folded)", sec, true},
+		{"fp16 seventh session (MatMul bias, residual as exact passes; Split, Transposes copy)", old, false},
 	} {
-		sec, notes := engine.FastSection(res.Graph, res.Graph.Types, s.img, s.env, v.o)
 		nfast, nattn, nln := 0, 0, 0
-		for _, l := range sec.Layers {
+		for _, l := range v.sec.Layers {
 			if l.Kernel == kernels.FastLayerNorm {
 				nln++
 			}
@@ -335,8 +350,8 @@ func (s *fastSuite) attnModel(path string) error {
 				nattn++
 			}
 		}
-		fmt.Fprintf(s.w, "model %s %s: %d of %d layers fast (%d fused attention), %d on %s, mode %s; %d notes\n", name, v.label, nfast, len(sec.Layers), nattn, nln, kernels.FastLayerNorm, sec.Mode, len(notes))
-		p, err := mk(sec)
+		fmt.Fprintf(s.w, "model %s %s: %d of %d layers fast (%d fused attention), %d on %s, mode %s; %d notes; %d MatMul epilogues and folded moves\n", name, v.label, nfast, len(v.sec.Layers), nattn, nln, kernels.FastLayerNorm, v.sec.Mode, len(notes), nepi)
+		p, err := mk(v.sec)
 		if err != nil {
 			return err
 		}
@@ -345,43 +360,57 @@ func (s *fastSuite) attnModel(path string) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", name, v.label, err)
 		}
-		if !v.full {
-			// The plan as it was before fast_attn.cu: timed, and row 0 alone
-			// against the same row in the largest batch only.
-			s.rowInBatch(ctx, name, v.label, p, fe)
-		} else if err := s.modelChecks(ctx, name, v.label, p, fe, exactE); err != nil {
-			fe.Close()
-			return err
+		if v.full {
+			if err := s.modelChecks(ctx, name, v.label, p, fe, exactE); err != nil {
+				fe.Close()
+				return err
+			}
+		}
+		for _, b := range s.cfg.BenchBatches {
+			in, err := bench.Inputs(p.Graph, bench.Shape{Batch: b}, 1)
+			if err != nil {
+				continue
+			}
+			o, err := fe.Run(ctx, in)
+			if err != nil {
+				s.fail("model %s %s batch %d: %v", name, v.label, b, err)
+				continue
+			}
+			if outs[b] == nil {
+				outs[b] = o
+				continue
+			}
+			for k, t := range outs[b] {
+				if f, ok := t.Data.([]float32); ok {
+					s.same(fmt.Sprintf("model %s %s batch %d: output %s == the MatMul-epilogue plan's", name, v.label, b, k), o[k].Data.([]float32), f)
+				}
+			}
 		}
 		s.timeModel(ctx, name+" "+v.label, p, fe)
 		fe.Close()
+		s.profileModel(ctx, name+" "+v.label, p, outs)
 	}
-	s.timeModel(ctx, name+" exact", ep, exactE)
+	if exactTime {
+		s.timeModel(ctx, name+" exact", ep, exactE)
+	}
 	return nil
 }
 
-// rowInBatch compares row 0 alone with the same row in a batch of the
-// largest of s.cfg.Batches (its other rows different), every output.
-func (s *fastSuite) rowInBatch(ctx context.Context, name, label string, p *plan.Plan, fe *exec.Engine) {
-	b := slices.Max(s.cfg.Batches)
-	alone, err1 := bench.Inputs(p.Graph, bench.Shape{Batch: 1}, 5)
-	in, err2 := bench.Inputs(p.Graph, bench.Shape{Batch: b}, 6)
-	if err1 != nil || err2 != nil {
-		fmt.Fprintf(s.w, "model %s %s: no inputs: %v %v\n", name, label, err1, err2)
-		return
+// exactPasses names a fast MatMul kernel's epilogue Adds
+// ("+epilogue(bias,res)") as the exact passes that compute the same
+// (vx_channel_affine by ones, vx_add): the plan before the epilogue.
+func exactPasses(k string) string {
+	i := strings.Index(k, "+epilogue(")
+	if i < 0 {
+		return k
 	}
-	for k, t := range in {
-		reflect.Copy(reflect.ValueOf(t.Data), reflect.ValueOf(alone[k].Data))
+	j := strings.Index(k[i:], ")")
+	if j < 0 {
+		return k
 	}
-	ref, err1 := fe.Run(ctx, alone)
-	out, err2 := fe.Run(ctx, in)
-	if err1 != nil || err2 != nil {
-		s.fail("model %s %s: %v %v", name, label, err1, err2)
-		return
+	ps := ""
+	for _, e := range strings.Split(k[i+len("+epilogue("):i+j], ",") {
+		ps += "+" + map[string]string{"bias": kernels.Affine, "res": kernels.Add}[e]
 	}
-	for k, t := range ref {
-		if f, ok := t.Data.([]float32); ok {
-			s.same(fmt.Sprintf("model %s %s: output %s of row 0 alone == in a batch of %d", name, label, k, b), out[k].Data.([]float32)[:len(f)], f)
-		}
-	}
+	return k[:i] + ps + k[i+j+1:]
 }

@@ -17,6 +17,7 @@ var (
 	flagAttnRuns    = flag.Int("attn-runs", 20, "run-to-run repetitions")
 	flagAttnRecord  = flag.String("attn-record", "", "write the kernel cases' output digests here")
 	flagAttnWait    = flag.Duration("attn-wait", 0, "wait this long for a model file that is still being written")
+	flagAttnExact   = flag.Bool("attn-exact", true, "time the exact plan too")
 )
 
 func attnInts(t *testing.T, s string) []int {
@@ -35,7 +36,7 @@ func attnInts(t *testing.T, s string) []int {
 // kernel against attn.Reference bit for bit, batch invariance and runs,
 // then -attn-models as fast plans with attention exact and fused.
 func TestFastAttention(t *testing.T) {
-	cfg := AttnConfig{Driver: *flagCUDA, NVRTC: *flagNVRTC, Runs: *flagAttnRuns, Record: *flagAttnRecord, Wait: *flagAttnWait,
+	cfg := AttnConfig{Driver: *flagCUDA, NVRTC: *flagNVRTC, Runs: *flagAttnRuns, Record: *flagAttnRecord, Wait: *flagAttnWait, SkipExact: !*flagAttnExact,
 		Batches: attnInts(t, *flagAttnBatches), BenchBatches: attnInts(t, *flagAttnBench)}
 	if *flagAttnModels != "" {
 		cfg.Models = strings.Split(*flagAttnModels, ",")

@@ -56,6 +56,7 @@ type FastReport struct {
 type fastSuite struct {
 	cfg FastConfig
 	w   io.Writer
+	drv *cuda.Driver // set by RunAttn (profiles open programs of their own)
 	c   *cuda.Context
 	e   *exact.Engine
 	fe  *fast.Engine

@@ -23,10 +23,15 @@
 // So a row alone and in a batch have the same bits, and so do two runs.
 // cuda/emu computes the same (cuda/mma's model for the products).
 //
-// Operands, float32 and contiguous: q [BH][S][D], kt [BH][D][S] (the keys
-// transposed, as the graph's MatMul reads them), v [BH][S][D], y [BH][S][D];
-// mask element (b, h, i, j) at mb*b + mh*h + mi*i + mj*j (0 strides
-// broadcast). S <= SMAX, D a multiple of 16; the keys are padded with zeros
+// Operands, float32, each by its strides (va_lay, in elements): q
+// (b, h, i, d), kt (b, h, d, j) (the keys transposed, as the graph's
+// MatMul reads them), v (b, h, j, d), y (b, h, i, d): contiguous
+// [BH][S][D] (kt [BH][D][S]) operands, or the views of the QKV product's
+// [B][S][3][H][D] and of y's [B][S][H][D] that the graph's Split, Reshapes
+// and Transposes make (folded into the addressing at build time: those
+// layers then copy nothing). Where a value is read or written changes
+// no operation on it. Mask element (b, h, i, j) at mb*b + mh*h + mi*i + mj*j
+// (0 strides broadcast). S <= SMAX, D a multiple of 16; the keys are padded with zeros
 // to Sp, a multiple of 16, for p v (zero terms change no chain, so the
 // bits do not depend on SMAX). 128 threads: 4 warps, 2
 // (16-row halves of the block) x 2 (halves of the columns).
@@ -34,9 +39,15 @@
 #define VA_BQ 32
 #define VA_THREADS 128
 
+// va_lay: the operands' strides (b, h, row, column), in elements.
+struct va_lay {
+	i64 q[4], k[4], v[4], y[4];
+};
+
 template <bool BF, int D, int SMAX>
 __device__ __forceinline__ void va_attention(const float* __restrict__ q, const float* __restrict__ kt, const float* __restrict__ v,
-	const float* __restrict__ mask, float* __restrict__ y, int S, int H, int op, float scale, i64 mb, i64 mh, i64 mi, i64 mj) {
+	const float* __restrict__ mask, float* __restrict__ y, int S, int H, int op, float scale, i64 mb, i64 mh, i64 mi, i64 mj,
+	const va_lay& L) {
 	// K as [j][d] (the B fragments of q kt are k = d pairs), later V as
 	// [d][j] (those of p v are k = j pairs), in one buffer.
 	constexpr int LK = D + 8, LV = SMAX + 8, LS = SMAX + 4;
@@ -49,28 +60,31 @@ __device__ __forceinline__ void va_attention(const float* __restrict__ q, const 
 	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
 	const int gid = lane >> 2, tig = lane & 3;
 	const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * VA_BQ;
-	const i64 bh = (i64)b * H + h;
-	q += bh * S * D;
-	kt += bh * D * S;
-	v += bh * S * D;
-	y += bh * S * D;
+	q += b * L.q[0] + h * L.q[1];
+	kt += b * L.k[0] + h * L.k[1];
+	v += b * L.v[0] + h * L.v[1];
+	y += b * L.y[0] + h * L.y[1];
 	unsigned* q32 = (unsigned*)qs;
 	unsigned* kv32 = (unsigned*)kv;
 	for (int e = tid; e < VA_BQ * D / 2; e += VA_THREADS) {
 		int r = e / (D / 2), c = e % (D / 2) * 2;
 		float lo = 0.0f, hi = 0.0f;
 		if (q0 + r < S) {
-			lo = q[(i64)(q0 + r) * D + c];
-			hi = q[(i64)(q0 + r) * D + c + 1];
+			lo = q[(q0 + r) * L.q[2] + c * L.q[3]];
+			hi = q[(q0 + r) * L.q[2] + (c + 1) * L.q[3]];
 		}
 		q32[(r * LK + c) / 2] = vf_pack<BF>(lo, hi);
 	}
+	// The keys' element (d, j) at d*L.k[2] + j*L.k[3]: neighbouring threads
+	// take neighbouring keys of kt's rows, or (when d is the contiguous
+	// axis, the QKV product's view) neighbouring d of one key.
+	const bool kd = L.k[2] == 1;
 	for (int e = tid; e < SMAX * D / 2; e += VA_THREADS) {
-		int j = e % SMAX, c = e / SMAX * 2;
+		int j = kd ? e / (D / 2) : e % SMAX, c = kd ? e % (D / 2) * 2 : e / SMAX * 2;
 		float lo = 0.0f, hi = 0.0f;
 		if (j < S) {
-			lo = kt[(i64)c * S + j];
-			hi = kt[(i64)(c + 1) * S + j];
+			lo = kt[c * L.k[2] + j * L.k[3]];
+			hi = kt[(c + 1) * L.k[2] + j * L.k[3]];
 		}
 		kv32[(j * LK + c) / 2] = vf_pack<BF>(lo, hi);
 	}
@@ -116,7 +130,7 @@ __device__ __forceinline__ void va_attention(const float* __restrict__ q, const 
 	const int Sp = (S + 15) & ~15;
 	for (int e = tid; e < Sp / 2 * D; e += VA_THREADS) {
 		int d = e % D, j = e / D * 2;
-		float lo = j < S ? v[(i64)j * D + d] : 0.0f, hi = j + 1 < S ? v[(i64)(j + 1) * D + d] : 0.0f;
+		float lo = j < S ? v[j * L.v[2] + d * L.v[3]] : 0.0f, hi = j + 1 < S ? v[(j + 1) * L.v[2] + d * L.v[3]] : 0.0f;
 		kv32[(d * LV + j) / 2] = vf_pack<BF>(lo, hi);
 	}
 	if (tid < VA_BQ) {
@@ -188,8 +202,8 @@ __device__ __forceinline__ void va_attention(const float* __restrict__ q, const 
 			for (int x = 0; x < 4; x += 2) {
 				const int r = mt * 16 + gid + (x >> 1) * 8, i = q0 + r, d = d0 + tig * 2;
 				if (i < S) {
-					y[(i64)i * D + d] = vx_canon(acc[t][x]);
-					y[(i64)i * D + d + 1] = vx_canon(acc[t][x + 1]);
+					y[i * L.y[2] + d * L.y[3]] = vx_canon(acc[t][x]);
+					y[i * L.y[2] + (d + 1) * L.y[3]] = vx_canon(acc[t][x + 1]);
 				}
 			}
 		}
@@ -199,8 +213,8 @@ __device__ __forceinline__ void va_attention(const float* __restrict__ q, const 
 #define VA_ENTRY(NAME, BF, D, SMAX)                                                                                              \
 	extern "C" __global__ void __launch_bounds__(VA_THREADS) NAME(const float* __restrict__ q, const float* __restrict__ kt,     \
 		const float* __restrict__ v, const float* __restrict__ mask, float* __restrict__ y, int S, int H, int op, float scale, \
-		i64 mb, i64 mh, i64 mi, i64 mj) {                                                                                      \
-		va_attention<BF, D, SMAX>(q, kt, v, mask, y, S, H, op, scale, mb, mh, mi, mj);                                         \
+		i64 mb, i64 mh, i64 mi, i64 mj, const va_lay L) {                                                                      \
+		va_attention<BF, D, SMAX>(q, kt, v, mask, y, S, H, op, scale, mb, mh, mi, mj, L);                                      \
 	}
 
 VA_ENTRY(va_f16_d64_s128, false, 64, 128)
