@@ -22,6 +22,7 @@ type DwKA struct {
 	Tab    uintptr // 64: the vectors' records
 	TabEnd uintptr // 72: past the last
 	Lo, Hi float32 // 80, 84: the clamp
+	Mid    uintptr // 88: past the steps of two vectors
 }
 
 // DwFlatKA (AVX2+FMA, where Enabled) is DwFlatKZ for CPUs without

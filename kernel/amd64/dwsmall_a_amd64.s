@@ -2,21 +2,20 @@
 
 #include "textflag.h"
 
+DATA nan<>+0(SB)/4, $0x7fc00000
+GLOBL nan<>(SB), RODATA|NOPTR, $4
+
 // func DwFlatKA(p *DwKA)
 //
 // Registers: R14 p, BX the plane group's input, DI its output, R8 and R9
 // one input and one output plane in bytes, R13 three input planes, CX
 // planes left, R10 the table, R11 the weights of the tap (four planes'
-// or one's), AX taps left, DX the vector's byte offset, R15 its store
-// kind, SI and R12 addresses; Y0-Y3 the chains, Y4-Y7 the taps, Y8 the
-// mask, Y9-Y12 the weights, Y13 lo, Y14 hi, Y15 the canonical NaN.
+// or one's), AX taps left, DX the first vector's byte offset, R15 the
+// store's kind, SI and R12 addresses; Y0-Y7 the chains (vector-major),
+// Y8-Y11 the weights, Y12-Y13 the masks, Y14-Y15 the taps; after the
+// taps Y8 the store's mask, Y13 lo, Y14 hi, Y15 the canonical NaN.
 TEXT ·DwFlatKA(SB), NOSPLIT, $0-8
 	MOVQ p+0(FP), R14
-	MOVL $0x7fc00000, AX
-	MOVQ AX, X15
-	VPBROADCASTD X15, Y15
-	VBROADCASTSS 80(R14), Y13
-	VBROADCASTSS 84(R14), Y14
 	MOVQ 0(R14), BX
 	MOVQ 8(R14), DI
 	MOVQ 40(R14), R8
@@ -30,38 +29,59 @@ dwflatkap4:
 	CMPQ CX, $4
 	JLT dwflatkap4end
 	MOVQ 64(R14), R10
-dwflatkap4vec:
-	MOVLQSX 8(R10), DX // the vector's byte offset
-	MOVLQSX 12(R10), R15 // its store: 1 whole, 2 whole if a later plane follows, 0 masked
-	ADDQ $16, R10
+dwflatkap4v2:
+	CMPQ R10, 88(R14)
+	JGE dwflatkap4v2end
+	MOVLQSX 8(R10), DX // the first vector's byte offset
+	ADDQ $32, R10
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
 	MOVQ 16(R14), R11
 	MOVQ 56(R14), AX
-dwflatkap4tap:
-	VPMOVSXBD 0(R10), Y8 // the lanes whose tap lies inside the input (the others +0)
-	MOVLQSX 8(R10), SI // the tap's offset
+dwflatkap4v2tap:
+	VBROADCASTSS 0(R11), Y8
+	VBROADCASTSS 4(R11), Y9
+	VBROADCASTSS 8(R11), Y10
+	VBROADCASTSS 12(R11), Y11
+	VPMOVSXBD 0(R10), Y12 // the lanes whose tap lies inside the input (the others +0)
+	MOVLQSX 8(R10), SI // the tap's offset from the first vector
 	SHLQ $2, SI
 	ADDQ BX, SI
 	ADDQ DX, SI
-	VMASKMOVPS (SI), Y8, Y4
-	VMASKMOVPS (SI)(R8*1), Y8, Y5
-	VMASKMOVPS (SI)(R8*2), Y8, Y6
-	VMASKMOVPS (SI)(R13*1), Y8, Y7
-	VBROADCASTSS 0(R11), Y9
-	VFMADD231PS Y9, Y4, Y0 // acc = FMA(tap, w, acc)
-	VBROADCASTSS 4(R11), Y10
-	VFMADD231PS Y10, Y5, Y1 // acc = FMA(tap, w, acc)
-	VBROADCASTSS 8(R11), Y11
-	VFMADD231PS Y11, Y6, Y2 // acc = FMA(tap, w, acc)
-	VBROADCASTSS 12(R11), Y12
-	VFMADD231PS Y12, Y7, Y3 // acc = FMA(tap, w, acc)
+	VPMOVSXBD 16(R10), Y13 // the lanes whose tap lies inside the input (the others +0)
+	MOVLQSX 24(R10), R12 // the tap's offset from the first vector
+	SHLQ $2, R12
+	ADDQ BX, R12
+	ADDQ DX, R12
+	VMASKMOVPS (SI), Y12, Y14
+	VFMADD231PS Y8, Y14, Y0 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (R12), Y13, Y15
+	VFMADD231PS Y8, Y15, Y4 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (SI)(R8*1), Y12, Y14
+	VFMADD231PS Y9, Y14, Y1 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (R12)(R8*1), Y13, Y15
+	VFMADD231PS Y9, Y15, Y5 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (SI)(R8*2), Y12, Y14
+	VFMADD231PS Y10, Y14, Y2 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (R12)(R8*2), Y13, Y15
+	VFMADD231PS Y10, Y15, Y6 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (SI)(R13*1), Y12, Y14
+	VFMADD231PS Y11, Y14, Y3 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (R12)(R13*1), Y13, Y15
+	VFMADD231PS Y11, Y15, Y7 // acc = FMA(tap, w, acc)
 	ADDQ $16, R11
-	ADDQ $16, R10
+	ADDQ $32, R10
 	DECQ AX
-	JNZ dwflatkap4tap
+	JNZ dwflatkap4v2tap
+	VBROADCASTSS 80(R14), Y13
+	VBROADCASTSS 84(R14), Y14
+	VBROADCASTSS nan<>(SB), Y15
 	MOVQ 24(R14), SI
 	VCMPPS $3, Y0, Y0, Y9
 	VBLENDVPS Y9, Y15, Y0, Y0 // a NaN as 0x7fc00000
@@ -87,58 +107,249 @@ dwflatkap4tap:
 	VADDPS Y10, Y3, Y3 // acc + bias
 	VMAXPS Y3, Y13, Y3 // lo > v ? lo : v
 	VMINPS Y3, Y14, Y3 // hi < v ? hi : v
-	MOVQ R10, R12
+	VCMPPS $3, Y4, Y4, Y9
+	VBLENDVPS Y9, Y15, Y4, Y4 // a NaN as 0x7fc00000
+	VBROADCASTSS 0(SI), Y10
+	VADDPS Y10, Y4, Y4 // acc + bias
+	VMAXPS Y4, Y13, Y4 // lo > v ? lo : v
+	VMINPS Y4, Y14, Y4 // hi < v ? hi : v
+	VCMPPS $3, Y5, Y5, Y9
+	VBLENDVPS Y9, Y15, Y5, Y5 // a NaN as 0x7fc00000
+	VBROADCASTSS 4(SI), Y10
+	VADDPS Y10, Y5, Y5 // acc + bias
+	VMAXPS Y5, Y13, Y5 // lo > v ? lo : v
+	VMINPS Y5, Y14, Y5 // hi < v ? hi : v
+	VCMPPS $3, Y6, Y6, Y9
+	VBLENDVPS Y9, Y15, Y6, Y6 // a NaN as 0x7fc00000
+	VBROADCASTSS 8(SI), Y10
+	VADDPS Y10, Y6, Y6 // acc + bias
+	VMAXPS Y6, Y13, Y6 // lo > v ? lo : v
+	VMINPS Y6, Y14, Y6 // hi < v ? hi : v
+	VCMPPS $3, Y7, Y7, Y9
+	VBLENDVPS Y9, Y15, Y7, Y7 // a NaN as 0x7fc00000
+	VBROADCASTSS 12(SI), Y10
+	VADDPS Y10, Y7, Y7 // acc + bias
+	VMAXPS Y7, Y13, Y7 // lo > v ? lo : v
+	VMINPS Y7, Y14, Y7 // hi < v ? hi : v
 	MOVQ 56(R14), AX
-	SHLQ $4, AX
-	SUBQ AX, R12
-	VPMOVSXBD -16(R12), Y8 // the store's lanes (the vector's header)
+	SHLQ $5, AX
+	MOVQ R10, SI
+	SUBQ AX, SI
+	SUBQ $32, SI // the step's headers
+	VPMOVSXBD 0(SI), Y8 // the store's lanes
+	MOVLQSX 8(SI), DX // the vector's byte offset
+	MOVLQSX 12(SI), R15 // its store: 1 whole, 2 whole where a later plane follows, 0 masked
 	CMPQ R15, $1
-	JEQ dwflatkap40whole
+	JEQ dwflatkap4v2v0j0whole
 	CMPQ R15, $2
-	JEQ dwflatkap40whole
-dwflatkap40mask:
+	JEQ dwflatkap4v2v0j0whole
+dwflatkap4v2v0j0mask:
 	VMASKMOVPS Y0, Y8, (DI)(DX*1) // the lanes inside the plane
-	JMP dwflatkap40done
-dwflatkap40whole:
+	JMP dwflatkap4v2v0j0done
+dwflatkap4v2v0j0whole:
 	VMOVUPS Y0, (DI)(DX*1)
-dwflatkap40done:
+dwflatkap4v2v0j0done:
 	LEAQ (DI)(R9*1), R12
 	CMPQ R15, $1
-	JEQ dwflatkap41whole
+	JEQ dwflatkap4v2v0j1whole
 	CMPQ R15, $2
-	JEQ dwflatkap41whole
-dwflatkap41mask:
+	JEQ dwflatkap4v2v0j1whole
+dwflatkap4v2v0j1mask:
 	VMASKMOVPS Y1, Y8, (R12)(DX*1) // the lanes inside the plane
-	JMP dwflatkap41done
-dwflatkap41whole:
+	JMP dwflatkap4v2v0j1done
+dwflatkap4v2v0j1whole:
 	VMOVUPS Y1, (R12)(DX*1)
-dwflatkap41done:
+dwflatkap4v2v0j1done:
 	LEAQ (DI)(R9*2), R12
 	CMPQ R15, $1
-	JEQ dwflatkap42whole
+	JEQ dwflatkap4v2v0j2whole
 	CMPQ R15, $2
-	JEQ dwflatkap42whole
-dwflatkap42mask:
+	JEQ dwflatkap4v2v0j2whole
+dwflatkap4v2v0j2mask:
 	VMASKMOVPS Y2, Y8, (R12)(DX*1) // the lanes inside the plane
-	JMP dwflatkap42done
-dwflatkap42whole:
+	JMP dwflatkap4v2v0j2done
+dwflatkap4v2v0j2whole:
 	VMOVUPS Y2, (R12)(DX*1)
-dwflatkap42done:
+dwflatkap4v2v0j2done:
 	LEAQ (R12)(R9*1), R12
 	CMPQ R15, $1
-	JEQ dwflatkap43whole
+	JEQ dwflatkap4v2v0j3whole
 	CMPQ R15, $2
-	JNE dwflatkap43mask
+	JNE dwflatkap4v2v0j3mask
 	CMPQ CX, $4
-	JGT dwflatkap43whole // a later plane of the call holds the lanes past this one
-dwflatkap43mask:
+	JGT dwflatkap4v2v0j3whole // a later plane of the call holds the lanes past this one
+dwflatkap4v2v0j3mask:
 	VMASKMOVPS Y3, Y8, (R12)(DX*1) // the lanes inside the plane
-	JMP dwflatkap43done
-dwflatkap43whole:
+	JMP dwflatkap4v2v0j3done
+dwflatkap4v2v0j3whole:
 	VMOVUPS Y3, (R12)(DX*1)
-dwflatkap43done:
+dwflatkap4v2v0j3done:
+	VPMOVSXBD 16(SI), Y8 // the store's lanes
+	MOVLQSX 24(SI), DX // the vector's byte offset
+	MOVLQSX 28(SI), R15 // its store: 1 whole, 2 whole where a later plane follows, 0 masked
+	CMPQ R15, $1
+	JEQ dwflatkap4v2v1j0whole
+	CMPQ R15, $2
+	JEQ dwflatkap4v2v1j0whole
+dwflatkap4v2v1j0mask:
+	VMASKMOVPS Y4, Y8, (DI)(DX*1) // the lanes inside the plane
+	JMP dwflatkap4v2v1j0done
+dwflatkap4v2v1j0whole:
+	VMOVUPS Y4, (DI)(DX*1)
+dwflatkap4v2v1j0done:
+	LEAQ (DI)(R9*1), R12
+	CMPQ R15, $1
+	JEQ dwflatkap4v2v1j1whole
+	CMPQ R15, $2
+	JEQ dwflatkap4v2v1j1whole
+dwflatkap4v2v1j1mask:
+	VMASKMOVPS Y5, Y8, (R12)(DX*1) // the lanes inside the plane
+	JMP dwflatkap4v2v1j1done
+dwflatkap4v2v1j1whole:
+	VMOVUPS Y5, (R12)(DX*1)
+dwflatkap4v2v1j1done:
+	LEAQ (DI)(R9*2), R12
+	CMPQ R15, $1
+	JEQ dwflatkap4v2v1j2whole
+	CMPQ R15, $2
+	JEQ dwflatkap4v2v1j2whole
+dwflatkap4v2v1j2mask:
+	VMASKMOVPS Y6, Y8, (R12)(DX*1) // the lanes inside the plane
+	JMP dwflatkap4v2v1j2done
+dwflatkap4v2v1j2whole:
+	VMOVUPS Y6, (R12)(DX*1)
+dwflatkap4v2v1j2done:
+	LEAQ (R12)(R9*1), R12
+	CMPQ R15, $1
+	JEQ dwflatkap4v2v1j3whole
+	CMPQ R15, $2
+	JNE dwflatkap4v2v1j3mask
+	CMPQ CX, $4
+	JGT dwflatkap4v2v1j3whole // a later plane of the call holds the lanes past this one
+dwflatkap4v2v1j3mask:
+	VMASKMOVPS Y7, Y8, (R12)(DX*1) // the lanes inside the plane
+	JMP dwflatkap4v2v1j3done
+dwflatkap4v2v1j3whole:
+	VMOVUPS Y7, (R12)(DX*1)
+dwflatkap4v2v1j3done:
+	JMP dwflatkap4v2
+dwflatkap4v2end:
+dwflatkap4v1:
 	CMPQ R10, 72(R14)
-	JLT dwflatkap4vec
+	JGE dwflatkap4v1end
+	MOVLQSX 8(R10), DX // the first vector's byte offset
+	ADDQ $16, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ 16(R14), R11
+	MOVQ 56(R14), AX
+dwflatkap4v1tap:
+	VBROADCASTSS 0(R11), Y8
+	VBROADCASTSS 4(R11), Y9
+	VBROADCASTSS 8(R11), Y10
+	VBROADCASTSS 12(R11), Y11
+	VPMOVSXBD 0(R10), Y12 // the lanes whose tap lies inside the input (the others +0)
+	MOVLQSX 8(R10), SI // the tap's offset from the first vector
+	SHLQ $2, SI
+	ADDQ BX, SI
+	ADDQ DX, SI
+	VMASKMOVPS (SI), Y12, Y14
+	VFMADD231PS Y8, Y14, Y0 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (SI)(R8*1), Y12, Y15
+	VFMADD231PS Y9, Y15, Y1 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (SI)(R8*2), Y12, Y14
+	VFMADD231PS Y10, Y14, Y2 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (SI)(R13*1), Y12, Y15
+	VFMADD231PS Y11, Y15, Y3 // acc = FMA(tap, w, acc)
+	ADDQ $16, R11
+	ADDQ $16, R10
+	DECQ AX
+	JNZ dwflatkap4v1tap
+	VBROADCASTSS 80(R14), Y13
+	VBROADCASTSS 84(R14), Y14
+	VBROADCASTSS nan<>(SB), Y15
+	MOVQ 24(R14), SI
+	VCMPPS $3, Y0, Y0, Y9
+	VBLENDVPS Y9, Y15, Y0, Y0 // a NaN as 0x7fc00000
+	VBROADCASTSS 0(SI), Y10
+	VADDPS Y10, Y0, Y0 // acc + bias
+	VMAXPS Y0, Y13, Y0 // lo > v ? lo : v
+	VMINPS Y0, Y14, Y0 // hi < v ? hi : v
+	VCMPPS $3, Y1, Y1, Y9
+	VBLENDVPS Y9, Y15, Y1, Y1 // a NaN as 0x7fc00000
+	VBROADCASTSS 4(SI), Y10
+	VADDPS Y10, Y1, Y1 // acc + bias
+	VMAXPS Y1, Y13, Y1 // lo > v ? lo : v
+	VMINPS Y1, Y14, Y1 // hi < v ? hi : v
+	VCMPPS $3, Y2, Y2, Y9
+	VBLENDVPS Y9, Y15, Y2, Y2 // a NaN as 0x7fc00000
+	VBROADCASTSS 8(SI), Y10
+	VADDPS Y10, Y2, Y2 // acc + bias
+	VMAXPS Y2, Y13, Y2 // lo > v ? lo : v
+	VMINPS Y2, Y14, Y2 // hi < v ? hi : v
+	VCMPPS $3, Y3, Y3, Y9
+	VBLENDVPS Y9, Y15, Y3, Y3 // a NaN as 0x7fc00000
+	VBROADCASTSS 12(SI), Y10
+	VADDPS Y10, Y3, Y3 // acc + bias
+	VMAXPS Y3, Y13, Y3 // lo > v ? lo : v
+	VMINPS Y3, Y14, Y3 // hi < v ? hi : v
+	MOVQ 56(R14), AX
+	SHLQ $4, AX
+	MOVQ R10, SI
+	SUBQ AX, SI
+	SUBQ $16, SI // the step's headers
+	VPMOVSXBD 0(SI), Y8 // the store's lanes
+	MOVLQSX 8(SI), DX // the vector's byte offset
+	MOVLQSX 12(SI), R15 // its store: 1 whole, 2 whole where a later plane follows, 0 masked
+	CMPQ R15, $1
+	JEQ dwflatkap4v1v0j0whole
+	CMPQ R15, $2
+	JEQ dwflatkap4v1v0j0whole
+dwflatkap4v1v0j0mask:
+	VMASKMOVPS Y0, Y8, (DI)(DX*1) // the lanes inside the plane
+	JMP dwflatkap4v1v0j0done
+dwflatkap4v1v0j0whole:
+	VMOVUPS Y0, (DI)(DX*1)
+dwflatkap4v1v0j0done:
+	LEAQ (DI)(R9*1), R12
+	CMPQ R15, $1
+	JEQ dwflatkap4v1v0j1whole
+	CMPQ R15, $2
+	JEQ dwflatkap4v1v0j1whole
+dwflatkap4v1v0j1mask:
+	VMASKMOVPS Y1, Y8, (R12)(DX*1) // the lanes inside the plane
+	JMP dwflatkap4v1v0j1done
+dwflatkap4v1v0j1whole:
+	VMOVUPS Y1, (R12)(DX*1)
+dwflatkap4v1v0j1done:
+	LEAQ (DI)(R9*2), R12
+	CMPQ R15, $1
+	JEQ dwflatkap4v1v0j2whole
+	CMPQ R15, $2
+	JEQ dwflatkap4v1v0j2whole
+dwflatkap4v1v0j2mask:
+	VMASKMOVPS Y2, Y8, (R12)(DX*1) // the lanes inside the plane
+	JMP dwflatkap4v1v0j2done
+dwflatkap4v1v0j2whole:
+	VMOVUPS Y2, (R12)(DX*1)
+dwflatkap4v1v0j2done:
+	LEAQ (R12)(R9*1), R12
+	CMPQ R15, $1
+	JEQ dwflatkap4v1v0j3whole
+	CMPQ R15, $2
+	JNE dwflatkap4v1v0j3mask
+	CMPQ CX, $4
+	JGT dwflatkap4v1v0j3whole // a later plane of the call holds the lanes past this one
+dwflatkap4v1v0j3mask:
+	VMASKMOVPS Y3, Y8, (R12)(DX*1) // the lanes inside the plane
+	JMP dwflatkap4v1v0j3done
+dwflatkap4v1v0j3whole:
+	VMOVUPS Y3, (R12)(DX*1)
+dwflatkap4v1v0j3done:
+	JMP dwflatkap4v1
+dwflatkap4v1end:
 	MOVQ 56(R14), AX
 	SHLQ $4, AX
 	ADDQ AX, 16(R14) // the next planes' weights
@@ -153,26 +364,38 @@ dwflatkap1:
 	CMPQ CX, $1
 	JLT dwflatkap1end
 	MOVQ 64(R14), R10
-dwflatkap1vec:
-	MOVLQSX 8(R10), DX // the vector's byte offset
-	MOVLQSX 12(R10), R15 // its store: 1 whole, 2 whole if a later plane follows, 0 masked
-	ADDQ $16, R10
+dwflatkap1v2:
+	CMPQ R10, 88(R14)
+	JGE dwflatkap1v2end
+	MOVLQSX 8(R10), DX // the first vector's byte offset
+	ADDQ $32, R10
 	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
 	MOVQ 16(R14), R11
 	MOVQ 56(R14), AX
-dwflatkap1tap:
-	VPMOVSXBD 0(R10), Y8 // the lanes whose tap lies inside the input (the others +0)
-	MOVLQSX 8(R10), SI // the tap's offset
+dwflatkap1v2tap:
+	VBROADCASTSS 0(R11), Y8
+	VPMOVSXBD 0(R10), Y12 // the lanes whose tap lies inside the input (the others +0)
+	MOVLQSX 8(R10), SI // the tap's offset from the first vector
 	SHLQ $2, SI
 	ADDQ BX, SI
 	ADDQ DX, SI
-	VMASKMOVPS (SI), Y8, Y4
-	VBROADCASTSS 0(R11), Y9
-	VFMADD231PS Y9, Y4, Y0 // acc = FMA(tap, w, acc)
+	VPMOVSXBD 16(R10), Y13 // the lanes whose tap lies inside the input (the others +0)
+	MOVLQSX 24(R10), R12 // the tap's offset from the first vector
+	SHLQ $2, R12
+	ADDQ BX, R12
+	ADDQ DX, R12
+	VMASKMOVPS (SI), Y12, Y14
+	VFMADD231PS Y8, Y14, Y0 // acc = FMA(tap, w, acc)
+	VMASKMOVPS (R12), Y13, Y15
+	VFMADD231PS Y8, Y15, Y1 // acc = FMA(tap, w, acc)
 	ADDQ $4, R11
-	ADDQ $16, R10
+	ADDQ $32, R10
 	DECQ AX
-	JNZ dwflatkap1tap
+	JNZ dwflatkap1v2tap
+	VBROADCASTSS 80(R14), Y13
+	VBROADCASTSS 84(R14), Y14
+	VBROADCASTSS nan<>(SB), Y15
 	MOVQ 24(R14), SI
 	VCMPPS $3, Y0, Y0, Y9
 	VBLENDVPS Y9, Y15, Y0, Y0 // a NaN as 0x7fc00000
@@ -180,25 +403,102 @@ dwflatkap1tap:
 	VADDPS Y10, Y0, Y0 // acc + bias
 	VMAXPS Y0, Y13, Y0 // lo > v ? lo : v
 	VMINPS Y0, Y14, Y0 // hi < v ? hi : v
-	MOVQ R10, R12
+	VCMPPS $3, Y1, Y1, Y9
+	VBLENDVPS Y9, Y15, Y1, Y1 // a NaN as 0x7fc00000
+	VBROADCASTSS 0(SI), Y10
+	VADDPS Y10, Y1, Y1 // acc + bias
+	VMAXPS Y1, Y13, Y1 // lo > v ? lo : v
+	VMINPS Y1, Y14, Y1 // hi < v ? hi : v
+	MOVQ 56(R14), AX
+	SHLQ $5, AX
+	MOVQ R10, SI
+	SUBQ AX, SI
+	SUBQ $32, SI // the step's headers
+	VPMOVSXBD 0(SI), Y8 // the store's lanes
+	MOVLQSX 8(SI), DX // the vector's byte offset
+	MOVLQSX 12(SI), R15 // its store: 1 whole, 2 whole where a later plane follows, 0 masked
+	CMPQ R15, $1
+	JEQ dwflatkap1v2v0j0whole
+	CMPQ R15, $2
+	JNE dwflatkap1v2v0j0mask
+	CMPQ CX, $1
+	JGT dwflatkap1v2v0j0whole // a later plane of the call holds the lanes past this one
+dwflatkap1v2v0j0mask:
+	VMASKMOVPS Y0, Y8, (DI)(DX*1) // the lanes inside the plane
+	JMP dwflatkap1v2v0j0done
+dwflatkap1v2v0j0whole:
+	VMOVUPS Y0, (DI)(DX*1)
+dwflatkap1v2v0j0done:
+	VPMOVSXBD 16(SI), Y8 // the store's lanes
+	MOVLQSX 24(SI), DX // the vector's byte offset
+	MOVLQSX 28(SI), R15 // its store: 1 whole, 2 whole where a later plane follows, 0 masked
+	CMPQ R15, $1
+	JEQ dwflatkap1v2v1j0whole
+	CMPQ R15, $2
+	JNE dwflatkap1v2v1j0mask
+	CMPQ CX, $1
+	JGT dwflatkap1v2v1j0whole // a later plane of the call holds the lanes past this one
+dwflatkap1v2v1j0mask:
+	VMASKMOVPS Y1, Y8, (DI)(DX*1) // the lanes inside the plane
+	JMP dwflatkap1v2v1j0done
+dwflatkap1v2v1j0whole:
+	VMOVUPS Y1, (DI)(DX*1)
+dwflatkap1v2v1j0done:
+	JMP dwflatkap1v2
+dwflatkap1v2end:
+dwflatkap1v1:
+	CMPQ R10, 72(R14)
+	JGE dwflatkap1v1end
+	MOVLQSX 8(R10), DX // the first vector's byte offset
+	ADDQ $16, R10
+	VXORPS Y0, Y0, Y0
+	MOVQ 16(R14), R11
+	MOVQ 56(R14), AX
+dwflatkap1v1tap:
+	VBROADCASTSS 0(R11), Y8
+	VPMOVSXBD 0(R10), Y12 // the lanes whose tap lies inside the input (the others +0)
+	MOVLQSX 8(R10), SI // the tap's offset from the first vector
+	SHLQ $2, SI
+	ADDQ BX, SI
+	ADDQ DX, SI
+	VMASKMOVPS (SI), Y12, Y14
+	VFMADD231PS Y8, Y14, Y0 // acc = FMA(tap, w, acc)
+	ADDQ $4, R11
+	ADDQ $16, R10
+	DECQ AX
+	JNZ dwflatkap1v1tap
+	VBROADCASTSS 80(R14), Y13
+	VBROADCASTSS 84(R14), Y14
+	VBROADCASTSS nan<>(SB), Y15
+	MOVQ 24(R14), SI
+	VCMPPS $3, Y0, Y0, Y9
+	VBLENDVPS Y9, Y15, Y0, Y0 // a NaN as 0x7fc00000
+	VBROADCASTSS 0(SI), Y10
+	VADDPS Y10, Y0, Y0 // acc + bias
+	VMAXPS Y0, Y13, Y0 // lo > v ? lo : v
+	VMINPS Y0, Y14, Y0 // hi < v ? hi : v
 	MOVQ 56(R14), AX
 	SHLQ $4, AX
-	SUBQ AX, R12
-	VPMOVSXBD -16(R12), Y8 // the store's lanes (the vector's header)
+	MOVQ R10, SI
+	SUBQ AX, SI
+	SUBQ $16, SI // the step's headers
+	VPMOVSXBD 0(SI), Y8 // the store's lanes
+	MOVLQSX 8(SI), DX // the vector's byte offset
+	MOVLQSX 12(SI), R15 // its store: 1 whole, 2 whole where a later plane follows, 0 masked
 	CMPQ R15, $1
-	JEQ dwflatkap10whole
+	JEQ dwflatkap1v1v0j0whole
 	CMPQ R15, $2
-	JNE dwflatkap10mask
+	JNE dwflatkap1v1v0j0mask
 	CMPQ CX, $1
-	JGT dwflatkap10whole // a later plane of the call holds the lanes past this one
-dwflatkap10mask:
+	JGT dwflatkap1v1v0j0whole // a later plane of the call holds the lanes past this one
+dwflatkap1v1v0j0mask:
 	VMASKMOVPS Y0, Y8, (DI)(DX*1) // the lanes inside the plane
-	JMP dwflatkap10done
-dwflatkap10whole:
+	JMP dwflatkap1v1v0j0done
+dwflatkap1v1v0j0whole:
 	VMOVUPS Y0, (DI)(DX*1)
-dwflatkap10done:
-	CMPQ R10, 72(R14)
-	JLT dwflatkap1vec
+dwflatkap1v1v0j0done:
+	JMP dwflatkap1v1
+dwflatkap1v1end:
 	MOVQ 56(R14), AX
 	SHLQ $2, AX
 	ADDQ AX, 16(R14) // the next planes' weights

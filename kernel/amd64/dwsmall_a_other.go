@@ -8,6 +8,7 @@ type DwKA struct {
 	Planes, XStep, YStep, N int
 	Tab, TabEnd             uintptr
 	Lo, Hi                  float32
+	Mid                     uintptr
 }
 
 // DwFlatKA needs amd64 (Enabled is false elsewhere).

@@ -9,89 +9,108 @@ def e(s=""):
     OUT.append(s)
 
 
-def store(j, last_test):
-    """The store of plane j's chain Yj at (DI + j*R9 + DX): whole where
-    the vector is (flag 1) or where its lanes past the plane land in a
-    later plane of the call (flag 2 and last_test true: JGT follows)."""
-    addr = ["(DI)(DX*1)", "(R12)(DX*1)", "(R12)(DX*1)", "(R12)(DX*1)"][j]
+def store(lbl, acc, j, follow):
+    """The store of plane j's chain Y<acc> at (DI + j*R9 + DX): whole
+    where the vector is (kind 1) or where its lanes past the plane land in
+    a later plane of the call (kind 2, and follow: CX above it, or None:
+    always, another plane of the group follows)."""
+    addr = "(DI)(DX*1)" if j == 0 else "(R12)(DX*1)"
     if j == 1:
         e("\tLEAQ (DI)(R9*1), R12")
     elif j == 2:
         e("\tLEAQ (DI)(R9*2), R12")
     elif j == 3:
         e("\tLEAQ (R12)(R9*1), R12")
-    lbl = "dwflatka%s%d" % (last_test[0], j)
     e("\tCMPQ R15, $1")
     e("\tJEQ %swhole" % lbl)
-    if last_test[1] is not None:
-        e("\tCMPQ R15, $2")
+    e("\tCMPQ R15, $2")
+    if follow is not None:
         e("\tJNE %smask" % lbl)
-        e("\tCMPQ CX, $%d" % last_test[1])
+        e("\tCMPQ CX, $%d" % follow)
         e("\tJGT %swhole // a later plane of the call holds the lanes past this one" % lbl)
     else:
-        e("\tCMPQ R15, $2")
         e("\tJEQ %swhole" % lbl)
     e("%smask:" % lbl)
-    e("\tVMASKMOVPS Y%d, Y8, %s // the lanes inside the plane" % (j, addr))
+    e("\tVMASKMOVPS Y%d, Y8, %s // the lanes inside the plane" % (acc, addr))
     e("\tJMP %sdone" % lbl)
     e("%swhole:" % lbl)
-    e("\tVMOVUPS Y%d, %s" % (j, addr))
+    e("\tVMOVUPS Y%d, %s" % (acc, addr))
     e("%sdone:" % lbl)
 
 
-def finish(j):
-    e("\tVCMPPS $3, Y%d, Y%d, Y9" % (j, j))
-    e("\tVBLENDVPS Y9, Y15, Y%d, Y%d // a NaN as 0x7fc00000" % (j, j))
+def finish(acc, j):
+    e("\tVCMPPS $3, Y%d, Y%d, Y9" % (acc, acc))
+    e("\tVBLENDVPS Y9, Y15, Y%d, Y%d // a NaN as 0x7fc00000" % (acc, acc))
     e("\tVBROADCASTSS %d(SI), Y10" % (4 * j))
-    e("\tVADDPS Y10, Y%d, Y%d // acc + bias" % (j, j))
-    e("\tVMAXPS Y%d, Y13, Y%d // lo > v ? lo : v" % (j, j))
-    e("\tVMINPS Y%d, Y14, Y%d // hi < v ? hi : v" % (j, j))
+    e("\tVADDPS Y10, Y%d, Y%d // acc + bias" % (acc, acc))
+    e("\tVMAXPS Y%d, Y13, Y%d // lo > v ? lo : v" % (acc, acc))
+    e("\tVMINPS Y%d, Y14, Y%d // hi < v ? hi : v" % (acc, acc))
 
 
-def group(k, name):
+def steps(k, nv, name, start, end):
+    """The steps of nv vectors (1 or 2) for k planes (4 or 1), the table
+    from start(R14) (or R10 as it is, start None) to end(R14)."""
+    if start is not None:
+        e("\tMOVQ %d(R14), R10" % start)
     e("%s:" % name)
-    e("\tCMPQ CX, $%d" % k)
-    e("\tJLT %send" % name)
-    e("\tMOVQ 64(R14), R10")
-    e("%svec:" % name)
-    e("\tMOVLQSX 8(R10), DX // the vector's byte offset")
-    e("\tMOVLQSX 12(R10), R15 // its store: 1 whole, 2 whole if a later plane follows, 0 masked")
-    e("\tADDQ $16, R10")
-    for j in range(k):
-        e("\tVXORPS Y%d, Y%d, Y%d" % (j, j, j))
+    e("\tCMPQ R10, %d(R14)" % end)
+    e("\tJGE %send" % name)
+    e("\tMOVLQSX 8(R10), DX // the first vector's byte offset")
+    e("\tADDQ $%d, R10" % (16 * nv))
+    for a in range(k * nv):
+        e("\tVXORPS Y%d, Y%d, Y%d" % (a, a, a))
     e("\tMOVQ 16(R14), R11")
     e("\tMOVQ 56(R14), AX")
     e("%stap:" % name)
-    e("\tVPMOVSXBD 0(R10), Y8 // the lanes whose tap lies inside the input (the others +0)")
-    e("\tMOVLQSX 8(R10), SI // the tap's offset")
-    e("\tSHLQ $2, SI")
-    e("\tADDQ BX, SI")
-    e("\tADDQ DX, SI")
-    src = ["(SI)", "(SI)(R8*1)", "(SI)(R8*2)", "(SI)(R13*1)"]
+    src = ["(%s)", "(%s)(R8*1)", "(%s)(R8*2)", "(%s)(R13*1)"]
     for j in range(k):
-        e("\tVMASKMOVPS %s, Y8, Y%d" % (src[j], 4 + j))
+        e("\tVBROADCASTSS %d(R11), Y%d" % (4 * j, 8 + j))
+    for v in range(nv):
+        reg = ["SI", "R12"][v]
+        e("\tVPMOVSXBD %d(R10), Y%d // the lanes whose tap lies inside the input (the others +0)" % (16 * v, 12 + v))
+        e("\tMOVLQSX %d(R10), %s // the tap's offset from the first vector" % (16 * v + 8, reg))
+        e("\tSHLQ $2, %s" % reg)
+        e("\tADDQ BX, %s" % reg)
+        e("\tADDQ DX, %s" % reg)
+    n = 0
     for j in range(k):
-        e("\tVBROADCASTSS %d(R11), Y%d" % (4 * j, 9 + j))
-        e("\tVFMADD231PS Y%d, Y%d, Y%d // acc = FMA(tap, w, acc)" % (9 + j, 4 + j, j))
+        for v in range(nv):
+            t = 14 + n % 2
+            n += 1
+            e("\tVMASKMOVPS %s, Y%d, Y%d" % (src[j] % ["SI", "R12"][v], 12 + v, t))
+            e("\tVFMADD231PS Y%d, Y%d, Y%d // acc = FMA(tap, w, acc)" % (8 + j, t, v * k + j))
     e("\tADDQ $%d, R11" % (4 * k))
-    e("\tADDQ $16, R10")
+    e("\tADDQ $%d, R10" % (16 * nv))
     e("\tDECQ AX")
     e("\tJNZ %stap" % name)
+    e("\tVBROADCASTSS 80(R14), Y13")
+    e("\tVBROADCASTSS 84(R14), Y14")
+    e("\tVBROADCASTSS nan<>(SB), Y15")
     e("\tMOVQ 24(R14), SI")
-    for j in range(k):
-        finish(j)
-    e("\tVPMOVSXBD -%d(R10), Y8 // the store's lanes" % 0)  # placeholder fixed below
-    OUT.pop()
-    e("\tMOVQ R10, R12")
+    for v in range(nv):
+        for j in range(k):
+            finish(v * k + j, j)
     e("\tMOVQ 56(R14), AX")
-    e("\tSHLQ $4, AX")
-    e("\tSUBQ AX, R12")
-    e("\tVPMOVSXBD -16(R12), Y8 // the store's lanes (the vector's header)")
-    for j in range(k):
-        store(j, (name[-2:], k if j == k - 1 else None))
-    e("\tCMPQ R10, 72(R14)")
-    e("\tJLT %svec" % name)
-    # next planes
+    e("\tSHLQ $%d, AX" % (4 + nv - 1))
+    e("\tMOVQ R10, SI")
+    e("\tSUBQ AX, SI")
+    e("\tSUBQ $%d, SI // the step's headers" % (16 * nv))
+    for v in range(nv):
+        e("\tVPMOVSXBD %d(SI), Y8 // the store's lanes" % (16 * v))
+        e("\tMOVLQSX %d(SI), DX // the vector's byte offset" % (16 * v + 8))
+        e("\tMOVLQSX %d(SI), R15 // its store: 1 whole, 2 whole where a later plane follows, 0 masked" % (16 * v + 12))
+        for j in range(k):
+            store("%sv%dj%d" % (name, v, j), v * k + j, j, k if j == k - 1 else None)
+    e("\tJMP %s" % name)
+    e("%send:" % name)
+
+
+def planes(k, name):
+    e("%s:" % name)
+    e("\tCMPQ CX, $%d" % k)
+    e("\tJLT %send" % name)
+    steps(k, 2, name + "v2", 64, 88)
+    steps(k, 1, name + "v1", None, 72)
     e("\tMOVQ 56(R14), AX")
     e("\tSHLQ $%d, AX" % (4 if k == 4 else 2))
     e("\tADDQ AX, 16(R14) // the next planes' weights")
@@ -111,21 +130,20 @@ e("// Code generated by gen_dwsmall_a.py; DO NOT EDIT.")
 e()
 e('#include "textflag.h"')
 e()
+e("DATA nan<>+0(SB)/4, $0x7fc00000")
+e("GLOBL nan<>(SB), RODATA|NOPTR, $4")
+e()
 e("// func DwFlatKA(p *DwKA)")
 e("//")
 e("// Registers: R14 p, BX the plane group's input, DI its output, R8 and R9")
 e("// one input and one output plane in bytes, R13 three input planes, CX")
 e("// planes left, R10 the table, R11 the weights of the tap (four planes'")
-e("// or one's), AX taps left, DX the vector's byte offset, R15 its store")
-e("// kind, SI and R12 addresses; Y0-Y3 the chains, Y4-Y7 the taps, Y8 the")
-e("// mask, Y9-Y12 the weights, Y13 lo, Y14 hi, Y15 the canonical NaN.")
+e("// or one's), AX taps left, DX the first vector's byte offset, R15 the")
+e("// store's kind, SI and R12 addresses; Y0-Y7 the chains (vector-major),")
+e("// Y8-Y11 the weights, Y12-Y13 the masks, Y14-Y15 the taps; after the")
+e("// taps Y8 the store's mask, Y13 lo, Y14 hi, Y15 the canonical NaN.")
 e("TEXT ·DwFlatKA(SB), NOSPLIT, $0-8")
 e("\tMOVQ p+0(FP), R14")
-e("\tMOVL $0x7fc00000, AX")
-e("\tMOVQ AX, X15")
-e("\tVPBROADCASTD X15, Y15")
-e("\tVBROADCASTSS 80(R14), Y13")
-e("\tVBROADCASTSS 84(R14), Y14")
 e("\tMOVQ 0(R14), BX")
 e("\tMOVQ 8(R14), DI")
 e("\tMOVQ 40(R14), R8")
@@ -135,9 +153,9 @@ e("\tSHLQ $2, R9")
 e("\tLEAQ (R8)(R8*2), R13")
 e("\tMOVQ 32(R14), CX")
 e()
-group(4, "dwflatkap4")
+planes(4, "dwflatkap4")
 e()
-group(1, "dwflatkap1")
+planes(1, "dwflatkap1")
 e("\tVZEROUPPER")
 e("\tRET")
 print("\n".join(OUT))

@@ -68,6 +68,7 @@ type dwkTab struct {
 	tab      []uint16 // the vectors' records
 	idx      []int32  // DwRowsKZ's indices
 	tabA     []int32  // DwFlatKA's records (unit strides)
+	midA     int      // the end of tabA's steps of two vectors
 }
 
 // dwkTabOf returns s's dwkTab, built once per setup.
@@ -105,20 +106,25 @@ func dwkTabOf(s *convSetup) *dwkTab {
 		}
 		t.tab = append(t.tab, store, 0, 0, 0)
 	}
-	t.tabA = dwkTabA(g)
+	t.tabA, t.midA = dwkTabA(g)
 	s.dwk.CompareAndSwap(nil, t)
 	return s.dwk.Load()
 }
 
-// dwkTabA lays out amd64.DwFlatKA's table for the unit-stride geometry g:
-// the vectors of 8 outputs from the last (the one the plane may not fill)
-// to the first, so that a whole store of a last vector (store kind 2,
-// where the plane has at least 8 outputs) writes lanes of the next plane
-// before that plane's own stores do.
-func dwkTabA(g *geom) []int32 {
+// dwkTabA lays out amd64.DwFlatKA's table for the unit-stride geometry g
+// and returns it with the end of its steps of two vectors: the vectors of
+// 8 outputs from the last (the one the plane may not fill) to the first,
+// in pairs and the first alone where their count is odd, so that a whole
+// store of a last vector (store kind 2, where the plane has at least 8
+// outputs) writes lanes of the next plane before that plane's own stores
+// do.
+func dwkTabA(g *geom) ([]int32, int) {
 	W, P, kh, kw := g.in[1], prod(g.out), g.k[0], g.k[1]
 	T, nv := kh*kw, (P+7)/8
-	tm := make([]uint16, 2*T)
+	tm := make([][]uint16, 2)
+	for i := range tm {
+		tm[i] = make([]uint16, 2*T)
+	}
 	tab := make([]int32, 0, nv*4*(T+1))
 	lanes := func(m uint16) (int32, int32) {
 		var b [8]byte
@@ -131,33 +137,48 @@ func dwkTabA(g *geom) []int32 {
 		hi := uint32(b[4]) | uint32(b[5])<<8 | uint32(b[6])<<16 | uint32(b[7])<<24
 		return int32(lo), int32(hi)
 	}
-	for v := nv - 1; v >= 0; v-- {
-		clear(tm)
-		var store uint16
-		for l := 0; l < 8; l++ {
-			if o := 8*v + l; o < P {
-				store |= 1 << l
-				maxTapMasks(g, o/W, o%W, l, tm)
+	mid := 0
+	for v := nv - 1; v >= 0; {
+		vs := []int{v}
+		if v >= 1 {
+			vs = append(vs, v-1)
+		} else if mid == 0 {
+			mid = len(tab)
+		}
+		for i, u := range vs {
+			clear(tm[i])
+			var store uint16
+			for l := 0; l < 8; l++ {
+				if o := 8*u + l; o < P {
+					store |= 1 << l
+					maxTapMasks(g, o/W, o%W, l, tm[i])
+				}
 			}
+			kind := int32(0)
+			switch {
+			case 8*u+8 <= P:
+				kind = 1
+			case P >= 8:
+				kind = 2
+			}
+			lo, hi := lanes(store)
+			tab = append(tab, lo, hi, int32(32*u), kind)
 		}
-		kind := int32(0)
-		switch {
-		case 8*v+8 <= P:
-			kind = 1
-		case P >= 8:
-			kind = 2
-		}
-		lo, hi := lanes(store)
-		tab = append(tab, lo, hi, int32(32*v), kind)
 		for ky := 0; ky < kh; ky++ {
 			for kx := 0; kx < kw; kx++ {
 				tp := ky*kw + kx
-				lo, hi := lanes(tm[2*tp])
-				tab = append(tab, lo, hi, int32((ky*g.dil[0]-g.padB[0])*W+kx*g.dil[1]-g.padB[1]), 0)
+				for i, u := range vs {
+					lo, hi := lanes(tm[i][2*tp])
+					tab = append(tab, lo, hi, int32(8*(u-v)+(ky*g.dil[0]-g.padB[0])*W+kx*g.dil[1]-g.padB[1]), 0)
+				}
 			}
 		}
+		v -= len(vs)
 	}
-	return tab
+	if nv%2 == 0 {
+		mid = len(tab)
+	}
+	return tab, mid
 }
 
 // dwSmall computes the depthwise convolution s (dwSmallOK) of x into y,
@@ -218,7 +239,7 @@ func (j *dwSmallJob) Run(lo0, hi0 int) {
 		p.Planes, p.Lo, p.Hi = np, lo, hi
 		if !j.z {
 			a := amd64.DwKA{X: p.X, Y: p.Y, W: p.W, B: p.B, Planes: np, XStep: HW, YStep: OHW, N: T,
-				Tab: addr32(t.tabA, 0), TabEnd: addr32(t.tabA, len(t.tabA)), Lo: lo, Hi: hi}
+				Tab: addr32(t.tabA, 0), TabEnd: addr32(t.tabA, len(t.tabA)), Mid: addr32(t.tabA, t.midA), Lo: lo, Hi: hi}
 			amd64.DwFlatKA(&a)
 		} else if t.unit {
 			amd64.DwFlatKZ(&p)
