@@ -24,16 +24,20 @@ import (
 // the activation over runs of them (ep.actRun), as dwFlatJob does. The
 // masks and indices depend only on the geometry and are built once per
 // setup (convSetup.dwk); the weights are laid out tap-major for four
-// channels at a time per call, in pooled scratch.
+// channels at a time per call, in pooled scratch. Without AVX-512 the
+// unit-stride ones run amd64.DwFlatKA, the same chains on 8-lane vectors
+// (VMASKMOVPS loads; whole stores except a plane's last vector where no
+// later plane of the call takes its extra lanes: dwkTabA).
 
 // dwSmallOK reports whether dwSmall runs the depthwise convolution s here:
-// AVX-512, two spatial dimensions, planes of at most maxFlatMaxOut outputs
+// AVX-512 (or AVX2+FMA for unit strides: amd64.DwFlatKA, DwFlatKZ's twin
+// on 8-lane vectors), two spatial dimensions, planes of at most maxFlatMaxOut outputs
 // and kernels of at most maxFlatMaxTaps taps, and either unit strides with
 // output rows as long as the input's or rows whose taps DwRowsKZ's two
 // sources hold (maxRowsPer).
 func dwSmallOK(pool machine, s *convSetup) bool {
 	g := s.g
-	if !pool.z || s.Cg != 1 || s.Mg != 1 || len(g.in) != 2 || prod(g.out) < 1 || prod(g.out) > maxFlatMaxOut ||
+	if !(pool.z || pool.fast && maxFlatUnit(g)) || s.Cg != 1 || s.Mg != 1 || len(g.in) != 2 || prod(g.out) < 1 || prod(g.out) > maxFlatMaxOut ||
 		prod(g.k) < 1 || prod(g.k) > maxFlatMaxTaps || prod(g.in) < 1 {
 		return false
 	}
@@ -63,6 +67,8 @@ type dwkTab struct {
 	n        int      // DwK.N: taps (unit) or kernel rows
 	tab      []uint16 // the vectors' records
 	idx      []int32  // DwRowsKZ's indices
+	tabA     []int32  // DwFlatKA's records (unit strides)
+	midA     int      // the end of tabA's steps of two vectors
 }
 
 // dwkTabOf returns s's dwkTab, built once per setup.
@@ -100,8 +106,79 @@ func dwkTabOf(s *convSetup) *dwkTab {
 		}
 		t.tab = append(t.tab, store, 0, 0, 0)
 	}
+	t.tabA, t.midA = dwkTabA(g)
 	s.dwk.CompareAndSwap(nil, t)
 	return s.dwk.Load()
+}
+
+// dwkTabA lays out amd64.DwFlatKA's table for the unit-stride geometry g
+// and returns it with the end of its steps of two vectors: the vectors of
+// 8 outputs from the last (the one the plane may not fill) to the first,
+// in pairs and the first alone where their count is odd, so that a whole
+// store of a last vector (store kind 2, where the plane has at least 8
+// outputs) writes lanes of the next plane before that plane's own stores
+// do.
+func dwkTabA(g *geom) ([]int32, int) {
+	W, P, kh, kw := g.in[1], prod(g.out), g.k[0], g.k[1]
+	T, nv := kh*kw, (P+7)/8
+	tm := make([][]uint16, 2)
+	for i := range tm {
+		tm[i] = make([]uint16, 2*T)
+	}
+	tab := make([]int32, 0, nv*4*(T+1))
+	lanes := func(m uint16) (int32, int32) {
+		var b [8]byte
+		for l := range b {
+			if m&(1<<l) != 0 {
+				b[l] = 0xff
+			}
+		}
+		lo := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+		hi := uint32(b[4]) | uint32(b[5])<<8 | uint32(b[6])<<16 | uint32(b[7])<<24
+		return int32(lo), int32(hi)
+	}
+	mid := 0
+	for v := nv - 1; v >= 0; {
+		vs := []int{v}
+		if v >= 1 {
+			vs = append(vs, v-1)
+		} else if mid == 0 {
+			mid = len(tab)
+		}
+		for i, u := range vs {
+			clear(tm[i])
+			var store uint16
+			for l := 0; l < 8; l++ {
+				if o := 8*u + l; o < P {
+					store |= 1 << l
+					maxTapMasks(g, o/W, o%W, l, tm[i])
+				}
+			}
+			kind := int32(0)
+			switch {
+			case 8*u+8 <= P:
+				kind = 1
+			case P >= 8:
+				kind = 2
+			}
+			lo, hi := lanes(store)
+			tab = append(tab, lo, hi, int32(32*u), kind)
+		}
+		for ky := 0; ky < kh; ky++ {
+			for kx := 0; kx < kw; kx++ {
+				tp := ky*kw + kx
+				for i, u := range vs {
+					lo, hi := lanes(tm[i][2*tp])
+					tab = append(tab, lo, hi, int32(8*(u-v)+(ky*g.dil[0]-g.padB[0])*W+kx*g.dil[1]-g.padB[1]), 0)
+				}
+			}
+		}
+		v -= len(vs)
+	}
+	if nv%2 == 0 {
+		mid = len(tab)
+	}
+	return tab, mid
 }
 
 // dwSmall computes the depthwise convolution s (dwSmallOK) of x into y,
@@ -109,7 +186,7 @@ func dwkTabOf(s *convSetup) *dwkTab {
 func dwSmall(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 	t := dwkTabOf(s)
 	j := dwSmallJobs.Get().(*dwSmallJob)
-	*j = dwSmallJob{s: s, t: t, x: x, w: w, bias: bias, y: y, ep: ep}
+	*j = dwSmallJob{s: s, t: t, x: x, w: w, bias: bias, y: y, ep: ep, z: pool.z}
 	pool.Run(s.N*s.C, s.N*s.C*prod(s.g.out)*t.taps, j)
 	*j = dwSmallJob{}
 	dwSmallJobs.Put(j)
@@ -120,6 +197,7 @@ type dwSmallJob struct {
 	t             *dwkTab
 	x, w, bias, y []float32
 	ep            epi
+	z             bool // AVX-512 (else DwFlatKA)
 }
 
 var dwSmallJobs = sync.Pool{New: func() any { return new(dwSmallJob) }}
@@ -159,7 +237,11 @@ func (j *dwSmallJob) Run(lo0, hi0 int) {
 		}
 		p.X, p.Y, p.W, p.B = addr(&j.x[nc*HW]), addr(&j.y[nc*OHW]), addr(&(*wbuf)[0]), addr(&bt[0])
 		p.Planes, p.Lo, p.Hi = np, lo, hi
-		if t.unit {
+		if !j.z {
+			a := amd64.DwKA{X: p.X, Y: p.Y, W: p.W, B: p.B, Planes: np, XStep: HW, YStep: OHW, N: T,
+				Tab: addr32(t.tabA, 0), TabEnd: addr32(t.tabA, len(t.tabA)), Mid: addr32(t.tabA, t.midA), Lo: lo, Hi: hi}
+			amd64.DwFlatKA(&a)
+		} else if t.unit {
 			amd64.DwFlatKZ(&p)
 		} else {
 			amd64.DwRowsKZ(&p)

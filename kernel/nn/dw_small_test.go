@@ -26,6 +26,23 @@ func TestDwSmallTwin(t *testing.T) {
 	if !pool.z {
 		t.Skip("no AVX-512 on this CPU: dwSmall does not run here")
 	}
+	dwSmallTwin(t, pool, 50)
+}
+
+// TestDwSmallTwinA is TestDwSmallTwin at ISAAVX2 (amd64.DwFlatKA, unit
+// strides only), with every plane of 1x1 to 9x9 (each tail of an 8-lane
+// vector) under 3x3 and 5x5 kernels.
+func TestDwSmallTwinA(t *testing.T) {
+	pool := machineOf((*kernel.Ctx)(nil).WithISA(kernel.ISAAVX2))
+	if !pool.fast || pool.z {
+		t.Skip("no AVX2+FMA level on this CPU: DwFlatKA does not run here")
+	}
+	dwSmallTwin(t, pool, 100)
+}
+
+// dwSmallTwin is TestDwSmallTwin's body at pool's level: at least min
+// cases must take dwSmall.
+func dwSmallTwin(t *testing.T, pool machine, min int) {
 	r := rand.New(rand.NewSource(23))
 	type tc struct{ n, c, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr int }
 	cases := []tc{
@@ -46,6 +63,12 @@ func TestDwSmallTwin(t *testing.T) {
 		}
 		c.h, c.w = (kh-1)*c.dh+1+r.Intn(20), (kw-1)*c.dw+1+r.Intn(20)
 		cases = append(cases, c)
+	}
+	for h := 1; h <= 9; h++ {
+		for w := 1; w <= 9; w++ {
+			k := 3 + 2*((h+w)%2)
+			cases = append(cases, tc{1 + (h*w)%2, 1 + (h+3*w)%9, h, w, k, k, 1, 1, 1, 1, k / 2, k / 2, k / 2, k / 2})
+		}
 	}
 	fired := 0
 	for i, c := range cases {
@@ -106,11 +129,18 @@ func TestDwSmallTwin(t *testing.T) {
 					}
 					ep.all(w2)
 				}
-				got := make([]float32, len(want))
-				for j := range got {
-					got[j] = 12345 // every output must be written
+				const guard = 9
+				buf := make([]float32, guard+len(want)+guard)
+				for j := range buf {
+					buf[j] = 12345 // every output must be written, nothing around them
 				}
+				got := buf[guard : guard+len(want)]
 				dwSmall(m, s, x, w, b, got, ep)
+				for j := range guard {
+					if a, b := buf[j], buf[len(buf)-1-j]; a != 12345 || b != 12345 {
+						t.Fatalf("%s, %d workers, mode %d: written outside y: %v %v", what, workers, mode, a, b)
+					}
+				}
 				if d := sameF32(got, w2); d >= 0 {
 					t.Fatalf("%s, %d workers, mode %d: y[%d] = %v (%#x), want %v (%#x)", what, workers, mode, d, got[d], math.Float32bits(got[d]), w2[d], math.Float32bits(w2[d]))
 				}
@@ -118,7 +148,7 @@ func TestDwSmallTwin(t *testing.T) {
 			pl.Close()
 		}
 	}
-	if fired < 50 {
+	if fired < min {
 		t.Fatalf("only %d cases took dwSmall", fired)
 	}
 }
