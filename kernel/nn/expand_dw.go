@@ -260,11 +260,13 @@ func (j *edwJob) Run(lo, hi int) {
 // the clamp), without its per-tile work, which at K = Cin = 16 cost about
 // a sixth of the expansion; the activation follows over those rows. The
 // last columns (n not a multiple of 16) and rows (E not a multiple of 6)
-// go through sgemmFastB, as all of it did before.
+// go through sgemmFastB, as all of it did before, and so does all of it
+// where the machine has AVX-512 (unitZ's tiles).
 func (j *edwJob) expand(mb *matB, x []float32, n int, c []float32, ldc int) {
 	E, Cin, HW := j.E, j.Cin, j.H*j.W
 	np, nf := E/gemmMR, n/gemmNR*gemmNR
-	if np == 0 || nf == 0 {
+	if np == 0 || nf == 0 || j.m.z {
+		// (AVX-512 machines keep the GEMM's own wider tiles.)
 		*mb = matB{b: x, brs: HW, bcs: 1}
 		sgemmFastB(j.m, E, n, Cin, j.a.W1, Cin, 1, mb, j.a.B1, j.ep1, c, ldc)
 		return

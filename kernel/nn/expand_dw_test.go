@@ -13,7 +13,8 @@ import (
 
 // TestExpandDepthwiseKernelTwin: nn.ExpandDepthwise gives the bits of the
 // 1x1 and depthwise convolutions run apart on the portable twins, with the
-// stride-2 depthwise rows on AVX-512 (DwS2P1Z) and on AVX2 (noDwZ),
+// stride-2 depthwise rows on AVX-512 (DwS2P1Z) and on AVX2 (noDwZ), the
+// whole layer at ISAAVX2 (the expansion's Sgemm6x16RBN on any host),
 // 1, 2 and 8 workers, widths around the vectors, clamps on both parts
 // (and an activation on the expansion's).
 func TestExpandDepthwiseKernelTwin(t *testing.T) {
@@ -61,11 +62,15 @@ func TestExpandDepthwiseKernelTwin(t *testing.T) {
 		if err := intoConv(&kernel.Ctx{Pool: pools[0], ISA: kernel.ISAPortable, Epilogue: clip}, b, []*tensor.Tensor{mid, w2, b2}, []*tensor.Tensor{want}); err != nil {
 			t.Fatal(err)
 		}
-		for _, noZ := range []bool{false, true} {
+		for _, lv := range []struct {
+			isa kernel.ISA
+			noZ bool
+		}{{kernel.ISABest, false}, {kernel.ISABest, true}, {kernel.ISAAVX2, false}} {
+			noZ := lv.noZ
 			for _, p := range pools {
 				attrs := node("Conv", intAttr("group", int64(e)), ints("strides", s, s), ints("pads", 1, 1, 1, 1))
 				y := tensor.New(tensor.Float32, want.Shape...)
-				ok := ExpandDepthwise(ctxAt(p, kernel.ISABest, &forced{noDwZ: noZ}), ExpandDW{X: x.Data.([]float32), XShape: x.Shape, W1: w1.Data.([]float32), W1Shape: w1.Shape,
+				ok := ExpandDepthwise(ctxAt(p, lv.isa, &forced{noDwZ: noZ}), ExpandDW{X: x.Data.([]float32), XShape: x.Shape, W1: w1.Data.([]float32), W1Shape: w1.Shape,
 					B1: b1.Data.([]float32), E1: clip1, W2: w2.Data.([]float32), W2Shape: w2.Shape, B2: b2.Data.([]float32), E2: clip,
 					Attrs: attrs, Y: y.Data.([]float32), YShape: y.Shape})
 				if !ok {
@@ -73,7 +78,7 @@ func TestExpandDepthwiseKernelTwin(t *testing.T) {
 				}
 				ran++
 				if d := sameF32(y.Data.([]float32), want.Data.([]float32)); d >= 0 {
-					t.Fatalf("%s: y[%d] = %g, apart %g", fmt.Sprintf("case %d (x %v, e %d, stride %d, AVX2 rows %v, %d workers)", i, x.Shape, e, s, noZ, p.Workers()),
+					t.Fatalf("%s: y[%d] = %g, apart %g", fmt.Sprintf("case %d (x %v, e %d, stride %d, ISA %v, AVX2 rows %v, %d workers)", i, x.Shape, e, s, lv.isa, noZ, p.Workers()),
 						d, y.Data.([]float32)[d], want.Data.([]float32)[d])
 				}
 			}
