@@ -201,8 +201,7 @@ func (j *edwJob) Run(lo, hi int) {
 					r0, cnt = first, 0
 				}
 				if n := last - (r0 + cnt); n > 0 {
-					*mb = matB{b: x[(r0+cnt)*W:], brs: H * W, bcs: 1}
-					sgemmFastB(j.m, E, n*W, Cin, j.a.W1, Cin, 1, mb, j.a.B1, j.ep1, (*buf)[cnt*W:], capRows*W)
+					j.expand(mb, x[(r0+cnt)*W:], n*W, (*buf)[cnt*W:], capRows*W)
 					cnt += n
 				}
 			}
@@ -251,4 +250,52 @@ func (j *edwJob) Run(lo, hi int) {
 	matBs.Put(mb)
 	putF32(buf)
 	putF32(zbuf)
+}
+
+// expand computes the expansion of n pixels, the input rows at x (Cin
+// planes H*W floats apart), into c (row stride ldc). The whole 6-row
+// panels of each whole 16-column panel run in one amd64.Sgemm6x16RBN
+// call, the chains and store of the GEMM's Sgemm6x16RB tiles (each output
+// FMA(w, x, acc) over the input channels ascending from +0, canon, + B1,
+// the clamp), without its per-tile work, which at K = Cin = 16 cost about
+// a sixth of the expansion; the activation follows over those rows. The
+// last columns (n not a multiple of 16) and rows (E not a multiple of 6)
+// go through sgemmFastB, as all of it did before, and so does all of it
+// where the machine has AVX-512 (unitZ's tiles).
+func (j *edwJob) expand(mb *matB, x []float32, n int, c []float32, ldc int) {
+	E, Cin, HW := j.E, j.Cin, j.H*j.W
+	np, nf := E/gemmMR, n/gemmNR*gemmNR
+	if np == 0 || nf == 0 || j.m.z {
+		// (AVX-512 machines keep the GEMM's own wider tiles.)
+		*mb = matB{b: x, brs: HW, bcs: 1}
+		sgemmFastB(j.m, E, n, Cin, j.a.W1, Cin, 1, mb, j.a.B1, j.ep1, c, ldc)
+		return
+	}
+	_ = x[(Cin-1)*HW+n-1]
+	_ = c[(E-1)*ldc+n-1]
+	var bias *float32
+	if j.a.B1 != nil {
+		bias = &j.a.B1[0]
+	}
+	var lo, hi float32
+	clamp := 0
+	if j.ep1.on {
+		lo, hi, clamp = j.ep1.lo, j.ep1.hi, 1
+	}
+	for q := 0; q < nf; q += gemmNR {
+		amd64.Sgemm6x16RBN(Cin, &j.a.W1[0], Cin, np, &x[q], HW, &c[q], ldc, bias, lo, hi, clamp)
+	}
+	j.ep1.activate(c, ldc, np*gemmMR, nf)
+	if nf < n {
+		*mb = matB{b: x[nf:], brs: HW, bcs: 1}
+		sgemmFastB(j.m, E, n-nf, Cin, j.a.W1, Cin, 1, mb, j.a.B1, j.ep1, c[nf:], ldc)
+	}
+	if r := np * gemmMR; r < E {
+		var b1 []float32
+		if j.a.B1 != nil {
+			b1 = j.a.B1[r:]
+		}
+		*mb = matB{b: x, brs: HW, bcs: 1}
+		sgemmFastB(j.m, E-r, nf, Cin, j.a.W1[r*Cin:], Cin, 1, mb, b1, j.ep1, c[r*ldc:], ldc)
+	}
 }

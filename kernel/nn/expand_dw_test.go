@@ -7,13 +7,16 @@ import (
 
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/parallel"
+	"github.com/vouchml/vouch/kernel/vmath"
 	"github.com/vouchml/vouch/tensor"
 )
 
 // TestExpandDepthwiseKernelTwin: nn.ExpandDepthwise gives the bits of the
 // 1x1 and depthwise convolutions run apart on the portable twins, with the
-// stride-2 depthwise rows on AVX-512 (DwS2P1Z) and on AVX2 (noDwZ),
-// 1, 2 and 8 workers, widths around the vectors, clamps on both parts.
+// stride-2 depthwise rows on AVX-512 (DwS2P1Z) and on AVX2 (noDwZ), the
+// whole layer at ISAAVX2 (the expansion's Sgemm6x16RBN on any host),
+// 1, 2 and 8 workers, widths around the vectors, clamps on both parts
+// (and an activation on the expansion's).
 func TestExpandDepthwiseKernelTwin(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewSource(41))
@@ -34,11 +37,21 @@ func TestExpandDepthwiseKernelTwin(t *testing.T) {
 		w2 := tensor.From(specialF32(r, e*9, i%3 == 0), e, 1, 3, 3)
 		b2 := tensor.From(specialF32(r, e, false), e)
 		clip := kernel.Epilogue{Lo: 0, Hi: 6, HasLo: true, HasHi: true}
+		// The expansion's epilogue: the clamp, and on every fourth case an
+		// activation too (one that shows a run missed or done twice).
+		clip1 := clip
+		if i%4 == 1 {
+			clip1.Act = func(_ vmath.Vec, dst, src []float32) {
+				for k, v := range src {
+					dst[k] = v*0.75 - 1
+				}
+			}
+		}
 		a := node("Conv")
 		b := node("Conv", intAttr("group", int64(e)), ints("strides", s, s), ints("pads", 1, 1, 1, 1))
 		// The reference: the two convolutions apart, portable.
 		mid := tensor.New(tensor.Float32, n, e, h, w)
-		if err := intoConv(&kernel.Ctx{Pool: pools[0], ISA: kernel.ISAPortable, Epilogue: clip}, a, []*tensor.Tensor{x, w1, b1}, []*tensor.Tensor{mid}); err != nil {
+		if err := intoConv(&kernel.Ctx{Pool: pools[0], ISA: kernel.ISAPortable, Epilogue: clip1}, a, []*tensor.Tensor{x, w1, b1}, []*tensor.Tensor{mid}); err != nil {
 			t.Fatal(err)
 		}
 		st, err := setupConv(b, mid.Shape, w2.Shape)
@@ -49,19 +62,23 @@ func TestExpandDepthwiseKernelTwin(t *testing.T) {
 		if err := intoConv(&kernel.Ctx{Pool: pools[0], ISA: kernel.ISAPortable, Epilogue: clip}, b, []*tensor.Tensor{mid, w2, b2}, []*tensor.Tensor{want}); err != nil {
 			t.Fatal(err)
 		}
-		for _, noZ := range []bool{false, true} {
+		for _, lv := range []struct {
+			isa kernel.ISA
+			noZ bool
+		}{{kernel.ISABest, false}, {kernel.ISABest, true}, {kernel.ISAAVX2, false}} {
+			noZ := lv.noZ
 			for _, p := range pools {
 				attrs := node("Conv", intAttr("group", int64(e)), ints("strides", s, s), ints("pads", 1, 1, 1, 1))
 				y := tensor.New(tensor.Float32, want.Shape...)
-				ok := ExpandDepthwise(ctxAt(p, kernel.ISABest, &forced{noDwZ: noZ}), ExpandDW{X: x.Data.([]float32), XShape: x.Shape, W1: w1.Data.([]float32), W1Shape: w1.Shape,
-					B1: b1.Data.([]float32), E1: clip, W2: w2.Data.([]float32), W2Shape: w2.Shape, B2: b2.Data.([]float32), E2: clip,
+				ok := ExpandDepthwise(ctxAt(p, lv.isa, &forced{noDwZ: noZ}), ExpandDW{X: x.Data.([]float32), XShape: x.Shape, W1: w1.Data.([]float32), W1Shape: w1.Shape,
+					B1: b1.Data.([]float32), E1: clip1, W2: w2.Data.([]float32), W2Shape: w2.Shape, B2: b2.Data.([]float32), E2: clip,
 					Attrs: attrs, Y: y.Data.([]float32), YShape: y.Shape})
 				if !ok {
 					t.Fatalf("case %d: the fast path refused x %v", i, x.Shape)
 				}
 				ran++
 				if d := sameF32(y.Data.([]float32), want.Data.([]float32)); d >= 0 {
-					t.Fatalf("%s: y[%d] = %g, apart %g", fmt.Sprintf("case %d (x %v, e %d, stride %d, AVX2 rows %v, %d workers)", i, x.Shape, e, s, noZ, p.Workers()),
+					t.Fatalf("%s: y[%d] = %g, apart %g", fmt.Sprintf("case %d (x %v, e %d, stride %d, ISA %v, AVX2 rows %v, %d workers)", i, x.Shape, e, s, lv.isa, noZ, p.Workers()),
 						d, y.Data.([]float32)[d], want.Data.([]float32)[d])
 				}
 			}
