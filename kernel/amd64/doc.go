@@ -28,6 +28,7 @@ package amd64
 //go:generate python3 gen_direct.py
 //go:generate python3 gen_gemmz.py
 //go:generate python3 gen_sgemm_panels.py
+//go:generate sh -c "python3 gen_dwsmall_a.py > dwsmall_a_amd64.s"
 //go:generate sh -c "python3 gen_rows.py > rows_amd64.s"
 //go:generate sh -c "python3 gen_pool.py > pool_amd64.s"
 //go:generate sh -c "python3 gen_silu_avx2.py > silu_avx2_amd64.s"
