@@ -37,7 +37,7 @@ import (
 // sources hold (maxRowsPer).
 func dwSmallOK(pool machine, s *convSetup) bool {
 	g := s.g
-	if !(pool.z || pool.fast && maxFlatUnit(g)) || s.Cg != 1 || s.Mg != 1 || len(g.in) != 2 || prod(g.out) < 1 || prod(g.out) > maxFlatMaxOut ||
+	if len(g.in) != 2 || !(pool.z || pool.fast && maxFlatUnit(g)) || s.Cg != 1 || s.Mg != 1 || prod(g.out) < 1 || prod(g.out) > maxFlatMaxOut ||
 		prod(g.k) < 1 || prod(g.k) > maxFlatMaxTaps || prod(g.in) < 1 {
 		return false
 	}

@@ -196,6 +196,37 @@ func TestDwSmallLevels(t *testing.T) {
 	}
 }
 
+// TestDwSmall1D: a 1-D depthwise convolution (kws_dwconv1d's layers: one
+// spatial dimension, which dwSmall does not take) runs at every ISA level
+// with the same bits; dwSmallOK once read a second stride of a 1-D
+// geometry and panicked on AVX2 hosts.
+func TestDwSmall1D(t *testing.T) {
+	r := rand.New(rand.NewSource(32))
+	for _, c := range []struct{ ch, l, k, s int }{{64, 49, 3, 1}, {64, 25, 9, 1}, {40, 98, 5, 2}, {8, 7, 3, 1}} {
+		p := int64(c.k / 2)
+		n := node("Conv", ints("strides", int64(c.s)), ints("pads", p, p), intAttr("group", int64(c.ch)))
+		ol := (c.l+2*int(p)-c.k)/c.s + 1
+		x := tensor.From(specialF32(r, c.ch*c.l, true), 1, c.ch, c.l)
+		w := tensor.From(randF32(r, c.ch*c.k), c.ch, 1, c.k)
+		bias := tensor.From(randF32(r, c.ch), c.ch)
+		var want []float32
+		for _, isa := range kernel.ISAs() {
+			y := tensor.New(tensor.Float32, 1, c.ch, ol)
+			if err := intoConv(ctxAt(nil, isa, nil), n, []*tensor.Tensor{x, w, bias}, []*tensor.Tensor{y}); err != nil {
+				t.Fatal(err)
+			}
+			got := y.Data.([]float32)
+			if want == nil {
+				want = got
+				continue
+			}
+			if d := sameF32(got, want); d >= 0 {
+				t.Fatalf("c%d l%d k%d s%d, %v: y[%d] = %#x, want %#x", c.ch, c.l, c.k, c.s, isa, d, math.Float32bits(got[d]), math.Float32bits(want[d]))
+			}
+		}
+	}
+}
+
 // BenchmarkDwSmall is the zoo's small-plane depthwise layers (EfficientNet-B0,
 // MnasNet, MobileNetV3: bias, one worker, Into; thread CPU time: cpuLoop).
 func BenchmarkDwSmall(b *testing.B) {
