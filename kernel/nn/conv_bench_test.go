@@ -167,7 +167,7 @@ func BenchmarkConvFCNHead(b *testing.B) {
 func BenchmarkConv1x1Deep(b *testing.B) {
 	for _, c := range []struct{ cin, cout, hw, stride int }{
 		{1024, 512, 14, 1}, {1024, 256, 14, 1}, {256, 1024, 14, 1}, {512, 2048, 7, 1}, {2048, 512, 7, 1},
-		{1024, 2048, 14, 2}, {512, 1024, 28, 2}, {512, 128, 14, 1}, {832, 128, 7, 1},
+		{1024, 2048, 14, 2}, {512, 1024, 28, 2}, {512, 128, 14, 1}, {832, 128, 7, 1}, {320, 1280, 7, 1}, {960, 160, 7, 1}, {960, 320, 7, 1},
 	} {
 		tacs := []string{TacticGemm1x1, TacticIm2col, TacticDirect}
 		if c.stride > 1 {
