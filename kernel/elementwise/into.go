@@ -3,7 +3,6 @@ package elementwise
 import (
 	"fmt"
 	"math"
-	"reflect"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -106,26 +105,8 @@ func rows2[A, B, R any](p *bplan, d []R, a []A, b []B, row rowFn[A, B, R]) {
 // viaRun computes with Run and copies the result into out: the path for
 // element types and ranks the fast paths do not take.
 func viaRun(run kernel.RunFunc, c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-	res, err := run(c, n, in)
-	if err != nil {
-		return err
-	}
-	return copyOuts(res, out)
-}
-
-func copyOuts(res, out []*tensor.Tensor) error {
-	for i, o := range out {
-		if o == nil {
-			continue
-		}
-		if i >= len(res) || res[i] == nil {
-			return fmt.Errorf("elementwise: no result for output %d", i)
-		}
-		r := res[i]
-		if r.DType != o.DType || tensor.NumElems(r.Shape) != tensor.NumElems(o.Shape) {
-			return fmt.Errorf("elementwise: result %d is %v%v, output slot is %v%v", i, r.DType, r.Shape, o.DType, o.Shape)
-		}
-		reflect.Copy(reflect.ValueOf(o.Data), reflect.ValueOf(r.Data))
+	if err := kernel.ViaRun(run, c, n, in, out); err != nil {
+		return fmt.Errorf("elementwise: %w", err)
 	}
 	return nil
 }

@@ -1,8 +1,6 @@
 package image
 
 import (
-	"fmt"
-	goreflect "reflect"
 	"slices"
 	"sync"
 
@@ -47,23 +45,7 @@ func intoResize(kc *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
 }
 
 func viaRun(kc *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-	res, err := runResize(kc, n, in)
-	if err != nil {
-		return err
-	}
-	if len(out) == 0 || out[0] == nil {
-		return nil
-	}
-	o, r := out[0], res[0]
-	if o.DType != r.DType || !slices.Equal(o.Shape, r.Shape) {
-		return fmt.Errorf("%s: output %v%v does not fit the slot of %v%v", n.OpType, r.DType, r.Shape, o.DType, o.Shape)
-	}
-	if d, ok := o.Data.([]float32); ok {
-		copy(d, r.Data.([]float32))
-		return nil
-	}
-	goreflect.Copy(goreflect.ValueOf(o.Data), goreflect.ValueOf(r.Data))
-	return nil
+	return kernel.ViaRun(runResize, kc, n, in, out)
 }
 
 // resizeKey keys a Resize node's prepared plan in its State.

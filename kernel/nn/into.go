@@ -68,57 +68,14 @@ func cached[T any](c *kernel.Ctx, n *ir.Node, in []*tensor.Tensor, build func() 
 }
 
 // viaRun is the Into of dtypes without an allocation-free path: Run, then
-// a copy into out.
+// a copy into out (kernel.ViaRun).
 func viaRun(run kernel.RunFunc) kernel.IntoFunc {
 	return func(c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-		res, err := run(c, n, in)
-		if err != nil {
-			return err
-		}
-		if len(res) < len(out) {
-			return fmt.Errorf("nn: %s: %d outputs, want %d", n.OpType, len(res), len(out))
-		}
-		for i, o := range out {
-			if o == nil {
-				continue
-			}
-			if err := copyData(o, res[i]); err != nil {
-				return fmt.Errorf("nn: %s: output %d: %w", n.OpType, i, err)
-			}
+		if err := kernel.ViaRun(run, c, n, in, out); err != nil {
+			return fmt.Errorf("nn: %w", err)
 		}
 		return nil
 	}
-}
-
-func copyData(dst, src *tensor.Tensor) error {
-	if dst.DType != src.DType || dst.Len() != src.Len() {
-		return fmt.Errorf("preallocated %v %v, computed %v %v", dst.DType, dst.Shape, src.DType, src.Shape)
-	}
-	switch d := dst.Data.(type) {
-	case []float32:
-		copy(d, src.Data.([]float32))
-	case []float64:
-		copy(d, src.Data.([]float64))
-	case []tensor.Half:
-		copy(d, src.Data.([]tensor.Half))
-	case []tensor.BHalf:
-		copy(d, src.Data.([]tensor.BHalf))
-	case []int8:
-		copy(d, src.Data.([]int8))
-	case []uint8:
-		copy(d, src.Data.([]uint8))
-	case []int32:
-		copy(d, src.Data.([]int32))
-	case []int64:
-		copy(d, src.Data.([]int64))
-	case []uint32:
-		copy(d, src.Data.([]uint32))
-	case []uint64:
-		copy(d, src.Data.([]uint64))
-	default:
-		return fmt.Errorf("unsupported dtype %v", dst.DType)
-	}
-	return nil
 }
 
 // f32Out returns the float32 buffers of in[:k] and out[0] when all are

@@ -2,7 +2,6 @@ package reduce
 
 import (
 	"fmt"
-	"reflect"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -20,22 +19,8 @@ import (
 const maxRank = 8
 
 func viaRun(run kernel.RunFunc, c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-	res, err := run(c, n, in)
-	if err != nil {
-		return err
-	}
-	for i, o := range out {
-		if o == nil {
-			continue
-		}
-		if i >= len(res) || res[i] == nil {
-			return fmt.Errorf("reduce: %s: no result for output %d", n.OpType, i)
-		}
-		r := res[i]
-		if r.DType != o.DType || r.Len() != o.Len() {
-			return fmt.Errorf("reduce: %s: result %d is %v%v, output slot is %v%v", n.OpType, i, r.DType, r.Shape, o.DType, o.Shape)
-		}
-		reflect.Copy(reflect.ValueOf(o.Data), reflect.ValueOf(r.Data))
+	if err := kernel.ViaRun(run, c, n, in, out); err != nil {
+		return fmt.Errorf("reduce: %w", err)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package shape
 
 import (
 	"fmt"
-	"reflect"
 
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
@@ -22,45 +21,11 @@ import (
 const maxRank = 8
 
 func viaRun(run kernel.RunFunc, c *kernel.Ctx, n *ir.Node, in, out []*tensor.Tensor) error {
-	res, err := run(c, n, in)
-	if err != nil {
-		return err
-	}
-	for i, o := range out {
-		if o == nil {
-			continue
-		}
-		if i >= len(res) || res[i] == nil {
-			return fmt.Errorf("no result for output %d", i)
-		}
-		if err := copyAll(o, res[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return kernel.ViaRun(run, c, n, in, out)
 }
 
 // copyAll copies src's elements into dst (same dtype and element count).
-func copyAll(dst, src *tensor.Tensor) error {
-	if dst.DType != src.DType || dst.Len() != src.Len() {
-		return fmt.Errorf("cannot copy %v%v into an output slot of %v%v", src.DType, src.Shape, dst.DType, dst.Shape)
-	}
-	switch d := dst.Data.(type) {
-	case []float32:
-		copy(d, src.Data.([]float32))
-	case []int64:
-		copy(d, src.Data.([]int64))
-	case []float64:
-		copy(d, src.Data.([]float64))
-	case []int32:
-		copy(d, src.Data.([]int32))
-	case []bool:
-		copy(d, src.Data.([]bool))
-	default:
-		reflect.Copy(reflect.ValueOf(dst.Data), reflect.ValueOf(src.Data))
-	}
-	return nil
-}
+func copyAll(dst, src *tensor.Tensor) error { return kernel.CopyInto(dst, src) }
 
 func outSlot(out []*tensor.Tensor) (*tensor.Tensor, error) {
 	if len(out) == 0 || out[0] == nil {
