@@ -42,9 +42,10 @@ type BlockedChain struct {
 	free [][][]float32
 }
 
-// Blocked reports whether blocked chains run under k: the CPU has
-// AVX-512 and k allows it. A chain runs only under such a context.
-func Blocked(k *kernel.Ctx) bool { return machineOf(k).z }
+// Blocked reports whether blocked chains run under k: the CPU has AVX2
+// (AVX-512 where it has it) and k allows it. A chain runs only under such
+// a context.
+func Blocked(k *kernel.Ctx) bool { return machineOf(k).fast }
 
 // NewBlockedChain prepares steps (in order) for an input of shape x
 // ([1, C, H, W]) under k; out is the value the chain returns. It reports
@@ -52,8 +53,8 @@ func Blocked(k *kernel.Ctx) bool { return machineOf(k).z }
 // (convBlockedOK), or the values do not line up.
 func NewBlockedChain(k *kernel.Ctx, steps []BlockedStep, x []int, out int) (*BlockedChain, error) {
 	pool := machineOf(k)
-	if !pool.z {
-		return nil, fmt.Errorf("nn: blocked chain: no AVX-512")
+	if !pool.fast {
+		return nil, fmt.Errorf("nn: blocked chain: no AVX2")
 	}
 	if len(x) != 4 || x[0] != 1 {
 		return nil, fmt.Errorf("nn: blocked chain: input %v, want [1 C H W]", x)
@@ -136,8 +137,8 @@ func (c *BlockedChain) Run(k *kernel.Ctx, x, y []float32) { c.RunTraced(k, x, y,
 // and wall time.
 func (c *BlockedChain) RunTraced(k *kernel.Ctx, x, y []float32, trace func(step int, d time.Duration)) {
 	pool := machineOf(k)
-	if !pool.z {
-		panic("nn: blocked chain run without AVX-512")
+	if !pool.fast {
+		panic("nn: blocked chain run without AVX2")
 	}
 	in, out := c.vals[0], c.vals[c.out]
 	if len(x) != in.C*in.H*in.W || len(y) != out.C*out.H*out.W {
@@ -155,7 +156,11 @@ func (c *BlockedChain) RunTraced(k *kernel.Ctx, x, y []float32, trace func(step 
 			set[i] = make([]float32, n)
 		}
 	}
-	toB16Fast(in, x, set[c.buf[0]])
+	if pool.z {
+		toB16Fast(in, x, set[c.buf[0]])
+	} else {
+		toB16A(in, x, set[c.buf[0]])
+	}
 	for i := range c.steps {
 		var t0 time.Time
 		if trace != nil {
@@ -171,7 +176,11 @@ func (c *BlockedChain) RunTraced(k *kernel.Ctx, x, y []float32, trace func(step 
 			trace(i, time.Since(t0))
 		}
 	}
-	fromB16Fast(out, set[c.buf[c.out]], y)
+	if pool.z {
+		fromB16Fast(out, set[c.buf[c.out]], y)
+	} else {
+		fromB16A(out, set[c.buf[c.out]], y)
+	}
 	c.mu.Lock()
 	if len(c.free) < 16 {
 		c.free = append(c.free, set)

@@ -69,15 +69,15 @@ func zTileB(pool machine, s *convSetup) (zShape, bool) {
 	return zTileAt(s, 16*s.g.stride[1], false)
 }
 
-// convBlockedOK reports whether s runs on B16 tensors here (AVX-512; one
+// convBlockedOK reports whether s runs on B16 tensors here (AVX2; one
 // group, or groups of whole blocks of input and output channels, so that
 // a panel reads its group's blocks: RegNetX's 16-channel groups; 2-D;
 // channels in whole blocks; pads of at most 1, the ring; no dilation; the
 // same stride, 1 or 2, both ways), and with which tile (zTileAt keeps a
-// panel's channels in one group).
+// panel's channels in one group; without AVX-512, blockATile).
 func convBlockedOK(pool machine, s *convSetup) (zShape, bool) {
 	g := s.g
-	if !pool.z || s.G != 1 && (s.Cg%16 != 0 || s.Mg%16 != 0) || len(g.in) != 2 || s.C%16 != 0 || s.M%16 != 0 ||
+	if !pool.fast || s.G != 1 && (s.Cg%16 != 0 || s.Mg%16 != 0) || len(g.in) != 2 || s.C%16 != 0 || s.M%16 != 0 ||
 		g.dil[0] != 1 || g.dil[1] != 1 || g.stride[0] != g.stride[1] || g.stride[0] > 2 {
 		return zShape{}, false
 	}
@@ -85,6 +85,9 @@ func convBlockedOK(pool machine, s *convSetup) (zShape, bool) {
 		if g.padB[i] > 1 || g.padE[i] > 1 {
 			return zShape{}, false
 		}
+	}
+	if !pool.z {
+		return blockATile, true
 	}
 	return zTileB(pool, s)
 }
@@ -100,7 +103,21 @@ func convBlocked(pool machine, s *convSetup, z zShape, xb, w, bias, yb, res []fl
 	if len(xb) < bi.Len()+B16Slack || len(yb) < bo.Len() || (res != nil && len(res) < bo.Len()) {
 		panic(fmt.Sprintf("nn: convBlocked: buffers of %d, %d floats for %v -> %v", len(xb), len(yb), bi, bo))
 	}
+	if !pool.z {
+		z = blockATile
+	} else if z == blockATile {
+		// Prepared without AVX-512 (a chain planned at ISAAVX2), run with it.
+		var ok bool
+		if z, ok = zTileB(pool, s); !ok {
+			panic(fmt.Sprintf("nn: convBlocked: no ConvZ tile for %v -> %v", bi, bo))
+		}
+	}
 	d := s.packPx(w, bias, 16*z.C, bi.RowStride(), bi.BlockStride(), 16)
+	if !pool.z {
+		convBlockedA(pool, s, d, bi, bo, xb, yb, res, clamp)
+		zeroRing(bo, yb)
+		return
+	}
 	OH, OW := g.out[0], g.out[1]
 	owt := (OW + z.T - 1) / z.T * z.T
 	rpu := max(1, 256/z.C/owt/z.R) * z.R

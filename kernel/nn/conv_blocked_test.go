@@ -30,8 +30,8 @@ func blockedNode(c blockedCase) *ir.Node {
 
 // runBlocked runs c through convBlocked (from and to planes through
 // ToB16 and FromB16) and checks that the output's ring is zero.
-func runBlocked(t testing.TB, p *parallel.Pool, f *forced, c blockedCase, x, w, b, res []float32, lohi *[2]float32) []float32 {
-	pool := mach(p, kernel.ISABest, f)
+func runBlocked(t testing.TB, p *parallel.Pool, l kernel.ISA, f *forced, c blockedCase, x, w, b, res []float32, lohi *[2]float32) []float32 {
+	pool := mach(p, l, f)
 	t.Helper()
 	s, err := setupConv(blockedNode(c), []int{1, c.c, c.h, c.w}, []int{c.m, c.c / c.groups(), c.k, c.k})
 	if err != nil {
@@ -78,10 +78,10 @@ func runBlocked(t testing.TB, p *parallel.Pool, f *forced, c blockedCase, x, w, 
 // the portable planar convolution with the same epilogue (bias, residual,
 // clamp), for strides 1 and 2, 1x1 and 3x3 kernels, pads 0 and 1, odd
 // sizes, groups of whole blocks, NaN and Inf inputs, and 1, 2 and 8
-// workers.
+// workers, at each vector level (AVX2's amd64.BlockA6, AVX-512's ConvZ).
 func TestConvBlockedTwin(t *testing.T) {
-	if !amd64.EnabledZ {
-		t.Skip("no AVX-512")
+	if !fastOK() {
+		t.Skip("no AVX2")
 	}
 	r := rand.New(rand.NewSource(16))
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2), parallel.New(8)}
@@ -114,7 +114,7 @@ func TestConvBlockedTwin(t *testing.T) {
 	// of each stride.
 	var tiles []zShape
 	for ci, k := range amd64.ConvZShapes {
-		if k[3] >= 16 {
+		if k[3] >= 16 && amd64.EnabledZ {
 			tiles = append(tiles, zShape{k[0], k[1], k[2]})
 			cases = append(cases, blockedCase{32, 64, 11, 9 + ci%7, 3, k[3] / 16, 1, true, ci%2 == 0, true, 0})
 		}
@@ -156,11 +156,16 @@ func TestConvBlockedTwin(t *testing.T) {
 		if ep.Active() && !ctx.Epilogue.Applied {
 			t.Fatalf("case %d: the reference did not apply the epilogue", ci)
 		}
-		for _, p := range pools {
-			got := runBlocked(t, p, f, c, x, w, b, res, lohi)
-			if d := sameF32(got, want.Data.([]float32)); d >= 0 {
-				t.Fatalf("case %d %+v, %d workers: y[%d] = %g (%#x), planar %g", ci, c, p.Workers(), d, got[d],
-					math.Float32bits(got[d]), want.Data.([]float32)[d])
+		for _, l := range vectorLevels() {
+			if f != nil && l != kernel.ISAAVX512 {
+				continue // a forced ConvZ tile
+			}
+			for _, p := range pools {
+				got := runBlocked(t, p, l, f, c, x, w, b, res, lohi)
+				if d := sameF32(got, want.Data.([]float32)); d >= 0 {
+					t.Fatalf("case %d %+v, %v, %d workers: y[%d] = %g (%#x), planar %g", ci, c, l, p.Workers(), d, got[d],
+						math.Float32bits(got[d]), want.Data.([]float32)[d])
+				}
 			}
 		}
 	}
@@ -170,8 +175,8 @@ func TestConvBlockedTwin(t *testing.T) {
 // worker (compare BenchmarkConv3x3's conv.direct, planar: the same
 // kernel, with the padded copy and the transposes).
 func BenchmarkConvBlocked(b *testing.B) {
-	if !amd64.EnabledZ {
-		b.Skip("no AVX-512")
+	if !fastOK() {
+		b.Skip("no AVX2")
 	}
 	for _, c := range []struct{ ch, hw int }{{64, 56}, {128, 28}, {256, 14}, {512, 7}} {
 		b.Run(fmt.Sprintf("%dx%d", c.ch, c.hw), func(b *testing.B) {
@@ -203,10 +208,11 @@ func BenchmarkConvBlocked(b *testing.B) {
 // resnet blocks (a residual, a stride-2 block with a 1x1 downsample) and
 // two grouped 3x3s (RegNetX's, strides 1 and 2)
 // gives the bits of the planar portable convolutions one after the other,
-// with 1, 2 and 8 workers, twice (the second run on reused buffers).
+// with 1, 2 and 8 workers, twice (the second run on reused buffers), at
+// each vector level.
 func TestBlockedChainTwin(t *testing.T) {
-	if !amd64.EnabledZ {
-		t.Skip("no AVX-512")
+	if !fastOK() {
+		t.Skip("no AVX2")
 	}
 	r := rand.New(rand.NewSource(17))
 	relu := &[2]float32{0, float32(math.Inf(1))}
@@ -262,10 +268,6 @@ func TestBlockedChainTwin(t *testing.T) {
 		shapes = append(shapes, y.Shape)
 		steps = append(steps, BlockedStep{Attrs: sp.c.n, W: w, WShape: ws, B: b, In: sp.in, Res: sp.res, Out: i + 1, Clamp: clamp})
 	}
-	ch, err := NewBlockedChain(nil, steps, shapes[0], len(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := vals[len(vals)-1]
 	nonzero := 0
 	for _, v := range want {
@@ -276,16 +278,22 @@ func TestBlockedChainTwin(t *testing.T) {
 	if nonzero < len(want)/4 {
 		t.Fatalf("only %d of %d outputs are finite and nonzero: the test would prove little", nonzero, len(want))
 	}
-	for _, w := range []int{1, 2, 8} {
-		p := parallel.New(w)
-		for rep := 0; rep < 2; rep++ {
-			got := make([]float32, len(want))
-			ch.Run(&kernel.Ctx{Pool: p}, x, got)
-			if d := sameF32(got, want); d >= 0 {
-				t.Fatalf("%d workers, run %d: y[%d] = %g, planar %g", w, rep, d, got[d], want[d])
-			}
+	for _, l := range vectorLevels() {
+		ch, err := NewBlockedChain(ctxAt(nil, l, nil), steps, shapes[0], len(spec))
+		if err != nil {
+			t.Fatal(err)
 		}
-		p.Close()
+		for _, w := range []int{1, 2, 8} {
+			p := parallel.New(w)
+			for rep := 0; rep < 2; rep++ {
+				got := make([]float32, len(want))
+				ch.Run(ctxAt(p, l, nil), x, got)
+				if d := sameF32(got, want); d >= 0 {
+					t.Fatalf("%v, %d workers, run %d: y[%d] = %g, planar %g", l, w, rep, d, got[d], want[d])
+				}
+			}
+			p.Close()
+		}
 	}
 }
 
