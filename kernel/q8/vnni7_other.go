@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package q8
+
+func noQ7(kq int, b *uint8, ldb int, p *int8, acc *int32) { panic("q8: no vector kernels") }
+
+var q7Tiles = [2][2]func(kq int, b *uint8, ldb int, p *int8, acc *int32){{noQ7, noQ7}, {noQ7, noQ7}}
