@@ -81,4 +81,84 @@ for rb in (1, 2):
     tile(f'q7rows{rb}', rb, False)
     tile(f'q7cols{rb}', rb, True)
 
+
+# q7packQuad: n/8 blocks of 8 positions of 4 channel rows (ld floats
+# apart) to 32 bytes, position major: byte 4j+e = u8(q) of row e, where q
+# is quant8's int16 (NaN lanes zeroed by the ordered mask, VMINPS/VMAXPS
+# clamp to +-127, VCVTPS2DQ rounds half to even) plus 128: the bytes of
+# quantizeU8. The four int32s in [1, 255] of a position are shifted into
+# one dword.
+a('// func q7packQuad(dst *uint8, src *float32, ld int, inv float32, n int)')
+a('TEXT ·q7packQuad(SB), NOSPLIT, $0-40')
+a('\tMOVQ dst+0(FP), DI')
+a('\tMOVQ src+8(FP), SI')
+a('\tMOVQ ld+16(FP), DX')
+a('\tSHLQ $2, DX')
+a('\tVBROADCASTSS inv+24(FP), Y8')
+a('\tMOVQ n+32(FP), CX')
+a('\tMOVL $0x42fe0000, AX')  # 127.0
+a('\tVMOVD AX, X9')
+a('\tVPBROADCASTD X9, Y9')
+a('\tMOVL $0xc2fe0000, AX')  # -127.0
+a('\tVMOVD AX, X10')
+a('\tVPBROADCASTD X10, Y10')
+a('\tMOVL $128, AX')
+a('\tVMOVD AX, X11')
+a('\tVPBROADCASTD X11, Y11')
+a('\tLEAQ (SI)(DX*2), R9')
+a('\tSHRQ $3, CX')
+a('\tJZ q7pdone')
+a('q7ploop:')
+for e, addr in enumerate(['(SI)', '(SI)(DX*1)', '(R9)', '(R9)(DX*1)']):
+    a(f'\tVMULPS {addr}, Y8, Y{e}')
+    a(f'\tVCMPPS $7, Y{e}, Y{e}, Y12')
+    a(f'\tVANDPS Y12, Y{e}, Y{e}')
+    a(f'\tVMINPS Y9, Y{e}, Y{e}')
+    a(f'\tVMAXPS Y10, Y{e}, Y{e}')
+    a(f'\tVCVTPS2DQ Y{e}, Y{e}')
+    a(f'\tVPADDD Y11, Y{e}, Y{e}')
+    if e:
+        a(f'\tVPSLLD ${8*e}, Y{e}, Y{e}')
+a('\tVPOR Y1, Y0, Y0')
+a('\tVPOR Y3, Y2, Y2')
+a('\tVPOR Y2, Y0, Y0')
+a('\tVMOVDQU Y0, (DI)')
+a('\tADDQ $32, SI')
+a('\tADDQ $32, R9')
+a('\tADDQ $32, DI')
+a('\tDECQ CX')
+a('\tJNZ q7ploop')
+a('q7pdone:')
+a('\tVZEROUPPER')
+a('\tRET\n')
+
+# q7zipQuad: packQuad's interleaving of bytes already in u8 form:
+# dst[4j+e] = src[e*ld + j] for n/8 blocks of 8 positions.
+a('// func q7zipQuad(dst, src *uint8, ld int, n int)')
+a('TEXT ·q7zipQuad(SB), NOSPLIT, $0-32')
+a('\tMOVQ dst+0(FP), DI')
+a('\tMOVQ src+8(FP), SI')
+a('\tMOVQ ld+16(FP), DX')
+a('\tMOVQ n+24(FP), CX')
+a('\tLEAQ (SI)(DX*2), R9')
+a('\tSHRQ $3, CX')
+a('\tJZ q7zdone')
+a('q7zloop:')
+for e, addr in enumerate(['(SI)', '(SI)(DX*1)', '(R9)', '(R9)(DX*1)']):
+    a(f'\tVPMOVZXBD {addr}, Y{e}')
+    if e:
+        a(f'\tVPSLLD ${8*e}, Y{e}, Y{e}')
+a('\tVPOR Y1, Y0, Y0')
+a('\tVPOR Y3, Y2, Y2')
+a('\tVPOR Y2, Y0, Y0')
+a('\tVMOVDQU Y0, (DI)')
+a('\tADDQ $8, SI')
+a('\tADDQ $8, R9')
+a('\tADDQ $32, DI')
+a('\tDECQ CX')
+a('\tJNZ q7zloop')
+a('q7zdone:')
+a('\tVZEROUPPER')
+a('\tRET\n')
+
 open('vnni7_amd64.s', 'w').write('\n'.join(L))

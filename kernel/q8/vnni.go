@@ -314,7 +314,7 @@ func packPanel(c twins, pan []uint8, xg src, Cg, P, pb, kq int, inv float32) {
 	n := min(vnniCols, P-p0)
 	for kk := 0; kk < kq; kk++ {
 		d := pan[kk*vnniCols*4 : (kk+1)*vnniCols*4]
-		if c.vnni && n >= 16 && 4*kk+3 < Cg {
+		if (c.vnni && n >= 16 || c.s7 && n >= 8) && 4*kk+3 < Cg {
 			quadRowSrc(c, d, xg.from(4*kk*P+p0), P, n, inv)
 			clear(d[4*n:])
 			continue

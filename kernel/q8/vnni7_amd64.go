@@ -22,3 +22,14 @@ func q7cols1(kq int, b *uint8, ldb int, p *int8, acc *int32)
 func q7cols2(kq int, b *uint8, ldb int, p *int8, acc *int32)
 
 var q7Tiles = [2][2]func(kq int, b *uint8, ldb int, p *int8, acc *int32){{q7rows1, q7rows2}, {q7cols1, q7cols2}}
+
+// q7packQuad is packQuad on AVX2 (n a multiple of 8): 4 channels (rows
+// ld floats apart) by n positions quantized to 4n bytes, position major.
+//
+//go:noescape
+func q7packQuad(dst *uint8, src *float32, ld int, inv float32, n int)
+
+// q7zipQuad is zipQuad on AVX2 (n a multiple of 8).
+//
+//go:noescape
+func q7zipQuad(dst, src *uint8, ld int, n int)

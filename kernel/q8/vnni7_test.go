@@ -1,6 +1,7 @@
 package q8
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -187,5 +188,39 @@ func TestWeightBitsChecked(t *testing.T) {
 	q, s := WeightScalesBits([]float32{-2, 1, 0.5, 2, 0, 0, 0, 0}, 2, 7)
 	if !slices.Equal(q, []int8{-63, 31, 16, 63, 0, 0, 0, 0}) || s[0] != float32(2.0/63) {
 		t.Fatalf("WeightScalesBits 7: %v %v", q, s)
+	}
+}
+
+// TestPackQuad7Twins checks the AVX2 quad packers (float32 rows
+// quantized, u8 rows zipped) against the portable loops, with NaN, ±Inf,
+// halves and values past ±127, at widths around the 8-position blocks.
+func TestPackQuad7Twins(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2")
+	}
+	r := rand.New(rand.NewPCG(7, 9))
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0.5, 1.5, -2.5, 127.5, -127.5, 300, -300}
+	for _, n := range []int{8, 9, 15, 16, 23, 64, 70} {
+		ld := n + 3
+		x := make([]float32, 4*ld)
+		u := make([]uint8, 4*ld)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 60)
+			if r.IntN(4) == 0 {
+				x[i] = special[r.IntN(len(special))]
+			}
+			u[i] = uint8(r.IntN(256))
+		}
+		want, got := make([]uint8, 4*n), make([]uint8, 4*n)
+		quadRow(twins{}, want, x, ld, n, 1)
+		quadRow(twins{fast: true, s7: true}, got, x, ld, n, 1)
+		if !slices.Equal(want, got) {
+			t.Fatalf("quadRow n %d: AVX2 %v, portable %v", n, got, want)
+		}
+		zipRow(twins{}, want, u, ld, n)
+		zipRow(twins{fast: true, s7: true}, got, u, ld, n)
+		if !slices.Equal(want, got) {
+			t.Fatalf("zipRow n %d: AVX2 %v, portable %v", n, got, want)
+		}
 	}
 }
