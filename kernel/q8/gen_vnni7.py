@@ -16,9 +16,10 @@ reach 64770 and saturate: these tiles must never see them.
 
 A tile is RB broadcast rows (1 or 2) by 32 lanes (four ymm of 8 int32,
 Y0..Y7, row-major), k walked in quads over a half panel (32 lanes x 4
-bytes = 128 bytes of each 256-byte quad of a 64-lane panel). acc holds
-the starting values (the corrections) and receives the sums; its rows are
-64 int32s apart. Y8..Y11 hold the panel's quad, Y12/Y13 the broadcast
+bytes = 128 bytes of each 256-byte quad of a 64-lane panel). acc receives
+the sums; its rows are
+64 int32s apart. The sums start from init: q7rows one value per lane
+(32 int32s), q7cols one per row. Y8..Y11 hold the panel's quad, Y12/Y13 the broadcast
 dwords, Y14 the products, Y15 the int16 ones.
 
   q7rowsN (linear layers): the broadcast rows are activations (unsigned),
@@ -33,20 +34,26 @@ a('#include "textflag.h"\n')
 
 
 def tile(name, RB, cols):
-    a(f'// func {name}(kq int, b *uint8, ldb int, p *int8, acc *int32)')
-    a(f'TEXT ·{name}(SB), NOSPLIT, $0-40')
+    a(f'// func {name}(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)')
+    a(f'TEXT ·{name}(SB), NOSPLIT, $0-48')
     a('\tMOVQ kq+0(FP), CX')
     a('\tMOVQ b+8(FP), SI')
     a('\tMOVQ ldb+16(FP), DX')
     a('\tMOVQ p+24(FP), DI')
-    a('\tMOVQ acc+32(FP), R8')
+    a('\tMOVQ init+32(FP), R10')
+    a('\tMOVQ acc+40(FP), R8')
     a('\tLEAQ (SI)(DX*1), R9')
     a('\tMOVL $0x00010001, AX')
     a('\tVMOVD AX, X15')
     a('\tVPBROADCASTD X15, Y15')
     for r in range(RB):
         for c in range(4):
-            a(f'\tVMOVDQU {r*256 + c*32}(R8), Y{r*4+c}')
+            if cols:
+                # one starting value per row
+                a(f'\tVPBROADCASTD {4*r}(R10), Y{r*4+c}')
+            else:
+                # one starting value per lane
+                a(f'\tVMOVDQU {c*32}(R10), Y{r*4+c}')
     a('\tTESTQ CX, CX')
     a(f'\tJZ {name}_done')
     a(f'{name}_loop:')

@@ -22,17 +22,17 @@ import "unsafe"
 // colsTile (b: rr weight rows, pan: the activations' panel, init one
 // value per row).
 func tile7(cols bool, rr, kq int, b unsafe.Pointer, ldb int, pan unsafe.Pointer, init []int32, acc []int32) {
-	for r := 0; r < rr; r++ {
-		a := acc[r*vnniCols : (r+1)*vnniCols]
-		if cols {
-			for j := range a {
-				a[j] = init[r]
-			}
-		} else {
-			copy(a, init[:vnniCols])
-		}
-	}
 	if kq == 0 {
+		for r := 0; r < rr; r++ {
+			a := acc[r*vnniCols : (r+1)*vnniCols]
+			for j := range a {
+				if cols {
+					a[j] = init[r]
+				} else {
+					a[j] = init[j]
+				}
+			}
+		}
 		return
 	}
 	k := 0
@@ -42,7 +42,13 @@ func tile7(cols bool, rr, kq int, b unsafe.Pointer, ldb int, pan unsafe.Pointer,
 	for r0 := 0; r0 < rr; r0 += 2 {
 		f := q7Tiles[k][min(2, rr-r0)-1]
 		for h := 0; h < 2; h++ {
-			f(kq, (*uint8)(unsafe.Add(b, r0*ldb)), ldb, (*int8)(unsafe.Add(pan, h*vnniCols/2*4)), &acc[r0*vnniCols+h*vnniCols/2])
+			var in *int32
+			if cols {
+				in = &init[r0]
+			} else {
+				in = &init[h*vnniCols/2]
+			}
+			f(kq, (*uint8)(unsafe.Add(b, r0*ldb)), ldb, (*int8)(unsafe.Add(pan, h*vnniCols/2*4)), in, &acc[r0*vnniCols+h*vnniCols/2])
 		}
 	}
 }

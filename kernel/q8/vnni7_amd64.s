@@ -2,21 +2,22 @@
 
 #include "textflag.h"
 
-// func q7rows1(kq int, b *uint8, ldb int, p *int8, acc *int32)
-TEXT ·q7rows1(SB), NOSPLIT, $0-40
+// func q7rows1(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+TEXT ·q7rows1(SB), NOSPLIT, $0-48
 	MOVQ kq+0(FP), CX
 	MOVQ b+8(FP), SI
 	MOVQ ldb+16(FP), DX
 	MOVQ p+24(FP), DI
-	MOVQ acc+32(FP), R8
+	MOVQ init+32(FP), R10
+	MOVQ acc+40(FP), R8
 	LEAQ (SI)(DX*1), R9
 	MOVL $0x00010001, AX
 	VMOVD AX, X15
 	VPBROADCASTD X15, Y15
-	VMOVDQU 0(R8), Y0
-	VMOVDQU 32(R8), Y1
-	VMOVDQU 64(R8), Y2
-	VMOVDQU 96(R8), Y3
+	VMOVDQU 0(R10), Y0
+	VMOVDQU 32(R10), Y1
+	VMOVDQU 64(R10), Y2
+	VMOVDQU 96(R10), Y3
 	TESTQ CX, CX
 	JZ q7rows1_done
 q7rows1_loop:
@@ -50,21 +51,22 @@ q7rows1_done:
 	VZEROUPPER
 	RET
 
-// func q7cols1(kq int, b *uint8, ldb int, p *int8, acc *int32)
-TEXT ·q7cols1(SB), NOSPLIT, $0-40
+// func q7cols1(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+TEXT ·q7cols1(SB), NOSPLIT, $0-48
 	MOVQ kq+0(FP), CX
 	MOVQ b+8(FP), SI
 	MOVQ ldb+16(FP), DX
 	MOVQ p+24(FP), DI
-	MOVQ acc+32(FP), R8
+	MOVQ init+32(FP), R10
+	MOVQ acc+40(FP), R8
 	LEAQ (SI)(DX*1), R9
 	MOVL $0x00010001, AX
 	VMOVD AX, X15
 	VPBROADCASTD X15, Y15
-	VMOVDQU 0(R8), Y0
-	VMOVDQU 32(R8), Y1
-	VMOVDQU 64(R8), Y2
-	VMOVDQU 96(R8), Y3
+	VPBROADCASTD 0(R10), Y0
+	VPBROADCASTD 0(R10), Y1
+	VPBROADCASTD 0(R10), Y2
+	VPBROADCASTD 0(R10), Y3
 	TESTQ CX, CX
 	JZ q7cols1_done
 q7cols1_loop:
@@ -98,25 +100,26 @@ q7cols1_done:
 	VZEROUPPER
 	RET
 
-// func q7rows2(kq int, b *uint8, ldb int, p *int8, acc *int32)
-TEXT ·q7rows2(SB), NOSPLIT, $0-40
+// func q7rows2(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+TEXT ·q7rows2(SB), NOSPLIT, $0-48
 	MOVQ kq+0(FP), CX
 	MOVQ b+8(FP), SI
 	MOVQ ldb+16(FP), DX
 	MOVQ p+24(FP), DI
-	MOVQ acc+32(FP), R8
+	MOVQ init+32(FP), R10
+	MOVQ acc+40(FP), R8
 	LEAQ (SI)(DX*1), R9
 	MOVL $0x00010001, AX
 	VMOVD AX, X15
 	VPBROADCASTD X15, Y15
-	VMOVDQU 0(R8), Y0
-	VMOVDQU 32(R8), Y1
-	VMOVDQU 64(R8), Y2
-	VMOVDQU 96(R8), Y3
-	VMOVDQU 256(R8), Y4
-	VMOVDQU 288(R8), Y5
-	VMOVDQU 320(R8), Y6
-	VMOVDQU 352(R8), Y7
+	VMOVDQU 0(R10), Y0
+	VMOVDQU 32(R10), Y1
+	VMOVDQU 64(R10), Y2
+	VMOVDQU 96(R10), Y3
+	VMOVDQU 0(R10), Y4
+	VMOVDQU 32(R10), Y5
+	VMOVDQU 64(R10), Y6
+	VMOVDQU 96(R10), Y7
 	TESTQ CX, CX
 	JZ q7rows2_done
 q7rows2_loop:
@@ -167,25 +170,26 @@ q7rows2_done:
 	VZEROUPPER
 	RET
 
-// func q7cols2(kq int, b *uint8, ldb int, p *int8, acc *int32)
-TEXT ·q7cols2(SB), NOSPLIT, $0-40
+// func q7cols2(kq int, b *uint8, ldb int, p *int8, init *int32, acc *int32)
+TEXT ·q7cols2(SB), NOSPLIT, $0-48
 	MOVQ kq+0(FP), CX
 	MOVQ b+8(FP), SI
 	MOVQ ldb+16(FP), DX
 	MOVQ p+24(FP), DI
-	MOVQ acc+32(FP), R8
+	MOVQ init+32(FP), R10
+	MOVQ acc+40(FP), R8
 	LEAQ (SI)(DX*1), R9
 	MOVL $0x00010001, AX
 	VMOVD AX, X15
 	VPBROADCASTD X15, Y15
-	VMOVDQU 0(R8), Y0
-	VMOVDQU 32(R8), Y1
-	VMOVDQU 64(R8), Y2
-	VMOVDQU 96(R8), Y3
-	VMOVDQU 256(R8), Y4
-	VMOVDQU 288(R8), Y5
-	VMOVDQU 320(R8), Y6
-	VMOVDQU 352(R8), Y7
+	VPBROADCASTD 0(R10), Y0
+	VPBROADCASTD 0(R10), Y1
+	VPBROADCASTD 0(R10), Y2
+	VPBROADCASTD 0(R10), Y3
+	VPBROADCASTD 4(R10), Y4
+	VPBROADCASTD 4(R10), Y5
+	VPBROADCASTD 4(R10), Y6
+	VPBROADCASTD 4(R10), Y7
 	TESTQ CX, CX
 	JZ q7cols2_done
 q7cols2_loop:
