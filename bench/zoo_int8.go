@@ -83,9 +83,12 @@ type ZooInt8Command struct {
 	// Calib and Eval are the numbers of seeded calibration and evaluation
 	// inputs (defaults 8 and 16).
 	Calib, Eval int
-	JSON        bool
-	Stdout      io.Writer
-	Stderr      io.Writer
+	// WeightBits is the int8 plans' weight width (compile's
+	// QuantOptions.WeightBits: 0 or 8, or 7).
+	WeightBits int
+	JSON       bool
+	Stdout     io.Writer
+	Stderr     io.Writer
 }
 
 // IsZooCNN reports whether g is one of the zoo's CNNs: at least two 2-D
@@ -143,16 +146,24 @@ func (c ZooInt8Command) Run(ctx context.Context) error {
 	geo, n := int8Geomean(rows)
 	if c.JSON {
 		b, err := json.MarshalIndent(map[string]any{"dir": c.Dir, "threads": max(c.Threads, 1), "date": start.UTC().Format(time.RFC3339),
-			"calib_samples": c.Calib, "eval_samples": c.Eval, "rows": rows, "geomean_speedup": geo, "compared": n}, "", "  ")
+			"calib_samples": c.Calib, "eval_samples": c.Eval, "weight_bits": c.bits(), "rows": rows, "geomean_speedup": geo, "compared": n}, "", "  ")
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(c.Stdout, "%s\n", b)
 		return err
 	}
-	fmt.Fprintf(c.Stdout, "zoo %s int8 vs fp32: %d threads, %d calibration and %d evaluation inputs (seeded N(0,1)) (run %s, took %v)\n\n",
-		c.Dir, max(c.Threads, 1), c.Calib, c.Eval, start.UTC().Format("2006-01-02 15:04 UTC"), time.Since(start).Round(time.Second))
+	fmt.Fprintf(c.Stdout, "zoo %s int8 (%d-bit weights) vs fp32: %d threads, %d calibration and %d evaluation inputs (seeded N(0,1)) (run %s, took %v)\n\n",
+		c.Dir, c.bits(), max(c.Threads, 1), c.Calib, c.Eval, start.UTC().Format("2006-01-02 15:04 UTC"), time.Since(start).Round(time.Second))
 	return writeInt8Table(c.Stdout, rows, geo, n)
+}
+
+// bits is the int8 plans' weight width, 7 or 8.
+func (c ZooInt8Command) bits() int {
+	if c.WeightBits == 7 {
+		return 7
+	}
+	return 8
 }
 
 func int8Geomean(rows []ZooInt8Row) (float64, int) {
@@ -266,6 +277,7 @@ func (c ZooInt8Command) model(ctx context.Context, name string, all bool) (row Z
 	qo.Precision = "int8"
 	qo.Quant.Calib = normal(c.Calib)
 	qo.Quant.EvalData = normal(c.Eval)
+	qo.Quant.WeightBits = c.WeightBits
 	p8, rep, err := buildPlan(decode, src, name, qo)
 	if err != nil {
 		row.Reason = "int8 build: " + err.Error()

@@ -5,13 +5,16 @@ import "github.com/vouchml/vouch/quant"
 // PrecisionReport is the reduced-precision part of the build report: what
 // was quantized, from what calibration, and what it cost in accuracy.
 type PrecisionReport struct {
-	Precision          string           `json:"precision"`
-	Calibrator         string           `json:"calibrator,omitempty"`
-	CalibrationSamples int              `json:"calibration_samples,omitempty"`
-	CalibrationCache   string           `json:"calibration_cache_sha256,omitempty"`
-	Tensors            []TensorRange    `json:"tensors,omitempty"`
-	Layers             []LayerPrecision `json:"layers,omitempty"`
-	Fallbacks          []Fallback       `json:"fallbacks,omitempty"`
+	Precision          string `json:"precision"`
+	Calibrator         string `json:"calibrator,omitempty"`
+	CalibrationSamples int    `json:"calibration_samples,omitempty"`
+	CalibrationCache   string `json:"calibration_cache_sha256,omitempty"`
+	// WeightBits is 7 for a build with 7-bit int8 weights (|w| ≤ 63, the
+	// int8 layers' w_bits); absent for 8.
+	WeightBits int              `json:"weight_bits,omitempty"`
+	Tensors    []TensorRange    `json:"tensors,omitempty"`
+	Layers     []LayerPrecision `json:"layers,omitempty"`
+	Fallbacks  []Fallback       `json:"fallbacks,omitempty"`
 	// Accuracy compares the plan with the FP32 model on the evaluation
 	// data (or, without labels, agreement on the calibration data).
 	Accuracy *quant.Accuracy `json:"accuracy,omitempty"`

@@ -262,7 +262,10 @@ func precisionPass(s *state) error {
 			return err
 		}
 	}
-	conv := &converter{g: ref, scales: scales, qdq: s.qdq}
+	conv := &converter{g: ref, scales: scales, qdq: s.qdq, wbits: s.opts.Quant.weightBits()}
+	if needInt8 && conv.wbits != 8 {
+		res.report.WeightBits = conv.wbits
+	}
 	current := conv.apply(want)
 	if err := evaluate(s, ref, conv, layers, want, &current, res); err != nil {
 		return err

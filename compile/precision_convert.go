@@ -4,6 +4,7 @@ import (
 	"github.com/vouchml/vouch/ir"
 	"github.com/vouchml/vouch/kernel"
 	"github.com/vouchml/vouch/kernel/fused"
+	"github.com/vouchml/vouch/kernel/q8"
 	"github.com/vouchml/vouch/quant"
 	"github.com/vouchml/vouch/tensor"
 )
@@ -16,6 +17,7 @@ type converter struct {
 	scales map[string]float32
 	qdq    *qdqInfo // a pre-quantized model's int8 weights
 	memo   map[string]*conversion
+	wbits  int // the int8 weights' width, 7 or 8 (QuantOptions.WeightBits)
 }
 
 type conversion struct {
@@ -135,7 +137,7 @@ func (c *converter) toQ8(n *ir.Node) *conversion {
 	}
 	switch base {
 	case "Conv":
-		q, ws = quant.WeightScales(wd, w.Shape[0])
+		q, ws = quant.WeightScalesBits(wd, w.Shape[0], c.bits())
 		if qw != nil {
 			q, ws = qw.q, qw.perChannel(w.Shape[0])
 		}
@@ -154,7 +156,7 @@ func (c *converter) toQ8(n *ir.Node) *conversion {
 			}
 		}
 		wshape = []int{N, K}
-		q, ws = quant.WeightScales(wt, N)
+		q, ws = quant.WeightScalesBits(wt, N, c.bits())
 		if qw != nil {
 			q, ws = qw.q, qw.perChannel(N)
 			if !(base == "Gemm" && n.Int("transB", 0) == 1) {
@@ -206,8 +208,20 @@ func (c *converter) toQ8(n *ir.Node) *conversion {
 	attrs[fused.AttrBaseVersion] = &ir.Attr{Name: fused.AttrBaseVersion, Kind: ir.AttrInt, I: version}
 	attrs[fused.AttrLayout] = &ir.Attr{Name: fused.AttrLayout, Kind: ir.AttrInts, Ints: []int64{4, add, nact}}
 	attrs["x_scale"] = &ir.Attr{Name: "x_scale", Kind: ir.AttrFloat, F: c.scales[n.Inputs[0]]}
+	if c.bits() == 7 && qw == nil {
+		// A pre-quantized model's weights keep their own 8-bit values.
+		attrs[q8.AttrWeightBits] = &ir.Attr{Name: q8.AttrWeightBits, Kind: ir.AttrInt, I: 7}
+	}
 	cv.node = m
 	return cv
+}
+
+// bits is the int8 weights' width (8 unless the build asks for 7).
+func (c *converter) bits() int {
+	if c.wbits == 7 {
+		return 7
+	}
+	return 8
 }
 
 // perChannel returns the weights' scales, one per output channel.

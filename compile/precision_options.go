@@ -26,6 +26,13 @@ type QuantOptions struct {
 	Calibrator string `json:"calibrator,omitempty"`
 	// Percentile for the percentile calibrator (default 99.99).
 	Percentile float64 `json:"percentile,omitempty"`
+	// WeightBits is the int8 layers' weight range: 8 (the default, |w| ≤
+	// 127) or 7 (|w| ≤ 63, ONNX Runtime's reduce_range): on a CPU with
+	// AVX2 but no VNNI, 7-bit weights let the u8 × s8 tiles run
+	// (VPMADDUBSW pairs cannot saturate), at the cost of one bit of
+	// weight precision that the build report's accuracy figures measure.
+	// 0 means 8.
+	WeightBits int `json:"weight_bits,omitempty"`
 	// MaxAccuracyDrop bounds the accuracy loss (percentage points) under
 	// precision "best"; nil means DefaultMaxAccuracyDrop, and an explicit
 	// 0 means no drop at all (a pointer, so that 0 is not the default).
@@ -70,6 +77,11 @@ func (q QuantOptions) valid(precision string) error {
 	default:
 		return fmt.Errorf("compile: calibrator %q is not supported (minmax, entropy, percentile)", q.Calibrator)
 	}
+	switch q.WeightBits {
+	case 0, 7, 8:
+	default:
+		return fmt.Errorf("compile: int8 weight bits %d: want 7 or 8", q.WeightBits)
+	}
 	if q.Percentile < 0 || q.Percentile > 100 {
 		return fmt.Errorf("compile: percentile %v out of range (0, 100]", q.Percentile)
 	}
@@ -108,6 +120,14 @@ func (q QuantOptions) percentile() float64 {
 	return q.Percentile
 }
 
+// weightBits is the int8 weights' width (7 or 8).
+func (q QuantOptions) weightBits() int {
+	if q.WeightBits == 0 {
+		return 8
+	}
+	return q.WeightBits
+}
+
 func (q QuantOptions) maxDrop() float64 {
 	if q.MaxAccuracyDrop == nil {
 		return DefaultMaxAccuracyDrop
@@ -122,6 +142,9 @@ func (q QuantOptions) maxDrop() float64 {
 func (q QuantOptions) canonical(precision string) QuantOptions {
 	if q.Calibrator == DefaultCalibrator {
 		q.Calibrator = ""
+	}
+	if q.WeightBits == 8 {
+		q.WeightBits = 0
 	}
 	if q.Percentile == DefaultPercentile {
 		q.Percentile = 0

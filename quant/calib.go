@@ -230,6 +230,12 @@ func WeightScales(w []float32, channels int) (q []int8, scales []float32) {
 	return q8.WeightScales(w, channels)
 }
 
+// WeightScalesBits is WeightScales for 8- or 7-bit weights
+// (kernel/q8.WeightScalesBits).
+func WeightScalesBits(w []float32, channels, bits int) (q []int8, scales []float32) {
+	return q8.WeightScalesBits(w, channels, bits)
+}
+
 // Quantize maps x to int8 with scale s (kernel/q8.Quantize: half to even,
 // clamped to [−127, 127], NaN to 0).
 func Quantize(x, s float32) int8 { return q8.Quantize(x, s) }

@@ -83,6 +83,7 @@ Example:
 	fs.StringVar(&o.ORTLib, "ort-lib", "", "path of libonnxruntime.so.1 (default: $VOUCH_ORT_LIB, then .cache/ort from scripts/fetch-ort.sh)")
 	gemm := fs.String("gemm", "", "run the GEMM microbenchmark for M[xNxK] instead of a model")
 	zoo := fs.String("zoo", "", "run every model of the zoo DIR (DIR/NAME/model.onnx + test_data_set_0, scripts/make-zoo.py) against the peer, check each against its reference, print the table; MODEL arguments pick models")
+	wbits := fs.Int("int8-weight-bits", 8, "with --zoo --int8: the int8 plans' weight width, 8 or 7 (7: u8 x s7 tiles on AVX2 without VNNI)")
 	int8 := fs.Bool("int8", false, "with --zoo: build each zoo CNN at fp32 and at --precision int8 (seeded calibration) and time the two plans alternately: speed-up, top-1 agreement, max error")
 	scaling := fs.Bool("scaling", false, "with --zoo: profile every model layer by layer at 1 and 2 threads (alternating rounds; --runs per profile) and list the layers slower on 2 threads")
 	pos, err := parseInterleaved(fs, args)
@@ -96,7 +97,7 @@ Example:
 		return fmt.Errorf("%w: --scaling needs --zoo DIR", ErrUsage)
 	}
 	if *zoo != "" && *int8 {
-		return bench.ZooInt8Command{Dir: *zoo, Only: pos, Threads: o.Threads, Runs: o.Runs, Warmup: o.Warmup, JSON: o.JSON, Stdout: m.Stdout, Stderr: m.Stderr}.Run(ctx)
+		return bench.ZooInt8Command{Dir: *zoo, Only: pos, WeightBits: *wbits, Threads: o.Threads, Runs: o.Runs, Warmup: o.Warmup, JSON: o.JSON, Stdout: m.Stdout, Stderr: m.Stderr}.Run(ctx)
 	}
 	if *zoo != "" {
 		return m.benchZoo(ctx, o, *zoo, *peers, pos)

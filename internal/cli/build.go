@@ -94,6 +94,7 @@ Without --profile a leading dynamic dimension spans 1..512 and any other
 	fs.StringVar(&o.Calib, "calib", "", "int8 calibration data: a .pb/.npy batch file or a directory of them")
 	fs.StringVar(&o.CalibCache, "calib-cache", "", "calibration cache: read scales from FILE if it exists (skipping calibration for the tensors it holds); int8 builds write it (default PLAN.calib.txt)")
 	fs.StringVar(&o.Compile.Quant.Calibrator, "calibrator", o.Compile.Quant.Calibrator, "activation calibrator: minmax, entropy (TensorRT style) or percentile")
+	fs.IntVar(&o.Compile.Quant.WeightBits, "int8-weight-bits", 8, "int8 weight width: 8, or 7 (|w| <= 63, ONNX Runtime's reduce_range: u8 x s7 tiles on AVX2 CPUs without VNNI)")
 	fs.Float64Var(&o.Compile.Quant.Percentile, "percentile", o.Compile.Quant.Percentile, "percentile for --calibrator percentile")
 	fs.StringVar(&o.EvalData, "eval-data", "", "evaluation inputs (.pb/.npy file or directory): the report compares fp32 and reduced-precision accuracy")
 	fs.StringVar(&o.EvalLabels, "eval-labels", "", "evaluation labels (.pb/.npy, integer class per sample)")

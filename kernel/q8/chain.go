@@ -121,6 +121,14 @@ func zipRow(c twins, dst, s []uint8, ld, n int) {
 			zipQuad(&dst[4*(n-16)], &s[n-16], ld, 16)
 		}
 		j = n
+	} else if c.s7 && n >= 8 {
+		n8 := n &^ 7
+		_, _ = s[3*ld+n-1], dst[4*n-1]
+		q7zipQuad(&dst[0], &s[0], ld, n8)
+		if n8 < n {
+			q7zipQuad(&dst[4*(n-8)], &s[n-8], ld, 8)
+		}
+		j = n
 	}
 	for ; j < n; j++ {
 		for e := 0; e < 4; e++ {

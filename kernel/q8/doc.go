@@ -38,3 +38,4 @@ package q8
 //go:generate python3 gen_asm.py
 //go:generate python3 gen_direct_q8.py
 //go:generate python3 gen_vnni.py
+//go:generate python3 gen_vnni7.py

@@ -32,7 +32,8 @@ func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) err
 	}
 	sc := l.getScratch()
 	defer l.putScratch(sc)
-	if g != nil && pool.vnni && !pool.f().noRowsQ8 && g.G == 1 && g.KH == 1 && g.KW == 1 && g.H == 1 && g.W == 1 && g.pt == 0 && g.pl == 0 && g.P() == 1 {
+	pool.s7 = l.w7 && pool.fast && !pool.vnni
+	if g != nil && (pool.vnni || pool.s7) && !pool.f().noRowsQ8 && g.G == 1 && g.KH == 1 && g.KW == 1 && g.H == 1 && g.W == 1 && g.pt == 0 && g.pl == 0 && g.P() == 1 {
 		// A 1×1 convolution of a 1×1 map (squeeze-excitation) is a
 		// linear layer over the batch: X [N, C] → Y [N, M].
 		l.computeRows(pool, xd, y, p, sc, g.N, g.M, g.C)
@@ -59,7 +60,7 @@ func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) err
 		l.computeDirect(pool, g, xd, y, p, sc)
 		return nil
 	}
-	if g == nil && pool.vnni && !pool.f().noRowsQ8 && l.wShape[1] > 0 {
+	if g == nil && (pool.vnni || pool.s7) && !pool.f().noRowsQ8 && l.wShape[1] > 0 {
 		N, K := l.wShape[0], l.wShape[1]
 		l.computeRows(pool, xd, y, p, sc, xd.n()/K, N, K)
 		return nil

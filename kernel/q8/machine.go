@@ -25,7 +25,10 @@ type machine struct {
 // workers.
 type twins struct {
 	fast, vnni, half bool
-	vec              vmath.Vec // the Ctx's Vec (the activations' Sigmoid)
+	// s7 the AVX2 u8 × s7 tiles (vnni7.go): set by layer.compute for a
+	// layer with 7-bit weights where fast is set and vnni is not.
+	s7  bool
+	vec vmath.Vec // the Ctx's Vec (the activations' Sigmoid)
 }
 
 // forced holds the choices between same-bits paths that only this

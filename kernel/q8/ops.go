@@ -23,6 +23,7 @@ import (
 //	         base_version int
 //	         x_scale      float   the input's scale (per tensor)
 //	         layout       ints    [4, 1 if an add operand follows, number of activation inputs]
+//	         w_bits       int     7: every weight lies in [−63, 63] (AttrWeightBits); absent: 8
 //	         activation, act_version, act_<name>: as in a Fused layer
 //	         every other attribute belongs to the base op (Conv: strides, pads, ...)
 //
@@ -30,6 +31,12 @@ import (
 // (one row per output column: Gemm's B with transB=1, MatMul's B
 // transposed); alpha and beta are folded into w_scale and bias by the
 // compiler, and X is [..., K] (Gemm: rank 2, transA = 0).
+
+// AttrWeightBits is the Q8 attribute that declares 7-bit weights (|w| ≤
+// WeightBits7Max); parse checks every weight against it, so the AVX2
+// u8 × s7 tiles (vnni7.go), which would saturate on wider weights, run
+// only where the plan says so and the weights agree.
+const AttrWeightBits = "w_bits"
 
 // Ops returns the reduced-precision layers; Add and activation parts run
 // through base.
@@ -61,6 +68,7 @@ type layer struct {
 	hsZ, hsV     actFn // HardSwish's epilogue (AVX-512, other levels); nil for other activations
 	inv, xScale  float32
 	xU8          bool           // input 0 is a chained producer's u8 form (chain.go)
+	w7           bool           // the weights are 7-bit (AttrWeightBits 7, checked)
 	yInv         float32        // 1/y_scale: output 0 is u8 (chain.go); 0 otherwise
 	w            *tensor.Tensor // identity of the weights the packing came from
 	wShape       []int
@@ -87,6 +95,28 @@ type layer struct {
 	geom         *geom2
 	geomX        []int // the last input shape, its geometry and output shape
 	outShape     []int
+}
+
+// weightBits7 reads n's AttrWeightBits: absent or 8 is false, 7 is true
+// once every weight in wd is checked to lie in [−63, 63]; any other value,
+// or a weight out of range, is an error.
+func weightBits7(n *ir.Node, wd []int8) (bool, error) {
+	a := n.Attrs[AttrWeightBits]
+	if a == nil {
+		return false, nil
+	}
+	if a.Kind != ir.AttrInt || (a.I != 7 && a.I != 8) {
+		return false, fmt.Errorf("q8: %s %v: want the int 7 or 8", AttrWeightBits, a)
+	}
+	if a.I == 8 {
+		return false, nil
+	}
+	for i, v := range wd {
+		if v < -WeightBits7Max || v > WeightBits7Max {
+			return false, fmt.Errorf("q8: %s 7 but weight %d is %d, outside [%d, %d]", AttrWeightBits, i, v, -WeightBits7Max, WeightBits7Max)
+		}
+	}
+	return true, nil
 }
 
 // constant reports whether the inputs idx of in are present and hold
@@ -176,6 +206,9 @@ func (q *q8Op) parse(n *ir.Node, in []*tensor.Tensor) (*layer, error) {
 	if !ok || len(w.Shape) < 2 || len(sd) != w.Shape[0] {
 		return nil, fmt.Errorf("q8: w_scale must be float32 [%d], got %v%v", w.Shape[0], ws.DType, ws.Shape)
 	}
+	if l.w7, err = weightBits7(n, wd); err != nil {
+		return nil, err
+	}
 	M := w.Shape[0]
 	l.w, l.wShape = w, append([]int{}, w.Shape...)
 	l.mult = make([]float32, M)
@@ -255,7 +288,7 @@ func splitAttrs(n *ir.Node, hasAdd bool) (base, add, act *ir.Node) {
 	}
 	for k, a := range n.Attrs {
 		switch {
-		case fused.IsHeaderAttr(k) || k == "x_scale" || k == kernel.TacticAttr:
+		case fused.IsHeaderAttr(k) || k == "x_scale" || k == AttrWeightBits || k == kernel.TacticAttr:
 		case strings.HasPrefix(k, fused.ActPrefix):
 			if act != nil && h.Activation != fused.SiLU && h.Activation != ActHardSwish {
 				c := *a

@@ -146,6 +146,14 @@ func rowsTile(c twins, rr, kq int, xu []uint8, ldx int, pan []int8, init []int32
 		rowsTiles[rr-1](kq, &xu[0], ldx, &pan[0], &init[0], &acc[0])
 		return
 	}
+	if c.s7 {
+		if kq > 0 {
+			_, _ = xu[(rr-1)*ldx+4*kq-1], pan[kq*vnniCols*4-1]
+		}
+		_, _ = init[vnniCols-1], acc[rr*vnniCols-1]
+		tile7(false, rr, kq, unsafe.Pointer(unsafe.SliceData(xu)), ldx, unsafe.Pointer(unsafe.SliceData(pan)), init, acc)
+		return
+	}
 	for r := 0; r < rr; r++ {
 		x := xu[r*ldx : r*ldx+4*kq]
 		a := acc[r*vnniCols : (r+1)*vnniCols]
@@ -223,6 +231,14 @@ func colsTile(c twins, rr, kq int, wr []int8, ldw int, pan []uint8, init []int32
 		colsTiles[rr-1](kq, (*uint8)(unsafe.Pointer(&wr[0])), ldw, (*int8)(unsafe.Pointer(&pan[0])), &init[0], &acc[0])
 		return
 	}
+	if c.s7 {
+		if kq > 0 {
+			_, _ = wr[(rr-1)*ldw+4*kq-1], pan[kq*vnniCols*4-1]
+		}
+		_, _ = init[rr-1], acc[rr*vnniCols-1]
+		tile7(true, rr, kq, unsafe.Pointer(unsafe.SliceData(wr)), ldw, unsafe.Pointer(unsafe.SliceData(pan)), init, acc)
+		return
+	}
 	for r := 0; r < rr; r++ {
 		w := wr[r*ldw : r*ldw+4*kq]
 		a := acc[r*vnniCols : (r+1)*vnniCols]
@@ -288,7 +304,7 @@ func (l *layer) vnniCols(g *geom2) *vnniConv {
 // a 1×1 kernel without leading pads (a strided one reads its positions
 // through a gathered copy, gather).
 func (g *geom2) usePointwise(pool machine) bool {
-	return pool.vnni && !pool.f().noColsQ8 && g.KH == 1 && g.KW == 1 && g.pt == 0 && g.pl == 0 && g.Mg >= 4
+	return (pool.vnni || pool.s7) && !pool.f().noColsQ8 && g.KH == 1 && g.KW == 1 && g.pt == 0 && g.pl == 0 && g.Mg >= 4
 }
 
 // packPanel writes position block pb of channel group xg ([Cg][P]) into
@@ -298,7 +314,7 @@ func packPanel(c twins, pan []uint8, xg src, Cg, P, pb, kq int, inv float32) {
 	n := min(vnniCols, P-p0)
 	for kk := 0; kk < kq; kk++ {
 		d := pan[kk*vnniCols*4 : (kk+1)*vnniCols*4]
-		if c.vnni && n >= 16 && 4*kk+3 < Cg {
+		if (c.vnni && n >= 16 || c.s7 && n >= 8) && 4*kk+3 < Cg {
 			quadRowSrc(c, d, xg.from(4*kk*P+p0), P, n, inv)
 			clear(d[4*n:])
 			continue

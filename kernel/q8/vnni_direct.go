@@ -123,6 +123,14 @@ func quadRow(c twins, dst []uint8, src []float32, ld, n int, inv float32) {
 			packQuad(&dst[4*(n-16)], &src[n-16], ld, inv, 16)
 		}
 		j = n
+	} else if c.s7 && n >= 8 {
+		n8 := n &^ 7
+		_, _ = src[3*ld+n-1], dst[4*n-1]
+		q7packQuad(&dst[0], &src[0], ld, inv, n8)
+		if n8 < n {
+			q7packQuad(&dst[4*(n-8)], &src[n-8], ld, inv, 8)
+		}
+		j = n
 	}
 	for ; j < n; j++ {
 		for e := 0; e < 4; e++ {
