@@ -28,6 +28,9 @@ func convF32(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 		return
 	case dw:
 		depthwiseInto(pool, s, x, w, y)
+	case stemOK(pool, s) && (s.tactic == "" || s.tactic == TacticIm2col || s.tactic == TacticDirect):
+		convStem(pool, s, x, w, bias, y, ep)
+		return
 	case s.tactic == TacticDirect && directOK(pool, s, y, ep):
 		convDirect(pool, s, x, w, bias, y, ep)
 		return

@@ -56,6 +56,10 @@ func (l *layer) compute(pool machine, x *tensor.Tensor, y []float32, p post) err
 		l.computePointwise(pool, g, xd, y, p, sc)
 		return nil
 	}
+	if g != nil && g.useIm2col7(pool) {
+		l.computeIm2col7(pool, g, xd, y, p, sc)
+		return nil
+	}
 	if g != nil && g.useDirect(pool) {
 		l.computeDirect(pool, g, xd, y, p, sc)
 		return nil
@@ -437,6 +441,7 @@ type scratch struct {
 	rows            rowsJob
 	ppack           panelJob
 	cols            colsJob
+	im7             im7Job
 }
 
 // getScratch takes free buffers (a plain free list, not a sync.Pool, so

@@ -114,7 +114,8 @@ func q7Node(base string, bits int64, extra map[string]*ir.Attr) *ir.Node {
 }
 
 // TestQ8Layer7Twins runs 7-bit layers (pointwise convolutions, strided
-// ones, linear layers) portable and with the AVX2 u8 × s7 tiles: the
+// ones, k×k convolutions with strides, padding and groups through
+// im2col, linear layers) portable and with the AVX2 u8 × s7 tiles: the
 // same bits, also with inputs that quantize to 127 (u8 255) and weights
 // at ±63.
 func TestQ8Layer7Twins(t *testing.T) {
@@ -145,6 +146,18 @@ func TestQ8Layer7Twins(t *testing.T) {
 		for _, s := range []cs{{1, 16, 8, 8, 24, 1}, {1, 35, 9, 7, 9, 1}, {2, 64, 5, 5, 130, 2}, {1, 200, 14, 14, 32, 1}} {
 			node := q7Node("Conv", 7, map[string]*ir.Attr{"strides": {Name: "strides", Kind: ir.AttrInts, Ints: []int64{int64(s.stride), int64(s.stride)}}})
 			in := []*tensor.Tensor{tensor.From(xs(s.n*s.c*s.h*s.w, ext), s.n, s.c, s.h, s.w), tensor.From(w7(s.m*s.c, ext), s.m, s.c, 1, 1),
+				tensor.From(randPos(r, s.m), s.m), tensor.From(randF32(r, s.m), s.m)}
+			checkTwins(t, reg, node, in)
+		}
+		type ks struct{ n, c, h, w, m, k, stride, pad, group int }
+		for _, s := range []ks{{1, 3, 9, 9, 8, 3, 1, 1, 1}, {2, 4, 7, 5, 6, 3, 2, 1, 2}, {1, 16, 20, 20, 32, 3, 1, 1, 2}, {1, 3, 23, 23, 16, 7, 2, 3, 1}, {1, 64, 40, 40, 8, 5, 1, 2, 1}} {
+			node := q7Node("Conv", 7, map[string]*ir.Attr{
+				"strides": {Name: "strides", Kind: ir.AttrInts, Ints: []int64{int64(s.stride), int64(s.stride)}},
+				"pads":    {Name: "pads", Kind: ir.AttrInts, Ints: []int64{int64(s.pad), int64(s.pad), int64(s.pad), int64(s.pad)}},
+				"group":   {Name: "group", Kind: ir.AttrInt, I: int64(s.group)},
+			})
+			cg := s.c / s.group
+			in := []*tensor.Tensor{tensor.From(xs(s.n*s.c*s.h*s.w, ext), s.n, s.c, s.h, s.w), tensor.From(w7(s.m*cg*s.k*s.k, ext), s.m, cg, s.k, s.k),
 				tensor.From(randPos(r, s.m), s.m), tensor.From(randF32(r, s.m), s.m)}
 			checkTwins(t, reg, node, in)
 		}
