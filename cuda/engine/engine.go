@@ -1616,6 +1616,9 @@ func (s *state) matmulFused(n *ir.Node, h fused.Layer) error {
 			return err
 		}
 	}
+	if s.cur != nil && s.cur.gelu { // ran in the fast epilogue (parseFast checked the layer)
+		return nil
+	}
 	switch h.Activation {
 	case "":
 		return nil

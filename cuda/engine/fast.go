@@ -321,11 +321,17 @@ func fastMatMul(n *ir.Node, g *ir.Graph, types map[string]ir.Type) (fast.Tile, s
 // + bias, + residual: the same roundings in the same order, one launch
 // and one pass over the output instead of three), named
 // "+epilogue(bias)", "+epilogue(bias,res)" or "+epilogue(res)"; the other
-// passes follow as exact passes, named by their kernels.
+// passes follow as exact passes, named by their kernels. When the one pass
+// left is the exact GELU (vx_unary(Gelu none): every Add ran in the
+// epilogue), it runs there too, last, as the same function vx_gelu_erf
+// (fast_gelu.cu's GELU tiles): ",gelu" ends the list ("+epilogue(gelu)"
+// for a MatMul with no Adds).
 const (
 	epiPrefix = "+epilogue("
 	epiBias   = "bias"
 	epiRes    = "res"
+	epiGelu   = "gelu"
+	geluPass  = kernels.Unary + "(Gelu none)"
 )
 
 // matmulEpilogue names a fast MatMul's passes after the product from the
@@ -341,6 +347,10 @@ func matmulEpilogue(passes []string) string {
 		epi = append(epi, epiRes)
 		i++
 	}
+	if len(passes) == i+1 && passes[i] == geluPass {
+		epi = append(epi, epiGelu)
+		i++
+	}
 	k := ""
 	if len(epi) > 0 {
 		k = epiPrefix + strings.Join(epi, ",") + ")"
@@ -352,18 +362,28 @@ func matmulEpilogue(passes []string) string {
 }
 
 // parseEpilogue reads the "+epilogue(...)" that follows a fast MatMul's
-// tiles (nil: none, the passes all exact).
-func parseEpilogue(after string) ([]string, error) {
+// tiles: its Adds (nil: none, the passes all exact) and whether GELU ends
+// it; with GELU nothing may follow.
+func parseEpilogue(after string) (adds []string, gelu bool, err error) {
 	list, ok := strings.CutPrefix(after, epiPrefix[1:])
 	if !ok {
-		return nil, nil
+		return nil, false, nil
 	}
-	list, _, ok = strings.Cut(list, ")")
+	list, rest, ok := strings.Cut(list, ")")
 	epi := strings.Split(list, ",")
-	if !ok || !slices.Equal(epi, []string{epiBias}) && !slices.Equal(epi, []string{epiBias, epiRes}) && !slices.Equal(epi, []string{epiRes}) {
-		return nil, fmt.Errorf("fast MatMul epilogue %q: want epilogue(bias), epilogue(bias,res) or epilogue(res)", after)
+	if n := len(epi); ok && n > 0 && epi[n-1] == epiGelu {
+		if rest != "" {
+			return nil, false, fmt.Errorf("fast MatMul epilogue %q: passes after its GELU", after)
+		}
+		epi, gelu = epi[:n-1], true
 	}
-	return epi, nil
+	if !ok || !(gelu && len(epi) == 0) && !slices.Equal(epi, []string{epiBias}) && !slices.Equal(epi, []string{epiBias, epiRes}) && !slices.Equal(epi, []string{epiRes}) {
+		return nil, false, fmt.Errorf("fast MatMul epilogue %q: want epilogue(bias), epilogue(bias,res) or epilogue(res), each optionally with ,gelu last, or epilogue(gelu)", after)
+	}
+	if len(epi) == 0 {
+		epi = nil
+	}
+	return epi, gelu, nil
 }
 
 // fastSpec is a layer's fast kernel as its placement names it.
@@ -372,8 +392,10 @@ type fastSpec struct {
 	op    string // conv, gemm, matmul
 	tile  fast.Tile
 	scale float32 // int8: the input's activation scale (fast_int8.go)
-	// epi: a fast MatMul's Adds run in its epilogue (epiBias, epiRes).
-	epi []string
+	// epi: a fast MatMul's Adds run in its epilogue (epiBias, epiRes);
+	// gelu: its GELU too, after them (every Add of the layer is in epi).
+	epi  []string
+	gelu bool
 }
 
 // parseFast reads a placement's fast kernel name for node n: its spec and,
@@ -432,12 +454,17 @@ func parseFast(kernel string, n *ir.Node) (fastSpec, map[*ir.Node]fastSpec, erro
 	s.tile, s.scale = t, sc
 	if op == "matmul" {
 		if after, ok := strings.CutPrefix(after, "+"); ok {
-			if s.epi, err = parseEpilogue(after); err != nil {
+			if s.epi, s.gelu, err = parseEpilogue(after); err != nil {
 				return s, nil, err
 			}
 		}
-		if h, _ := fused.LayerOf(n); len(s.epi) > 0 && (n.OpType != fused.OpFused || h.Adds < len(s.epi)) {
+		h, _ := fused.LayerOf(n)
+		if len(s.epi) > 0 && (n.OpType != fused.OpFused || h.Adds < len(s.epi)) {
 			return s, nil, fmt.Errorf("fast kernel %q: an epilogue of %d Adds for a layer of fewer", kernel, len(s.epi))
+		}
+		if s.gelu && (n.OpType != fused.OpFused || h.Adds != len(s.epi) || h.Activation != "Gelu" || h.ActInputs != 0 ||
+			n.String(fused.ActPrefix+"approximate", "none") != "none") {
+			return s, nil, fmt.Errorf("fast kernel %q: a GELU epilogue for a layer that is not its Adds then an exact GELU", kernel)
 		}
 	}
 	return s, nil, nil

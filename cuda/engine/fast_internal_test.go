@@ -69,7 +69,12 @@ func TestMatMulEpilogue(t *testing.T) {
 		{[]string{"vx_channel_affine"}, "+epilogue(bias)"},
 		{[]string{"vx_channel_affine", "vx_add"}, "+epilogue(bias,res)"},
 		{[]string{"vx_add"}, "+epilogue(res)"},
-		{[]string{"vx_channel_affine", "vx_unary(Gelu none)"}, "+epilogue(bias)+vx_unary(Gelu none)"},
+		{[]string{"vx_channel_affine", "vx_unary(Gelu none)"}, "+epilogue(bias,gelu)"},
+		{[]string{"vx_channel_affine", "vx_add", "vx_unary(Gelu none)"}, "+epilogue(bias,res,gelu)"},
+		{[]string{"vx_unary(Gelu none)"}, "+epilogue(gelu)"},
+		{[]string{"vx_channel_affine", "vx_unary(Gelu tanh)"}, "+epilogue(bias)+vx_unary(Gelu tanh)"},
+		{[]string{"vx_add_bcast", "vx_unary(Gelu none)"}, "+vx_add_bcast+vx_unary(Gelu none)"},
+		{[]string{"vx_channel_affine", "vx_add_bcast", "vx_unary(Gelu none)"}, "+epilogue(bias)+vx_add_bcast+vx_unary(Gelu none)"},
 		{[]string{"vx_channel_affine", "vx_add_bcast"}, "+epilogue(bias)+vx_add_bcast"},
 		{[]string{"vx_add", "vx_channel_affine"}, "+epilogue(res)+vx_channel_affine"},
 		{[]string{"vx_add_bcast", "vx_add"}, "+vx_add_bcast+vx_add"},
@@ -85,32 +90,52 @@ func TestMatMulEpilogue(t *testing.T) {
 		n.Attrs[fused.AttrLayout] = &ir.Attr{Name: fused.AttrLayout, Kind: ir.AttrInts, Ints: []int64{2, int64(adds), 0}}
 		return n
 	}
-	for _, c := range []struct {
-		k    string
-		adds int
-		epi  []string
-	}{
-		{"fast.fp16.matmul(128x64)+epilogue(bias,res)", 2, []string{"bias", "res"}},
-		{"fast.fp16.matmul(128x64)+epilogue(bias)+vx_unary(Gelu none)", 1, []string{"bias"}},
-		{"fast.fp16.matmul(128x64)+vx_channel_affine+vx_add", 2, nil},
-		{"fast.bf16.matmul(64x64)", 0, nil},
-	} {
-		sp, _, err := parseFast(c.k, mm(c.adds))
-		if err != nil || !slices.Equal(sp.epi, c.epi) || sp.tile.BM == 0 {
-			t.Errorf("parseFast(%q) = %+v, %v; want the epilogue %v", c.k, sp, err, c.epi)
-		}
+	// mmg: with a fused Gelu of that approximation.
+	mmg := func(adds int, approx string) *ir.Node {
+		n := mm(adds)
+		n.Attrs[fused.AttrActivation] = &ir.Attr{Name: fused.AttrActivation, Kind: ir.AttrString, S: "Gelu"}
+		n.Attrs[fused.AttrActVersion] = &ir.Attr{Name: fused.AttrActVersion, Kind: ir.AttrInt, I: 20}
+		n.Attrs[fused.ActPrefix+"approximate"] = &ir.Attr{Name: fused.ActPrefix + "approximate", Kind: ir.AttrString, S: approx}
+		return n
+	}
+	if h, ok := fused.LayerOf(mmg(1, "none")); !ok || h.Activation != "Gelu" || h.Adds != 1 {
+		t.Fatalf("test layer %+v", h)
 	}
 	for _, c := range []struct {
 		k    string
-		adds int
+		n    *ir.Node
+		epi  []string
+		gelu bool
 	}{
-		{"fast.fp16.matmul(128x64)+epilogue(bias,res)", 1},
-		{"fast.fp16.matmul(128x64)+epilogue(res,bias)", 2},
-		{"fast.fp16.matmul(128x64)+epilogue(gelu)", 2},
-		{"fast.fp16.matmul(128x64)+epilogue(bias", 2},
+		{"fast.fp16.matmul(128x64)+epilogue(bias,res)", mm(2), []string{"bias", "res"}, false},
+		{"fast.fp16.matmul(128x64)+epilogue(bias)+vx_unary(Gelu none)", mmg(1, "none"), []string{"bias"}, false},
+		{"fast.fp16.matmul(128x64)+epilogue(bias,gelu)", mmg(1, "none"), []string{"bias"}, true},
+		{"fast.fp16.matmul(128x64)+epilogue(bias,res,gelu)", mmg(2, "none"), []string{"bias", "res"}, true},
+		{"fast.fp16.matmul(64x32)+epilogue(gelu)", mmg(0, "none"), nil, true},
+		{"fast.fp16.matmul(128x64)+vx_channel_affine+vx_add", mm(2), nil, false},
+		{"fast.bf16.matmul(64x64)", mm(0), nil, false},
 	} {
-		if _, _, err := parseFast(c.k, mm(c.adds)); err == nil {
-			t.Errorf("parseFast(%q) accepted it for a MatMul of %d Adds", c.k, c.adds)
+		sp, _, err := parseFast(c.k, c.n)
+		if err != nil || !slices.Equal(sp.epi, c.epi) || sp.gelu != c.gelu || sp.tile.BM == 0 {
+			t.Errorf("parseFast(%q) = %+v, %v; want the epilogue %v, GELU %v", c.k, sp, err, c.epi, c.gelu)
+		}
+	}
+	for _, c := range []struct {
+		k string
+		n *ir.Node
+	}{
+		{"fast.fp16.matmul(128x64)+epilogue(bias,res)", mm(1)},
+		{"fast.fp16.matmul(128x64)+epilogue(res,bias)", mm(2)},
+		{"fast.fp16.matmul(128x64)+epilogue(gelu)", mm(2)},
+		{"fast.fp16.matmul(128x64)+epilogue(gelu)", mmg(2, "none")},      // Adds left for after the GELU
+		{"fast.fp16.matmul(128x64)+epilogue(bias,gelu)", mm(1)},          // no GELU in the layer
+		{"fast.fp16.matmul(128x64)+epilogue(bias,gelu)", mmg(1, "tanh")}, // another GELU
+		{"fast.fp16.matmul(128x64)+epilogue(bias,gelu)+vx_add", mmg(2, "none")},
+		{"fast.fp16.matmul(128x64)+epilogue(gelu,bias)", mmg(1, "none")},
+		{"fast.fp16.matmul(128x64)+epilogue(bias", mm(2)},
+	} {
+		if _, _, err := parseFast(c.k, c.n); err == nil {
+			t.Errorf("parseFast(%q) accepted it for %v", c.k, c.n.Attrs)
 		}
 	}
 }

@@ -162,8 +162,9 @@ func (s *state) fastGemm(a uint64, M, N, K int, bn, cn string, act exact.Act, ou
 }
 
 // fastMatMul runs A (rows x K) by a constant 2-D B into y, with the bias
-// (a row of N) and residual (rows x N) in the epilogue (0: none); a fused
-// MatMul's other Adds and activation follow as matmulFused's exact passes.
+// (a row of N) and residual (rows x N) in the epilogue (0: none), then its
+// GELU there when the placement says so; a fused MatMul's other Adds and
+// activation follow as matmulFused's exact passes.
 func (s *state) fastMatMul(a uint64, rows, N, K int, bn string, bias, res, y uint64) error {
 	if s.cur.op != "matmul" {
 		return fmt.Errorf("a %s fast kernel for a MatMul", s.cur.op)
@@ -171,6 +172,9 @@ func (s *state) fastMatMul(a uint64, rows, N, K int, bn string, bias, res, y uin
 	w, err := s.packed(bn)
 	if err != nil {
 		return err
+	}
+	if s.cur.gelu {
+		return s.pr.fe.GEMMGelu(s.l.st, s.cur.prec, s.cur.tile, rows, N, K, a, w, bias, res, y)
 	}
 	return s.pr.fe.GEMMRes(s.l.st, s.cur.prec, s.cur.tile, rows, N, K, a, w, bias, res, exact.Act{}, y)
 }

@@ -196,6 +196,11 @@ func Load(ex *exact.Engine) (*Engine, error) {
 		}
 		e.fn[n] = f
 	}
+	for _, n := range kernels.FastGeluKernels { // fast_gelu.cu's: images without it launch no GELU tile
+		if f, err := ex.Mod.Function(n); err == nil {
+			e.fn[n] = f
+		}
+	}
 	return e, nil
 }
 
@@ -222,7 +227,7 @@ func (e *Engine) Conv(s *cuda.Stream, p plan.Precision, t Tile, g exact.ConvGeom
 	if err := Geom(g); err != nil {
 		return err
 	}
-	return e.launch(s, p, Mode(g, t, x), t, g, x, w, bias, res, act, y)
+	return e.launch(s, p, Mode(g, t, x), t, g, x, w, bias, res, act, false, y)
 }
 
 // GEMM sets y[r][j] (rows x n) to the chain over k of x[r][k] (rows x k,
@@ -236,14 +241,25 @@ func (e *Engine) GEMM(s *cuda.Stream, p plan.Precision, t Tile, rows, n, k int, 
 // the bias and before act, as a convolution's residual is (the epilogue's
 // acc, + bias[j], + res[r][j], act).
 func (e *Engine) GEMMRes(s *cuda.Stream, p plan.Precision, t Tile, rows, n, k int, x, w, bias, res uint64, act exact.Act, y uint64) error {
+	return e.gemm(s, p, t, rows, n, k, x, w, bias, res, act, false, y)
+}
+
+// GEMMGelu is GEMMRes without act, then y = GELU(v) (exact's GeluErf, the
+// function of the exact pass vx_unary(GELU_ERF)) as the epilogue's last
+// step: fast_gelu.cu's GELU tiles.
+func (e *Engine) GEMMGelu(s *cuda.Stream, p plan.Precision, t Tile, rows, n, k int, x, w, bias, res, y uint64) error {
+	return e.gemm(s, p, t, rows, n, k, x, w, bias, res, exact.Act{}, true, y)
+}
+
+func (e *Engine) gemm(s *cuda.Stream, p plan.Precision, t Tile, rows, n, k int, x, w, bias, res uint64, act exact.Act, gelu bool, y uint64) error {
 	g := exact.ConvGeom{N: rows, C: k, H: 1, W: 1, M: n, OH: 1, OW: 1, G: 1, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1}
 	if err := Geom(g); err != nil {
 		return err
 	}
-	return e.launch(s, p, gemmMode(k, x), t, g, x, w, bias, res, act, y)
+	return e.launch(s, p, gemmMode(k, x), t, g, x, w, bias, res, act, gelu, y)
 }
 
-func (e *Engine) launch(s *cuda.Stream, p plan.Precision, mode int, t Tile, g exact.ConvGeom, x, w, bias, res uint64, act exact.Act, y uint64) error {
+func (e *Engine) launch(s *cuda.Stream, p plan.Precision, mode int, t Tile, g exact.ConvGeom, x, w, bias, res uint64, act exact.Act, gelu bool, y uint64) error {
 	if w%16 != 0 {
 		return fmt.Errorf("%w: packed weights not 16-byte aligned", ErrArgs)
 	}
@@ -256,6 +272,9 @@ func (e *Engine) launch(s *cuda.Stream, p plan.Precision, mode int, t Tile, g ex
 		if taps, err = e.ex.Taps(g); err != nil {
 			return err
 		}
+	}
+	if gelu {
+		l.kernel += "_gelu"
 	}
 	f := e.fn[l.kernel]
 	if f == nil {

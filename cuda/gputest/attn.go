@@ -327,17 +327,33 @@ func (s *fastSuite) attnModel(path string, exactTime bool) error {
 			nepi++
 		}
 	}
-	// The timed batches' outputs of the plan, for the other variant and
+	// The timed batches' outputs of the plan, for the other variants and
 	// the profiles.
 	outs := map[int]map[string]*tensor.Tensor{}
-	for _, v := range []struct {
+	type variant struct {
 		label string
 		sec   plan.GPU
 		full  bool
-	}{
-		{"fp16 (fused attention, staged LayerNorm, MatMul epilogue, moves folded)", sec, true},
-		{"fp16 seventh session (MatMul bias, residual as exact passes; Split, Transposes copy)", old, false},
-	} {
+	}
+	vs := []variant{
+		{"fp16 (fused attention, staged LayerNorm, MatMul epilogue with GELU, moves folded)", sec, true},
+		{"fp16 seventh session (MatMul bias, residual, GELU as exact passes; Split, Transposes copy)", old, false},
+	}
+	// Every fast MatMul on one other tile: the same chains (the bits must
+	// not change), each layer's time per tile for a shape-only tile rule.
+	for _, tl := range []string{"64x64", "64x32"} {
+		v := variant{label: "fp16 every MatMul on tile " + tl, sec: sec}
+		v.sec.Layers = slices.Clone(sec.Layers)
+		for i, l := range v.sec.Layers {
+			if rest, ok := strings.CutPrefix(l.Kernel, "fast.fp16.matmul("); ok {
+				if _, after, ok := strings.Cut(rest, ")"); ok {
+					v.sec.Layers[i].Kernel = "fast.fp16.matmul(" + tl + ")" + after
+				}
+			}
+		}
+		vs = append(vs, v)
+	}
+	for _, v := range vs {
 		nfast, nattn, nln := 0, 0, 0
 		for _, l := range v.sec.Layers {
 			if l.Kernel == kernels.FastLayerNorm {
@@ -396,9 +412,10 @@ func (s *fastSuite) attnModel(path string, exactTime bool) error {
 	return nil
 }
 
-// exactPasses names a fast MatMul kernel's epilogue Adds
-// ("+epilogue(bias,res)") as the exact passes that compute the same
-// (vx_channel_affine by ones, vx_add): the plan before the epilogue.
+// exactPasses names a fast MatMul kernel's epilogue Adds and GELU
+// ("+epilogue(bias,res)", "+epilogue(bias,gelu)") as the exact passes that
+// compute the same (vx_channel_affine by ones, vx_add, vx_unary(Gelu none)):
+// the plan before the epilogue.
 func exactPasses(k string) string {
 	i := strings.Index(k, "+epilogue(")
 	if i < 0 {
@@ -410,7 +427,7 @@ func exactPasses(k string) string {
 	}
 	ps := ""
 	for _, e := range strings.Split(k[i+len("+epilogue("):i+j], ",") {
-		ps += "+" + map[string]string{"bias": kernels.Affine, "res": kernels.Add}[e]
+		ps += "+" + map[string]string{"bias": kernels.Affine, "res": kernels.Add, "gelu": kernels.Unary + "(Gelu none)"}[e]
 	}
 	return k[:i] + ps + k[i+j+1:]
 }

@@ -123,7 +123,14 @@ __device__ __forceinline__ float vf_act(float v, int act, float lo, float hi) {
 	return v;
 }
 
-template <int BM, int BN, int MODE, bool BF>
+// vf_nopost: the epilogue's last step for the entry points here (none).
+// An image that joins fast.cu after the exact kernels may instantiate
+// vf_tile with another (fast_gelu.cu: GELU, the exact pass's function).
+struct vf_nopost {
+	__device__ static __forceinline__ float f(float v) { return v; }
+};
+
+template <int BM, int BN, int MODE, bool BF, class POST = vf_nopost>
 __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restrict__ x, const unsigned short* __restrict__ w,
 	const int4* __restrict__ taps, const float* __restrict__ bias, const float* __restrict__ res, int act, float lo, float hi, float* __restrict__ y) {
 	constexpr int WM = BM / 2, WN = BN / 4;  // a warp's block
@@ -363,7 +370,7 @@ __device__ __forceinline__ void vf_tile(const vf_geom& g, const float* __restric
 				if (v != v) v = __int_as_float(0x7fc00000);
 				if (bias) v = v + bias[m];
 				if (res) v = v + res[o];
-				y[o] = vf_act(v, act, lo, hi);
+				y[o] = POST::f(vf_act(v, act, lo, hi));
 			}
 		}
 		__syncwarp();

@@ -50,7 +50,11 @@ __device__ __forceinline__ void va_attention(const float* __restrict__ q, const 
 	const va_lay& L) {
 	// K as [j][d] (the B fragments of q kt are k = d pairs), later V as
 	// [d][j] (those of p v are k = j pairs), in one buffer.
-	constexpr int LK = D + 8, LV = SMAX + 8, LS = SMAX + 4;
+	// LS, the scores' row stride, is 5 mod 32 (odd): the row max and the
+	// sequential row sums, a thread a row reading column j of 32 rows at
+	// once, hit 32 banks (SMAX + 4 put them in 8: 8-way conflicts on each
+	// of 2 x S dependent steps); the p fragments' loads get 2-way ones.
+	constexpr int LK = D + 8, LV = SMAX + 8, LS = SMAX + 5;
 	constexpr int KV = SMAX * LK > D * LV ? SMAX * LK : D * LV;
 	__shared__ __align__(16) unsigned short qs[VA_BQ * LK];
 	__shared__ __align__(16) unsigned short kv[KV];

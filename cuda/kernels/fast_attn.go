@@ -27,13 +27,23 @@ func FastAttnDigest() string {
 	return hex.EncodeToString(h[:])
 }
 
+// fast_gelu.cu holds fast.cu's tiles with GELU last in the epilogue; it
+// uses exact.cu's vx_gelu_erf and fast.cu's vf_tile, so it too is compiled
+// only in a fast plan's image, after fast_attn.cu.
+//
+//go:embed fast_gelu.cu
+var fastGeluCU string
+
+// FastGeluName is fast_gelu.cu's name in compiler messages.
+const FastGeluName = "fast_gelu.cu"
+
 // FastAttnImageName names the joined source of a fast plan's image with
-// the attention kernels.
-const FastAttnImageName = FastImageName + "+" + FastAttnName
+// the attention kernels (and the GELU tiles).
+const FastAttnImageName = FastImageName + "+" + FastAttnName + "+" + FastGeluName
 
 // FastAttnImageSource is a fast plan's image source: FastImageSource, then
-// fast_attn.cu, one translation unit with Options.
-func FastAttnImageSource() string { return FastImageSource() + fastAttnCU }
+// fast_attn.cu and fast_gelu.cu, one translation unit with Options.
+func FastAttnImageSource() string { return FastImageSource() + fastAttnCU + fastGeluCU }
 
 // FastLayerNorm is fast_attn.cu's LayerNormalization: vx_layernorm's
 // operations in vx_layernorm's order (the exact bits), one warp per row of
@@ -72,6 +82,32 @@ func fastAttnKernels() []string {
 	for _, p := range []string{FastF16, FastBF16} {
 		for _, s := range FastAttnShapes {
 			a = append(a, FastAttnKernel(p, s[0], s[1]))
+		}
+	}
+	return a
+}
+
+// FastGeluModes are the operand modes of fast_gelu.cu's GELU-epilogue
+// tiles (a Gemm's: rows, or 1x1 when K is not a multiple of 4).
+var FastGeluModes = []int{Fast1x1, FastRows}
+
+// FastGeluKernel names fast_gelu.cu's fast.cu tile whose epilogue ends in
+// vx_gelu_erf: FastKernel's name, then "_gelu".
+func FastGeluKernel(prec string, mode, bm, bn int) string {
+	return FastKernel(prec, mode, bm, bn) + "_gelu"
+}
+
+// FastGeluKernels lists those entry points: each precision, FastGeluModes,
+// FastTiles.
+var FastGeluKernels = fastGeluKernels()
+
+func fastGeluKernels() []string {
+	var a []string
+	for _, p := range []string{FastF16, FastBF16} {
+		for _, m := range FastGeluModes {
+			for _, t := range FastTiles {
+				a = append(a, FastGeluKernel(p, m, t[0], t[1]))
+			}
 		}
 	}
 	return a
