@@ -17,7 +17,7 @@
 //   - gen_asm.py: the 6x16 GEMM microkernels, pooling rows, Epi.
 //   - gen_direct.py: the direct convolution tiles (Conv6x16, ConvZ) and the
 //     16x16 transposes that store them.
-//   - gen_blocked_a.py: the AVX2 tile of the blocked convolution (BlockA6).
+//   - gen_blocked_a.py: the AVX2 tiles of the blocked convolution (BlockA).
 //   - gen_gemmz.py: the AVX-512 GEMM tiles (GemmZ).
 //   - gen_rows.py: depthwise rows and planes, the row-streaming GEMV, the
 //     3x3/2 MaxPool row.

@@ -8,7 +8,7 @@ import (
 
 // blockATile is the tile of the AVX2 blocked convolution: 6 output pixels
 // (consecutive in a run of rows, so a tile may wrap to the next row) of
-// one 16-channel block (amd64.BlockA6). Each output's chain is ConvZ's:
+// one 16-channel block (amd64.BlockA; a unit's last tile has 1 to 6). Each output's chain is ConvZ's:
 // packPx orders the steps by input channel and tap whatever the panel
 // width, so the bits do not depend on the tile.
 var blockATile = zShape{R: 1, T: 6, C: 1}
@@ -83,18 +83,13 @@ func (j *blockedAJob) Run(lo, hi int) {
 				}
 				n++
 				if n == 6 {
-					amd64.BlockA6(K, &px, &d.offs[0], pan, bias, &out, resp, j.clamp, 6)
+					amd64.BlockA(6, K, &px, &d.offs[0], pan, bias, &out, resp, j.clamp)
 					n = 0
 				}
 			}
 		}
 		if n > 0 {
-			// The tail: the last pixel again in the unused lanes (computed,
-			// never stored).
-			for i := n; i < 6; i++ {
-				px[i], rp[i] = px[n-1], rp[n-1]
-			}
-			amd64.BlockA6(K, &px, &d.offs[0], pan, bias, &out, resp, j.clamp, n)
+			amd64.BlockA(n, K, &px, &d.offs[0], pan, bias, &out, resp, j.clamp)
 		}
 	}
 }
