@@ -58,9 +58,15 @@ func Epi(y *float32, ldy int, r *float32, ldr int, rows, cols int, lo, hi float3
 	panic("amd64: not available")
 }
 
-func Conv6x16(k int, px *[6]*float32, offs *int32, w *float32, bias *float32, out *float32, ldo int) {
+func Conv6x16(k int, px *[6]*float32, offs *int32, w *float32, bias *float32, out *float32, ldo int, flags int) {
 	panic("amd64: not available")
 }
+
+// Conv6x16's flags (see the amd64 declaration).
+const (
+	DirLoad  = 1
+	DirFinal = 2
+)
 
 // EnabledZ is false off amd64.
 const EnabledZ = false

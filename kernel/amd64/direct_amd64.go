@@ -12,8 +12,21 @@ import "golang.org/x/sys/cpu"
 // 0x7fc00000) plus bias[0:16] when bias is not nil (acc the first
 // operand): the GEMM microkernels' store with a per-column bias.
 //
+// flags splits a chain into k blocks: with DirLoad the chains continue
+// from the partial sums at out (as a block without DirFinal stored them)
+// instead of +0; without DirFinal the partial sums are stored as they
+// are (no canon, no bias). A chain run in blocks, the first without
+// DirLoad and the last with DirFinal, has the bits of the chain run at
+// once: a float parked in memory is the float in the register.
+//
 //go:noescape
-func Conv6x16(k int, px *[6]*float32, offs *int32, w *float32, bias *float32, out *float32, ldo int)
+func Conv6x16(k int, px *[6]*float32, offs *int32, w *float32, bias *float32, out *float32, ldo int, flags int)
+
+// Conv6x16's flags.
+const (
+	DirLoad  = 1 // continue from the partial sums at out
+	DirFinal = 2 // the last k block: canon and bias
+)
 
 // EnabledZ reports whether the AVX-512 direct convolution kernels
 // (ConvZ) can run here: AVX-512 F on top of Enabled.

@@ -2,8 +2,8 @@
 
 #include "textflag.h"
 
-// func Conv6x16(k int, px *[6]*float32, offs *int32, w *float32, bias *float32, out *float32, ldo int)
-TEXT ·Conv6x16(SB), NOSPLIT, $0-56
+// func Conv6x16(k int, px *[6]*float32, offs *int32, w *float32, bias *float32, out *float32, ldo int, flags int)
+TEXT ·Conv6x16(SB), NOSPLIT, $0-64
 	MOVQ k+0(FP), CX
 	MOVQ px+8(FP), AX
 	MOVQ 0(AX), SI
@@ -14,6 +14,9 @@ TEXT ·Conv6x16(SB), NOSPLIT, $0-56
 	MOVQ 40(AX), R11
 	MOVQ offs+16(FP), BX
 	MOVQ w+24(FP), DX
+	MOVQ flags+56(FP), R13
+	TESTQ $1, R13
+	JNE c6x16load
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -26,6 +29,28 @@ TEXT ·Conv6x16(SB), NOSPLIT, $0-56
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
+	JMP c6x16loop4
+c6x16load:
+	MOVQ out+40(FP), R12
+	MOVQ ldo+48(FP), R14
+	SHLQ $2, R14
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ R14, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
+	ADDQ R14, R12
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+	ADDQ R14, R12
+	VMOVUPS (R12), Y6
+	VMOVUPS 32(R12), Y7
+	ADDQ R14, R12
+	VMOVUPS (R12), Y8
+	VMOVUPS 32(R12), Y9
+	ADDQ R14, R12
+	VMOVUPS (R12), Y10
+	VMOVUPS 32(R12), Y11
 c6x16loop4:
 	CMPQ CX, $4
 	JLT c6x16tail
@@ -146,6 +171,8 @@ c6x16tail:
 	DECQ CX
 	JMP c6x16tail
 c6x16done:
+	TESTQ $2, R13
+	JEQ c6x16nobias
 	MOVL $0x7fc00000, R12
 	VMOVD R12, X15
 	VPBROADCASTD X15, Y15

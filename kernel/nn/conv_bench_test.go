@@ -192,9 +192,15 @@ func BenchmarkConv1x1Deep(b *testing.B) {
 // in a kernel.State, and reports GFLOP/s (flops a call) from the median
 // thread CPU time.
 func convCPU(b *testing.B, n *ir.Node, x, w, y *tensor.Tensor, flops float64) {
+	convCPUF(b, nil, n, x, w, y, flops)
+}
+
+// convCPUF is convCPU with the forced choices f (nil: none).
+func convCPUF(b *testing.B, f *forced, n *ir.Node, x, w, y *tensor.Tensor, flops float64) {
 	p := parallel.New(1)
 	defer p.Close()
-	ctx := &kernel.Ctx{Pool: p, State: &kernel.State{}}
+	ctx := ctxAt(p, kernel.ISABest, f)
+	ctx.State = &kernel.State{}
 	if err := intoConv(ctx, n, []*tensor.Tensor{x, w}, []*tensor.Tensor{y}); err != nil {
 		b.Fatal(err)
 	}
@@ -226,6 +232,25 @@ func BenchmarkConvStem3(b *testing.B) {
 				o := (c.hw-1)/c.stride + 1
 				y := tensor.New(tensor.Float32, 1, c.cout, o, o)
 				convCPU(b, n, x, w, y, 2*float64(c.cout*3*c.k*c.k*o*o))
+			})
+		}
+	}
+}
+
+// BenchmarkConvDirectKB is VGG-11's and ResNet-50's 3x3 stride-1
+// convolutions through conv.direct with each k block of the AVX2 kernel
+// (steps; 1<<20: one block), one worker, the packed weights kept in a
+// State; GFLOP/s from thread CPU time.
+func BenchmarkConvDirectKB(b *testing.B) {
+	for _, c := range []struct{ cin, cout, hw int }{{64, 128, 112}, {128, 256, 56}, {256, 256, 56}, {512, 512, 28}, {512, 512, 14}, {512, 512, 7}} {
+		for _, kb := range []int{1 << 20, 128, 256, 512} {
+			b.Run(fmt.Sprintf("%d-%dx%d/kb%d", c.cin, c.cout, c.hw, kb), func(b *testing.B) {
+				r := rand.New(rand.NewSource(1))
+				n := node("Conv", ints("pads", 1, 1, 1, 1), strAttr(kernel.TacticAttr, TacticDirect))
+				x := tensor.From(randF32(r, c.cin*c.hw*c.hw), 1, c.cin, c.hw, c.hw)
+				w := tensor.From(randF32(r, c.cout*c.cin*9), c.cout, c.cin, 3, 3)
+				y := tensor.New(tensor.Float32, 1, c.cout, c.hw, c.hw)
+				convCPUF(b, &forced{dirKB: kb}, n, x, w, y, 2*float64(c.cout*c.cin*9*c.hw*c.hw))
 			})
 		}
 	}

@@ -29,6 +29,15 @@ const (
 	dirMR = 6  // pixels per tile
 	dirNR = 16 // output channels per panel
 	dirPC = 96 // pixels per unit (16 tiles)
+	// dirKB is the k block of the AVX2 kernel in steps: a unit runs its
+	// tiles' chains dirKB steps at a time, the partial sums parked in the
+	// unit's scratch (amd64.DirLoad/DirFinal: the same bits), so that a
+	// block's weights (dirKB*64 bytes) are read from L1 by all the unit's
+	// tiles instead of from L2 by each: a panel of a layer of K = Cin*9
+	// >= 4096 steps is 256 KiB. Layers of fewer than dirKBMin steps run
+	// their chains in one block (no gain measured there).
+	dirKB    = 256
+	dirKBMin = 2048
 )
 
 // directPack is a layer's packed weights: panel q (channels 16q..) at
@@ -144,7 +153,13 @@ func convDirect(pool machine, s *convSetup, x, w, bias, y []float32, ep epi) {
 			xn = *pad
 		}
 		*j = directJob{s: s, d: d, x: xn, y: y[ni*s.M*P : (ni+1)*s.M*P], ep: ep.at(ni * s.M * P), P: P,
-			nch: (P + dirPC - 1) / dirPC}
+			nch: (P + dirPC - 1) / dirPC, kb: len(d.offs)}
+		if len(d.offs) >= dirKBMin {
+			j.kb = dirKB
+		}
+		if f := pool.f().dirKB; f > 0 {
+			j.kb = f
+		}
 		j.pg, j.gx = s.groupAt(dirNR, hp*wp)
 		np := (s.M + dirNR - 1) / dirNR
 		pool.Run(np*j.nch, s.M*P*len(d.offs), j)
@@ -167,13 +182,14 @@ type directJob struct {
 	nch  int
 	// pg panels a group, gx floats between groups' planes (groupAt).
 	pg, gx int
+	kb     int // k block (steps)
 }
 
 var directJobs = sync.Pool{New: func() any { return new(directJob) }}
 
 func (j *directJob) Run(lo, hi int) {
 	var scratch [dirPC * dirNR]float32
-	var px [dirMR]*float32
+	var px [dirPC / dirMR][dirMR]*float32
 	s, d, g := j.s, j.d, j.s.g
 	K := len(d.offs)
 	OW, sh, sw, wp := g.out[1], g.stride[0], g.stride[1], d.wp
@@ -187,13 +203,27 @@ func (j *directJob) Run(lo, hi int) {
 		if d.bias != nil {
 			bias = &d.bias[q*dirNR]
 		}
-		pan := &d.panels[q*K*dirNR]
-		for t := 0; t < n; t += dirMR {
-			for i := range px {
-				p := p0 + min(t+i, n-1)
-				px[i] = &xg[p/OW*sh*wp+p%OW*sw]
+		nt := (n + dirMR - 1) / dirMR
+		for ti := range px[:nt] {
+			for i := range px[ti] {
+				p := p0 + min(ti*dirMR+i, n-1)
+				px[ti][i] = &xg[p/OW*sh*wp+p%OW*sw]
 			}
-			amd64.Conv6x16(K, &px, &d.offs[0], pan, bias, &scratch[t*dirNR], dirNR)
+		}
+		// The chains dirKB steps at a time, every tile of the unit per
+		// block (one chain each, its steps in order: the same bits).
+		for k0 := 0; k0 < K; k0 += j.kb {
+			kn, fl := min(j.kb, K-k0), 0
+			if k0 > 0 {
+				fl |= amd64.DirLoad
+			}
+			if k0+kn == K {
+				fl |= amd64.DirFinal
+			}
+			pan := &d.panels[(q*K+k0)*dirNR]
+			for ti := range px[:nt] {
+				amd64.Conv6x16(kn, &px[ti], &d.offs[k0], pan, bias, &scratch[ti*dirMR*dirNR], dirNR, fl)
+			}
 		}
 		rows := min(dirNR, s.M-q*dirNR)
 		off := q*dirNR*j.P + p0

@@ -43,6 +43,9 @@ type forced struct {
 	// noPF turns unitZ's prefetch of the next row group's A off, noPanelPF
 	// the direct kernels' prefetch of the next panel (as pfMax 0 would).
 	noPF, noPanelPF bool
+	// dirKB, when set, overrides the AVX2 direct kernel's k block (steps,
+	// dirKB): tests split small layers' chains into several blocks.
+	dirKB int
 	// gemmZ, when set, overrides the AVX-512 GEMM's register blocking
 	// (benchmarks of the tile choice).
 	gemmZ *gemmZShape
